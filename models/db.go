@@ -1,0 +1,180 @@
+// Package models is Lifeline's persistence layer: the GORM structs, opening the database
+// (embedded SQLite by default, PostgreSQL when the URL says so), migrations, and the
+// queries services use. Every tenant query takes an organization id.
+package models
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"lifeline/migrations"
+)
+
+// Dialects.
+const (
+	Postgres = "postgres"
+	SQLite   = "sqlite"
+)
+
+// DB is an open database: GORM for our tables, and the pool River shares.
+type DB struct {
+	Gorm    *gorm.DB
+	SQL     *sql.DB
+	Dialect string
+	// Pool is set on PostgreSQL only; River's pgx driver uses it.
+	Pool *pgxpool.Pool
+	// Now returns the database clock. Tests may replace it.
+	Now func(ctx context.Context) (time.Time, error)
+}
+
+// DefaultSQLitePath is where the embedded database lives when DATABASE_URL is unset.
+const DefaultSQLitePath = "./data/lifeline.db"
+
+// Open connects to url: "postgres://…" or "postgresql://…" for PostgreSQL; "sqlite://PATH",
+// "file:PATH", a plain path, or "" (DefaultSQLitePath) for embedded SQLite in WAL mode.
+func Open(ctx context.Context, url string) (*DB, error) {
+	gcfg := &gorm.Config{
+		Logger:                                   logger.Discard,
+		NowFunc:                                  func() time.Time { return time.Now().UTC() },
+		DisableForeignKeyConstraintWhenMigrating: true,
+		SkipDefaultTransaction:                   true,
+	}
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		pcfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return nil, fmt.Errorf("connect to postgres: %w", err)
+		}
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect to postgres: %w", err)
+		}
+		sqlDB := stdlib.OpenDBFromPool(pool)
+		g, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), gcfg)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open gorm: %w", err)
+		}
+		db := &DB{Gorm: g, SQL: sqlDB, Dialect: Postgres, Pool: pool}
+		db.Now = db.pgNow
+		return db, nil
+	}
+
+	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "file:")
+	if path == "" {
+		path = DefaultSQLitePath
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create database folder: %w", err)
+		}
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	g, err := gorm.Open(sqlite.Open(dsn), gcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, err
+	}
+	// SQLite allows one writer; River and GORM share a single connection (River's advice).
+	// Never touch the database outside a transaction while holding one.
+	sqlDB.SetMaxOpenConns(1)
+	db := &DB{Gorm: g, SQL: sqlDB, Dialect: SQLite}
+	db.Now = func(context.Context) (time.Time, error) { return time.Now().UTC(), nil }
+	return db, nil
+}
+
+func (db *DB) pgNow(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := db.Pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("read database clock: %w", err)
+	}
+	return t.UTC(), nil
+}
+
+// Close closes the connections.
+func (db *DB) Close() error {
+	err := db.SQL.Close()
+	if db.Pool != nil {
+		db.Pool.Close()
+	}
+	return err
+}
+
+// Migrate applies Lifeline's migrations and River's.
+func (db *DB) Migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations.FS, db.Dialect)
+	if err != nil {
+		return err
+	}
+	gd := goose.DialectPostgres
+	if db.Dialect == SQLite {
+		gd = goose.DialectSQLite3
+	}
+	p, err := goose.NewProvider(gd, db.SQL, sub, goose.WithLogger(goose.NopLogger()))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if db.Dialect == Postgres {
+		m, err := rivermigrate.New(riverpgxv5.New(db.Pool), nil)
+		if err != nil {
+			return err
+		}
+		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+			return fmt.Errorf("river migrations: %w", err)
+		}
+		return nil
+	}
+	m, err := rivermigrate.New(riversqlite.New(db.SQL), nil)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrations: %w", err)
+	}
+	return nil
+}
+
+// Tx runs fn in a transaction; fn's error rolls it back.
+func (db *DB) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return db.Gorm.WithContext(ctx).Transaction(fn)
+}
+
+// Conn returns a GORM handle bound to ctx.
+func (db *DB) Conn(ctx context.Context) *gorm.DB { return db.Gorm.WithContext(ctx) }
+
+// NewID returns a new random UUID string.
+func NewID() string { return uuid.NewString() }
+
+// IsNotFound reports whether err is GORM's record-not-found.
+func IsNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

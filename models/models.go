@@ -1,0 +1,337 @@
+package models
+
+import "time"
+
+// Roles, from most to least powerful.
+const (
+	RoleOwner      = "owner"
+	RoleAdmin      = "admin"
+	RoleAccountant = "accountant"
+	RoleViewer     = "viewer"
+)
+
+// Roles lists the roles from most to least powerful.
+var Roles = []string{RoleOwner, RoleAdmin, RoleAccountant, RoleViewer}
+
+// RoleAtLeast reports whether role is at least as powerful as min.
+func RoleAtLeast(role, min string) bool {
+	rank := func(r string) int {
+		for i, x := range Roles {
+			if x == r {
+				return len(Roles) - i
+			}
+		}
+		return 0
+	}
+	return rank(role) > 0 && rank(role) >= rank(min)
+}
+
+// Execution statuses (seed 002 run model).
+const (
+	ExecPending    = "PENDING"
+	ExecRunning    = "RUNNING"
+	ExecSucceeded  = "SUCCEEDED"
+	ExecFailed     = "FAILED"
+	ExecPartial    = "PARTIAL"
+	ExecDLQPending = "DLQ_PENDING"
+)
+
+// ExecutionStatuses lists every execution status.
+var ExecutionStatuses = []string{ExecPending, ExecRunning, ExecSucceeded, ExecFailed, ExecPartial, ExecDLQPending}
+
+// Step attempt statuses (seed 002 step model).
+const (
+	StepPending   = "PENDING"
+	StepRunning   = "RUNNING"
+	StepSucceeded = "SUCCEEDED"
+	StepRetrying  = "RETRYING"
+	StepFailed    = "FAILED"
+	StepDLQ       = "DLQ"
+	StepSkipped   = "SKIPPED"
+)
+
+// Error record statuses (seed 000).
+const (
+	ErrPending    = "pending"
+	ErrRetrying   = "retrying"
+	ErrResolved   = "resolved"
+	ErrEscalated  = "escalated"
+	ErrDeadLetter = "dead_letter"
+)
+
+// Dead-letter statuses (seed 000).
+const (
+	DLQPending    = "pending"
+	DLQProcessing = "processing"
+	DLQResolved   = "resolved"
+	DLQSkipped    = "skipped"
+	DLQExpired    = "expired"
+)
+
+// DLQStatuses lists every dead-letter status.
+var DLQStatuses = []string{DLQPending, DLQProcessing, DLQResolved, DLQSkipped, DLQExpired}
+
+// Organization is a tenant: an accounting office.
+type Organization struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+func (Organization) TableName() string { return "organizations" }
+
+// User is a person who logs in; their roles come from memberships.
+type User struct {
+	ID           string
+	Email        string
+	Name         string
+	PasswordHash string
+	CreatedAt    time.Time
+}
+
+func (User) TableName() string { return "users" }
+
+// Membership gives a user a role in an organization.
+type Membership struct {
+	ID             string
+	OrganizationID string
+	UserID         string
+	Role           string
+	CreatedAt      time.Time
+}
+
+func (Membership) TableName() string { return "memberships" }
+
+// APIToken authenticates a system as `Authorization: Bearer`; only its SHA-256 is stored.
+type APIToken struct {
+	ID             string
+	OrganizationID string
+	Name           string
+	Role           string
+	TokenHash      string
+	CreatedAt      time.Time
+	LastUsedAt     *time.Time
+}
+
+func (APIToken) TableName() string { return "api_tokens" }
+
+// Session is a server-side session (scs store).
+type Session struct {
+	Token  string `gorm:"primaryKey"`
+	Data   []byte
+	Expiry time.Time
+}
+
+func (Session) TableName() string { return "sessions" }
+
+// Workflow is a named, versioned definition owned by an organization.
+type Workflow struct {
+	ID             string
+	OrganizationID string
+	Name           string
+	Description    string
+	Version        int
+	Definition     JSON
+	UnknownErrors  string
+	WebhookToken   string
+	WebhookSecret  string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (Workflow) TableName() string { return "workflows" }
+
+// WorkflowVersion keeps every definition a workflow has had; executions run a fixed version.
+type WorkflowVersion struct {
+	ID             string
+	OrganizationID string
+	WorkflowID     string
+	Version        int
+	Definition     JSON
+	CreatedAt      time.Time
+}
+
+func (WorkflowVersion) TableName() string { return "workflow_versions" }
+
+// Execution is one run of a workflow version.
+type Execution struct {
+	ID              string
+	OrganizationID  string
+	WorkflowID      string
+	WorkflowVersion int
+	Status          string
+	Input           JSON
+	TriggerType     string
+	CorrelationID   string
+	CurrentStepID   *string
+	CreatedBy       *string
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+func (Execution) TableName() string { return "workflow_executions" }
+
+// StepAttempt is one attempt of one step of an execution (a row of step_executions).
+type StepAttempt struct {
+	ID             string
+	OrganizationID string
+	ExecutionID    string
+	StepID         string
+	StepIndex      int
+	Attempt        int
+	Status         string
+	Generation     int
+	IdempotencyKey string
+	Input          JSON
+	Output         JSON
+	ErrorType      *string
+	ErrorCode      *string
+	ErrorMessage   *string
+	StackTrace     *string
+	ScheduledAt    time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	LeaseExpiresAt *time.Time
+	NextRetryAt    *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (StepAttempt) TableName() string { return "step_executions" }
+
+// IdempotencyKey remembers an API request's Idempotency-Key for at least 24 hours.
+type IdempotencyKey struct {
+	OrganizationID string `gorm:"primaryKey"`
+	WorkflowID     string `gorm:"primaryKey"`
+	IdemKey        string `gorm:"primaryKey"`
+	RequestHash    string
+	ExecutionID    string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+}
+
+func (IdempotencyKey) TableName() string { return "api_idempotency_keys" }
+
+// ExecutionError is the error record of one failing step of an execution (seed 000).
+type ExecutionError struct {
+	ID              string
+	OrganizationID  string
+	ExecutionID     string
+	StepID          string
+	ErrorType       string
+	ErrorCode       *string
+	ErrorMessage    string
+	StackTrace      *string
+	InputData       JSON
+	OutputData      JSON
+	StepState       JSON
+	RetryCount      int
+	MaxRetries      int
+	NextRetryAt     *time.Time
+	LastRetryAt     *time.Time
+	Status          string
+	ResolutionType  *string
+	ResolutionNotes *string
+	ResolvedBy      *string
+	ResolvedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+func (ExecutionError) TableName() string { return "workflow_execution_errors" }
+
+// DeadLetter is an execution that exhausted its retries, with its whole context.
+type DeadLetter struct {
+	ID                string
+	OrganizationID    string
+	ErrorID           string
+	WorkflowID        string
+	ExecutionID       string
+	OriginalInput     JSON
+	StepStates        JSON
+	FailedStepID      string
+	Status            string
+	ManualRetryCount  int
+	LastManualRetryAt *time.Time
+	ExpiresAt         time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (DeadLetter) TableName() string { return "dead_letter_queue" }
+
+// CircuitBreaker is the breaker state of one step of one workflow.
+type CircuitBreaker struct {
+	ID               string
+	OrganizationID   string
+	WorkflowID       string
+	StepID           string
+	State            string
+	FailureCount     int
+	SuccessCount     int
+	LastFailureAt    *time.Time
+	LastSuccessAt    *time.Time
+	FailureThreshold int
+	ResetTimeoutMs   int
+	HalfOpenRequests int
+	OpenedAt         *time.Time
+	HalfOpenedAt     *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+func (CircuitBreaker) TableName() string { return "circuit_breaker_state" }
+
+// CompensationAction is a rollback handler for a step.
+type CompensationAction struct {
+	ID                 string
+	OrganizationID     string
+	WorkflowID         string
+	StepID             string
+	CompensationType   string
+	CompensationConfig JSON
+	ExecutionID        *string
+	Status             *string
+	ExecutedAt         *time.Time
+	Result             JSON
+	CreatedAt          time.Time
+}
+
+func (CompensationAction) TableName() string { return "compensation_actions" }
+
+// RetryPolicy is a stored policy: the organization default (WorkflowID nil), a workflow's
+// (StepID nil) or a step's. Spec holds the fields as written; the other columns the
+// effective values at that level.
+type RetryPolicy struct {
+	ID                string
+	OrganizationID    string
+	WorkflowID        *string
+	StepID            *string
+	MaxRetries        int
+	InitialDelayMs    int
+	MaxDelayMs        int
+	BackoffMultiplier float64
+	RetryOnErrors     StringList
+	NoRetryOnErrors   StringList
+	Spec              JSON
+	CreatedAt         time.Time
+}
+
+func (RetryPolicy) TableName() string { return "retry_policies" }
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	ID             string
+	OrganizationID string
+	ActorType      string
+	ActorID        *string
+	Action         string
+	EntityType     string
+	EntityID       string
+	Details        JSON
+	CreatedAt      time.Time
+}
+
+func (AuditEntry) TableName() string { return "audit_log" }

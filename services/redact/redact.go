@@ -1,0 +1,169 @@
+// Package redact hides secrets in decoded JSON values and raw JSON before
+// they are stored or shown (step inputs and outputs, request headers, audit
+// entries).
+//
+// The contract:
+//
+//   - A key matches when, lower-cased with '-' turned into '_', it contains
+//     any configured key (normalised the same way) as a substring. So with
+//     [DefaultKeys], "X-Api-Key", "bankIBAN", "db_password", "access_token"
+//     and "Client-Secret" all match.
+//   - The whole value under a matching key is replaced by the string
+//     [Placeholder], whatever its type (object, array, number, null…). In an
+//     http.Header or map[string][]string it becomes []string{Placeholder}.
+//   - Only keys are inspected, never values: a secret inside a free-text
+//     string is not found.
+//   - Inputs are never modified: [Redactor.Value] returns a deep copy of
+//     map[string]any, []any, map[string]string, map[string][]string and
+//     http.Header; other values (strings, numbers, json.Number…) are returned
+//     as they are.
+//   - [Redactor.JSON] re-encodes valid JSON compactly, with object keys
+//     sorted, numbers kept digit for digit and no HTML escaping; input that is
+//     not exactly one valid JSON value is returned unchanged.
+//
+// A Redactor is immutable and safe for concurrent use; its zero value
+// uses DefaultKeys. The package imports nothing from Lifeline.
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Placeholder replaces every redacted value.
+const Placeholder = "[REDACTED]"
+
+// DefaultKeys are the key fragments used when none are configured. Substring
+// matching also covers access_token, refresh_token, client_secret,
+// x-api-key, db_password and the like.
+var DefaultKeys = []string{"password", "secret", "token", "authorization", "api_key", "apikey", "iban"}
+
+// Redactor replaces values under secret-looking keys with [Placeholder].
+type Redactor struct {
+	keys []string // normalised, non-empty; nil means DefaultKeys
+}
+
+// New returns a Redactor matching keys. Keys are trimmed and normalised;
+// empty entries are dropped (an empty key would match every key). If nothing
+// is left, DefaultKeys are used.
+func New(keys []string) *Redactor {
+	var norm []string
+	for _, k := range keys {
+		if k = normalize(strings.TrimSpace(k)); k != "" {
+			norm = append(norm, k)
+		}
+	}
+	if norm == nil {
+		norm = append([]string(nil), DefaultKeys...)
+	}
+	return &Redactor{keys: norm}
+}
+
+// ParseKeys splits the comma-separated environment form ("password, token,
+// x-secret") into trimmed, non-empty keys. It returns nil for an empty or
+// blank string, which [New] turns into DefaultKeys.
+func ParseKeys(s string) []string {
+	var keys []string
+	for k := range strings.SplitSeq(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func normalize(k string) string {
+	return strings.ReplaceAll(strings.ToLower(k), "-", "_")
+}
+
+// Match reports whether key is secret-looking.
+func (r *Redactor) Match(key string) bool {
+	keys := r.keys
+	if keys == nil {
+		keys = DefaultKeys
+	}
+	k := normalize(key)
+	for _, s := range keys {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Value returns a deep copy of v with the values under matching keys
+// replaced, at any depth (objects inside arrays included).
+func (r *Redactor) Value(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if r.Match(k) {
+				out[k] = Placeholder
+			} else {
+				out[k] = r.Value(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = r.Value(e)
+		}
+		return out
+	case map[string]string:
+		out := make(map[string]string, len(v))
+		for k, e := range v {
+			if r.Match(k) {
+				e = Placeholder
+			}
+			out[k] = e
+		}
+		return out
+	case http.Header:
+		return http.Header(r.multi(v))
+	case map[string][]string:
+		return r.multi(v)
+	default:
+		return v
+	}
+}
+
+func (r *Redactor) multi(v map[string][]string) map[string][]string {
+	if v == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(v))
+	for k, e := range v {
+		if r.Match(k) {
+			out[k] = []string{Placeholder}
+		} else {
+			out[k] = append([]string(nil), e...)
+		}
+	}
+	return out
+}
+
+// JSON redacts raw JSON. It returns compact JSON with object keys sorted, or
+// raw itself when raw is not exactly one valid JSON value.
+func (r *Redactor) JSON(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return raw // trailing data
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r.Value(v)); err != nil {
+		return raw
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,74 @@
+// Package layouts holds the HTML document shell shared by every full page.
+//
+// Components here are pure functions of their view models: they import no
+// models, services, echo or gorm, and everything a test selects carries a
+// data-testid.
+package layouts
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// NavItem is one entry of the top navigation.
+type NavItem struct {
+	Label  string
+	URL    string
+	Active bool // rendered with aria-current="page"
+	Badge  int  // a count badge is shown when > 0 (e.g. unresolved dead letters)
+}
+
+// Page carries what the layout needs on every full page.
+type Page struct {
+	Title     string // document title; " · Lifeline" is appended
+	OrgName   string
+	UserEmail string // empty means logged out: no nav and no user menu
+	Role      string
+	CSRFToken string // sent by htmx as X-CSRF-Token and in forms as _csrf
+	Nav       []NavItem
+	LogoutURL string
+	Flash     string // one-off notice shown above the content
+}
+
+// CSRFHeaders returns the JSON object for <body hx-headers>, built with
+// encoding/json so any quote or angle bracket in the token stays inside the
+// JSON string (json.Marshal also escapes <, > and & as \u003c etc.).
+func CSRFHeaders(token string) string {
+	b, err := json.Marshal(map[string]string{"X-CSRF-Token": token})
+	if err != nil { // cannot happen for a map[string]string
+		return "{}"
+	}
+	return string(b)
+}
+
+func documentTitle(title string) string {
+	if title == "" {
+		return "Lifeline"
+	}
+	return title + " · Lifeline"
+}
+
+// navTestID turns "Dead letters" into "nav-dead-letters".
+func navTestID(label string) string {
+	var b strings.Builder
+	b.WriteString("nav-")
+	dash := false
+	for _, r := range strings.ToLower(label) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > len("nav-") {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+func badgeText(n int) string {
+	if n > 999 {
+		return "999+"
+	}
+	return strconv.Itoa(n)
+}

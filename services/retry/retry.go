@@ -176,9 +176,13 @@ func Default() Policy {
 // the levels below. So a step that sets retryOnErrors to include
 // "authorization" does retry authorization errors, although the default
 // noRetryOnErrors lists it. The resolved lists never overlap.
-func Resolve(workflow, step *Spec) Policy {
+func Resolve(workflow, step *Spec) Policy { return ResolveLevels(workflow, step) }
+
+// ResolveLevels applies specs over [Default] in order, the last winning; nil specs are
+// skipped. Lifeline resolves organization default, workflow, step.
+func ResolveLevels(specs ...*Spec) Policy {
 	p := Default()
-	for _, s := range []*Spec{workflow, step} {
+	for _, s := range specs {
 		if s != nil {
 			p.apply(s)
 		}

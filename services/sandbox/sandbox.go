@@ -16,7 +16,13 @@
 //     400 {"error":"unknown scenario"}, 400 {"error":"validation","fields":…}
 //     for a clientNip that is not 10 digits, and the scripted failures below.
 //   - The scenario comes from the query parameter "scenario", else the header
-//     X-Sandbox-Scenario, else "ok". See [parseScenario] for the list.
+//     X-Sandbox-Scenario, else "ok": ok; flaky (= fail503:2); fail503:N
+//     (503 for the first N calls); down (always 503); rate_limited
+//     (= 429:1:2); 429:N:S (429 with Retry-After: S for the first N calls);
+//     slow (= slow:1:30000); slow:N:MS (the first N calls wait MS ms, honouring
+//     the request context, then succeed); invalid (always 400 validation);
+//     notfound (404); unauthorized (401); server_error (500). Names are
+//     case-insensitive; an unknown one gets 400 {"error":"unknown scenario"}.
 //   - Calls are counted per logical operation: the Idempotency-Key minus its
 //     ":attempt:{n}" suffix, or, without the header, method, path, scenario and
 //     a hash of the body. A request whose full Idempotency-Key was already

@@ -34,7 +34,7 @@ func (f *fakeSleep) got() []time.Duration {
 
 type call struct {
 	method, target, body string
-	header              map[string]string
+	header               map[string]string
 }
 
 type result struct {
@@ -327,9 +327,8 @@ func TestIdempotentReplay(t *testing.T) {
 		t.Errorf("a replay slept: %v", fs.got())
 	}
 
-	// Replays were not counted: with fail503:3 the operation would still fail
-	// if they had been; use a fresh key on a fail503:3 operation to show errors
-	// are not replayed and counting continues.
+	// Errors are not stored: the same full key is re-run and counted until
+	// it succeeds, and only then replayed.
 	target3 := "/bank/statements/import?scenario=fail503:3"
 	for i, want := range []int{503, 503, 503, 200} {
 		r := do(t, h, call{target: target3, body: importBody, header: idem("e3", "s", 1)})
@@ -343,7 +342,7 @@ func TestIdempotentReplay(t *testing.T) {
 	if r := do(t, h, call{target: target3, body: importBody, header: idem("e3", "s", 1)}); r.header.Get(HeaderReplayed) != "true" {
 		t.Error("success after errors was not stored for replay")
 	}
-	// Counting stops for replays: call 5 on a fresh attempt number gets 200.
+	// A new attempt number of the same operation runs again (no replay).
 	if r := do(t, h, call{target: target3, body: importBody, header: idem("e3", "s", 2)}); r.status != 200 || r.header.Get(HeaderReplayed) != "" {
 		t.Errorf("fresh attempt: %d replayed=%q", r.status, r.header.Get(HeaderReplayed))
 	}

@@ -1,0 +1,243 @@
+// Package definition parses and validates workflow definitions: the JSON users write.
+//
+// Parse never returns a half-valid definition: either every field is valid, or the result
+// is a *models.Error with code EINVALID and a message per field path ("steps[1].config.url").
+package definition
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+
+	"lifeline/models"
+	"lifeline/services/retry"
+	"lifeline/services/steps"
+	"lifeline/services/tmpl"
+)
+
+// Unknown-error settings.
+const (
+	UnknownRetry   = "retry"
+	UnknownNoRetry = "no_retry"
+)
+
+// Limits.
+const (
+	MaxSteps         = 50
+	MinStepTimeoutMs = 100
+	MaxStepTimeoutMs = 600000
+	// DefaultStepTimeoutMs applies when a step sets none.
+	DefaultStepTimeoutMs = 30000
+)
+
+// Definition is a workflow: settings and an ordered list of steps.
+type Definition struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Settings    Settings `json:"settings"`
+	Steps       []Step   `json:"steps"`
+}
+
+// Settings apply to the whole workflow.
+type Settings struct {
+	RetryPolicy   *retry.Spec `json:"retryPolicy,omitempty"`
+	UnknownErrors string      `json:"unknownErrors,omitempty"`
+}
+
+// Step is one step.
+type Step struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name,omitempty"`
+	Type        string         `json:"type"`
+	Config      map[string]any `json:"config"`
+	RetryPolicy *retry.Spec    `json:"retryPolicy,omitempty"`
+	TimeoutMs   int            `json:"timeoutMs,omitempty"`
+}
+
+// Title is the step's name, or its id.
+func (s Step) Title() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.ID
+}
+
+// Timeout returns the step's timeout in milliseconds, with the default applied.
+func (s Step) Timeout() int {
+	if s.TimeoutMs > 0 {
+		return s.TimeoutMs
+	}
+	return DefaultStepTimeoutMs
+}
+
+// UnknownRetry reports whether errors classified unknown are retried (the default).
+func (d *Definition) UnknownRetry() bool { return d.Settings.UnknownErrors != UnknownNoRetry }
+
+// Index returns the position of the step with id, or -1.
+func (d *Definition) Index(id string) int {
+	for i, s := range d.Steps {
+		if s.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+
+// Parse decodes and validates raw against the registered step types.
+func Parse(raw []byte, reg *steps.Registry) (*Definition, error) {
+	var d Definition
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return nil, models.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": jsonProblem(err)})
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, models.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": "unexpected data after the JSON object"})
+	}
+	if errs := d.Validate(reg); len(errs) > 0 {
+		return nil, models.Invalid("The workflow definition has errors.", errs)
+	}
+	return &d, nil
+}
+
+// Validate returns field messages, or nil when d is valid.
+func (d *Definition) Validate(reg *steps.Registry) map[string]string {
+	errs := map[string]string{}
+	d.Name = strings.TrimSpace(d.Name)
+	switch {
+	case d.Name == "":
+		errs["name"] = "is required"
+	case len(d.Name) > 200:
+		errs["name"] = "must be at most 200 characters"
+	}
+	if len(d.Description) > 2000 {
+		errs["description"] = "must be at most 2000 characters"
+	}
+	switch d.Settings.UnknownErrors {
+	case "", UnknownRetry, UnknownNoRetry:
+	default:
+		errs["settings.unknownErrors"] = `must be "retry" or "no_retry"`
+	}
+	if d.Settings.RetryPolicy != nil {
+		for k, v := range d.Settings.RetryPolicy.Validate() {
+			errs["settings.retryPolicy."+k] = v
+		}
+	}
+	switch {
+	case len(d.Steps) == 0:
+		errs["steps"] = "must have at least one step"
+	case len(d.Steps) > MaxSteps:
+		errs["steps"] = fmt.Sprintf("must have at most %d steps", MaxSteps)
+	}
+	seen := map[string]int{}
+	for i, s := range d.Steps {
+		p := fmt.Sprintf("steps[%d]", i)
+		switch {
+		case s.ID == "":
+			errs[p+".id"] = "is required"
+		case !stepIDPattern.MatchString(s.ID):
+			errs[p+".id"] = "must be 1-100 letters, digits, '_' or '-'"
+		default:
+			if j, dup := seen[s.ID]; dup {
+				errs[p+".id"] = fmt.Sprintf("duplicates the id of steps[%d]", j)
+			} else {
+				seen[s.ID] = i
+			}
+		}
+		if len(s.Name) > 200 {
+			errs[p+".name"] = "must be at most 200 characters"
+		}
+		if s.TimeoutMs != 0 && (s.TimeoutMs < MinStepTimeoutMs || s.TimeoutMs > MaxStepTimeoutMs) {
+			errs[p+".timeoutMs"] = fmt.Sprintf("must be between %d and %d", MinStepTimeoutMs, MaxStepTimeoutMs)
+		}
+		if s.RetryPolicy != nil {
+			for k, v := range s.RetryPolicy.Validate() {
+				errs[p+".retryPolicy."+k] = v
+			}
+		}
+		t, ok := reg.Get(s.Type)
+		if !ok {
+			errs[p+".type"] = fmt.Sprintf("unknown step type %q; known types: %s", s.Type, strings.Join(reg.Names(), ", "))
+			continue
+		}
+		if s.Config == nil {
+			s.Config = map[string]any{}
+			d.Steps[i].Config = s.Config
+		}
+		for k, v := range t.Validate(s.Config) {
+			errs[p+".config."+k] = v
+		}
+		refs, terrs := tmpl.Check(s.Config)
+		for k, v := range terrs {
+			errs[joinPath(p+".config", k)] = v
+		}
+		for _, r := range refs {
+			j, known := seen[r.StepID]
+			switch {
+			case d.Index(r.StepID) < 0:
+				errs[joinPath(p+".config", r.Path)] = fmt.Sprintf("template %q names unknown step %q", r.Expr, r.StepID)
+			case !known || j >= i:
+				errs[joinPath(p+".config", r.Path)] = fmt.Sprintf("template %q names step %q, which runs later; only earlier steps' outputs are available", r.Expr, r.StepID)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+func joinPath(prefix, p string) string {
+	switch {
+	case p == "":
+		return prefix
+	case strings.HasPrefix(p, "["):
+		return prefix + p
+	}
+	return prefix + "." + p
+}
+
+func jsonProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("%s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return fmt.Sprintf("expected %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.Is(err, io.EOF):
+		return "is empty"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "struct", "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	case "string":
+		return "a string"
+	case "int", "float64", "int64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	}
+	return k
+}
+
+// JSON returns the canonical JSON of d.
+func (d *Definition) JSON() []byte {
+	b, _ := json.Marshal(d)
+	return b
+}

@@ -1,0 +1,265 @@
+// Package demo holds the workflows of the demo organization "Biuro Rachunkowe
+// Demo" and realistic random inputs for them, for use with the sandbox
+// services (package sandbox) when the app runs in demo mode.
+//
+// Contract:
+//
+//   - [Definitions] returns one JSON document per workflow, in the engine's
+//     definition format, in the order of [Names]. Every http step calls the
+//     sandbox and picks its scenario with the query parameter
+//     scenario={{ input.scenario?.<stepId> ?? 'ok' }}, so an input without a
+//     "scenario" object, or without an entry for that step, gets "ok".
+//   - [Input] returns a fresh input map for a workflow named in [Names], and
+//     nil for any other name. Its "scenario" object has an entry for every
+//     http step: about 60% of inputs are all "ok", about 25% have one step
+//     "flaky" or "rate_limited" (recovers after retries), about 15% have one
+//     step "invalid", "notfound" or "down" (ends in the dead-letter queue).
+//     The result depends only on the draws from rnd.
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// Organization is the name of the demo organization.
+const Organization = "Biuro Rachunkowe Demo"
+
+// Workflow names, as shown in the app.
+const (
+	BankImport = "Import wyciągu bankowego i księgowanie"
+	VAT        = "Miesięczna deklaracja VAT (JPK_V7)"
+	Payroll    = "Eksport listy płac"
+)
+
+// Names returns the demo workflow names in the order of [Definitions]. The
+// slice is new on every call.
+func Names() []string {
+	return []string{BankImport, VAT, Payroll}
+}
+
+// Definitions returns the demo workflow definitions; sandboxBase is e.g.
+// "http://127.0.0.1:8080/sandbox" (a trailing slash is ignored).
+func Definitions(sandboxBase string) []json.RawMessage {
+	defs := workflows(strings.TrimRight(sandboxBase, "/"))
+	out := make([]json.RawMessage, 0, len(defs))
+	for _, d := range defs {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(d); err != nil {
+			// The definitions are static Go values; failing here is a bug.
+			panic("demo: encoding definition " + d.Name + ": " + err.Error())
+		}
+		out = append(out, json.RawMessage(bytes.TrimSpace(buf.Bytes())))
+	}
+	return out
+}
+
+// The definition format, as the engine parses it. Zero values are omitted,
+// except maxRetries, which every policy here sets.
+type definition struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Settings    *settings `json:"settings,omitempty"`
+	Steps       []step    `json:"steps"`
+}
+
+type settings struct {
+	RetryPolicy   *retryPolicy `json:"retryPolicy,omitempty"`
+	UnknownErrors string       `json:"unknownErrors,omitempty"`
+}
+
+type retryPolicy struct {
+	MaxRetries        int      `json:"maxRetries"`
+	InitialDelayMs    int      `json:"initialDelayMs,omitempty"`
+	MaxDelayMs        int      `json:"maxDelayMs,omitempty"`
+	BackoffMultiplier float64  `json:"backoffMultiplier,omitempty"`
+	JitterRatio       float64  `json:"jitterRatio,omitempty"`
+	BackoffType       string   `json:"backoffType,omitempty"`
+	CustomScheduleMs  []int    `json:"customScheduleMs,omitempty"`
+	RetryOnErrors     []string `json:"retryOnErrors,omitempty"`
+	NoRetryOnErrors   []string `json:"noRetryOnErrors,omitempty"`
+}
+
+type step struct {
+	ID          string       `json:"id"`
+	Name        string       `json:"name"`
+	Type        string       `json:"type"`
+	Config      any          `json:"config"`
+	RetryPolicy *retryPolicy `json:"retryPolicy,omitempty"`
+	TimeoutMs   int          `json:"timeoutMs,omitempty"`
+}
+
+type httpConfig struct {
+	Method    string            `json:"method"`
+	URL       string            `json:"url"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Body      any               `json:"body,omitempty"`
+	TimeoutMs int               `json:"timeoutMs,omitempty"`
+}
+
+type transformConfig struct {
+	Output any `json:"output"`
+}
+
+type delayConfig struct {
+	Ms int `json:"ms"`
+}
+
+// httpStep builds a POST to the sandbox whose scenario is read from
+// input.scenario.<id>, defaulting to "ok". The optional chain matters: with
+// a plain input.scenario.<id>, expr fails when "scenario" is absent.
+func httpStep(base, id, name, path string, body map[string]any, requestTimeoutMs int) step {
+	return step{
+		ID:   id,
+		Name: name,
+		Type: "http",
+		Config: httpConfig{
+			Method:    "POST",
+			URL:       base + path + "?scenario={{ input.scenario?." + id + " ?? 'ok' }}",
+			Headers:   map[string]string{"Content-Type": "application/json"},
+			Body:      body,
+			TimeoutMs: requestTimeoutMs,
+		},
+		TimeoutMs: requestTimeoutMs + 5000,
+	}
+}
+
+func workflows(base string) []definition {
+	return []definition{bankImport(base), vat(base), payroll(base)}
+}
+
+func bankImport(base string) definition {
+	importStep := httpStep(base, "import_statement", "Import wyciągu bankowego", "/bank/statements/import", map[string]any{
+		"clientNip": "{{ input.clientNip }}",
+		"account":   "{{ input.account }}",
+		"period":    "{{ input.period }}",
+	}, 10_000)
+	importStep.RetryPolicy = &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 8000, BackoffMultiplier: 2}
+
+	match := httpStep(base, "match_invoices", "Dopasowanie transakcji do faktur", "/invoices/match", map[string]any{
+		"statementId":  "{{ steps.import_statement.output.statementId }}",
+		"transactions": "{{ steps.import_statement.output.transactions }}",
+	}, 10_000)
+	match.RetryPolicy = &retryPolicy{MaxRetries: 3, InitialDelayMs: 1500, MaxDelayMs: 10_000, BackoffMultiplier: 2, JitterRatio: 0.1}
+
+	post := httpStep(base, "post_ledger", "Księgowanie w dzienniku", "/ledger/postings", map[string]any{
+		"statementId": "{{ steps.import_statement.output.statementId }}",
+		"matched":     "{{ steps.match_invoices.output.matched }}",
+	}, 15_000)
+	post.RetryPolicy = &retryPolicy{MaxRetries: 2, InitialDelayMs: 2000, MaxDelayMs: 10_000, BackoffType: "linear"}
+
+	return definition{
+		Name: BankImport,
+		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
+			"do faktur, księguje dopasowane pozycje w dzienniku i zapisuje podsumowanie.",
+		Settings: &settings{UnknownErrors: "retry"},
+		Steps: []step{importStep, match, post, {
+			ID:   "summary",
+			Name: "Podsumowanie",
+			Type: "transform",
+			Config: transformConfig{Output: map[string]any{
+				"client":       "{{ input.clientName }}",
+				"clientNip":    "{{ input.clientNip }}",
+				"period":       "{{ input.period }}",
+				"statementId":  "{{ steps.import_statement.output.statementId }}",
+				"transactions": "{{ steps.import_statement.output.transactions }}",
+				"balance":      "{{ round((steps.import_statement.output.totalCredits - steps.import_statement.output.totalDebits) * 100) / 100 }}",
+				"currency":     "{{ steps.import_statement.output.currency }}",
+				"matched":      "{{ steps.match_invoices.output.matched }}",
+				"unmatched":    "{{ steps.match_invoices.output.unmatched }}",
+				"matchPercent": "{{ round(steps.match_invoices.output.matchRate * 1000) / 10 }}",
+				"postingId":    "{{ steps.post_ledger.output.postingId }}",
+				"entries":      "{{ steps.post_ledger.output.entries }}",
+			}},
+		}},
+	}
+}
+
+func vat(base string) definition {
+	validate := httpStep(base, "validate_jpk", "Walidacja JPK_V7", "/vat/jpk-v7/validate", map[string]any{
+		"clientNip":     "{{ input.clientNip }}",
+		"period":        "{{ input.period }}",
+		"salesTotal":    "{{ input.salesTotal }}",
+		"purchaseTotal": "{{ input.purchaseTotal }}",
+	}, 10_000)
+
+	submit := httpStep(base, "submit_jpk", "Wysyłka JPK_V7 do urzędu skarbowego", "/vat/jpk-v7/submit", map[string]any{
+		"clientNip":     "{{ input.clientNip }}",
+		"period":        "{{ input.period }}",
+		"salesTotal":    "{{ input.salesTotal }}",
+		"purchaseTotal": "{{ input.purchaseTotal }}",
+		"vatDue":        "{{ steps.validate_jpk.output.vatDue }}",
+	}, 20_000)
+
+	mail := httpStep(base, "notify_client", "Powiadomienie klienta e-mailem", "/mail/send", map[string]any{
+		"to":      "{{ input.clientEmail }}",
+		"subject": "JPK_V7 za {{ input.period }} przyjęty – {{ input.clientName }}",
+		"body": "Dzień dobry, deklaracja JPK_V7M za okres {{ input.period }} została przyjęta. " +
+			"Numer referencyjny: {{ steps.submit_jpk.output.referenceNumber }}. " +
+			"VAT do zapłaty: {{ steps.validate_jpk.output.vatDue }} PLN. Pozdrawiamy, " + Organization + ".",
+	}, 10_000)
+	// Mail is harmless to repeat: retry it more often and on unknown errors too.
+	mail.RetryPolicy = &retryPolicy{
+		MaxRetries:    5,
+		RetryOnErrors: []string{"transient", "timeout", "rate_limit", "external_service", "unknown"},
+	}
+
+	return definition{
+		Name: VAT,
+		Description: "Waliduje miesięczny plik JPK_V7M klienta, wysyła go do urzędu skarbowego " +
+			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty.",
+		Settings: &settings{
+			RetryPolicy: &retryPolicy{
+				MaxRetries:        4,
+				InitialDelayMs:    2000,
+				MaxDelayMs:        30_000,
+				BackoffMultiplier: 2,
+				JitterRatio:       0.2,
+				BackoffType:       "exponential",
+				NoRetryOnErrors:   []string{"validation", "authorization", "permanent"},
+			},
+			UnknownErrors: "retry",
+		},
+		Steps: []step{validate, submit, mail},
+	}
+}
+
+func payroll(base string) definition {
+	export := httpStep(base, "export_payroll", "Eksport listy płac do banku", "/payroll/export", map[string]any{
+		"clientNip": "{{ input.clientNip }}",
+		"period":    "{{ input.period }}",
+		"employees": "{{ input.employees }}",
+	}, 15_000)
+	export.RetryPolicy = &retryPolicy{MaxRetries: 4, InitialDelayMs: 3000, BackoffType: "fixed"}
+
+	mail := httpStep(base, "notify_accountant", "Powiadomienie księgowej", "/mail/send", map[string]any{
+		"to":      "{{ input.accountantEmail }}",
+		"subject": "Lista płac {{ input.period }} – {{ input.clientName }}: plik {{ steps.export_payroll.output.fileId }}",
+	}, 10_000)
+	mail.RetryPolicy = &retryPolicy{MaxRetries: 3, BackoffType: "custom", CustomScheduleMs: []int{1000, 5000, 15_000}}
+
+	return definition{
+		Name: Payroll,
+		Description: "Eksportuje listę płac klienta za okres do pliku przelewów, czeka na jego " +
+			"przetworzenie i powiadamia księgową prowadzącą.",
+		Settings: &settings{
+			RetryPolicy:   &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
+			UnknownErrors: "retry",
+		},
+		Steps: []step{
+			export,
+			{ID: "wait_for_bank", Name: "Oczekiwanie na przetworzenie pliku", Type: "delay", Config: delayConfig{Ms: 2000}},
+			mail,
+			{ID: "summary", Name: "Podsumowanie", Type: "transform", Config: transformConfig{Output: map[string]any{
+				"client":    "{{ input.clientName }}",
+				"period":    "{{ input.period }}",
+				"fileId":    "{{ steps.export_payroll.output.fileId }}",
+				"rows":      "{{ steps.export_payroll.output.rows }}",
+				"messageId": "{{ steps.notify_accountant.output.messageId }}",
+			}}},
+		},
+	}
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/definition"
+	"lifeline/services/retry"
+)
+
+// StepState is one step's state in a dead letter's snapshot.
+type StepState struct {
+	StepID     string          `json:"stepId"`
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	Status     string          `json:"status"`
+	Attempts   int             `json:"attempts"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *StepError      `json:"error,omitempty"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
+}
+
+// StepError is the last error of a step.
+type StepError struct {
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+}
+
+// deadLetter moves the execution to the DLQ: error record dead_letter, execution
+// DLQ_PENDING, and a dead_letter_queue row with the redacted input and every step's state.
+func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt,
+	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, now time.Time) error {
+	if err := tx.Model(&models.ExecutionError{}).Where("id = ?", rec.ID).
+		Updates(map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+		return err
+	}
+	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+		Updates(map[string]any{"status": models.ExecDLQPending, "current_step_id": failed.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+		return err
+	}
+	var attempts []models.StepAttempt
+	if err := tx.Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
+		return err
+	}
+	states := make([]StepState, 0, len(def.Steps))
+	for i, s := range def.Steps {
+		if i > failed.StepIndex {
+			break
+		}
+		st := StepState{StepID: s.ID, Name: s.Title(), Type: s.Type, Status: models.StepPending}
+		for _, at := range attempts {
+			if at.StepID != s.ID {
+				continue
+			}
+			st.Attempts++
+			st.Status = at.Status
+			st.Input = json.RawMessage(e.redactor.JSON(at.Input))
+			st.Output = json.RawMessage(e.redactor.JSON(at.Output))
+			if at.StartedAt != nil && st.StartedAt == nil {
+				st.StartedAt = at.StartedAt
+			}
+			st.FinishedAt = at.FinishedAt
+			st.Error = nil
+			if at.ErrorType != nil {
+				st.Error = &StepError{Type: *at.ErrorType, Message: deref(at.ErrorMessage), Code: deref(at.ErrorCode)}
+			}
+		}
+		if s.ID == failed.StepID {
+			st.Status = models.StepDLQ
+			st.Error = &StepError{Type: string(c.Type), Code: c.Code, Message: c.Message}
+		}
+		states = append(states, st)
+	}
+	dl := models.DeadLetter{
+		ID: models.NewID(), OrganizationID: ex.OrganizationID, ErrorID: rec.ID, WorkflowID: ex.WorkflowID, ExecutionID: ex.ID,
+		OriginalInput: models.JSON(e.redactor.JSON(ex.Input)), StepStates: models.MustJSON(states), FailedStepID: failed.StepID,
+		Status: models.DLQPending, ExpiresAt: now.Add(e.cfg.DLQRetention), CreatedAt: now, UpdatedAt: now,
+	}
+	if err := tx.Create(&dl).Error; err != nil {
+		return err
+	}
+	// Retries ran out (rather than the error being one that is never retried).
+	if policy.Decide(c.Type, 0, def.UnknownRetry(), 0).Retry {
+		if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_exhausted",
+			EntityType: "workflow_execution_error", EntityID: rec.ID, At: now,
+			Details: map[string]any{"executionId": ex.ID, "stepId": failed.StepID, "retries": retriesDone, "maxRetries": policy.MaxRetries,
+				"errorType": c.Type, "reason": decision.Reason}}); err != nil {
+			return err
+		}
+	}
+	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
+		EntityType: "dead_letter_queue", EntityID: dl.ID, At: now,
+		Details: map[string]any{"executionId": ex.ID, "workflowId": ex.WorkflowID, "stepId": failed.StepID, "errorType": c.Type,
+			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339)}})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return strings.TrimSpace(*s)
+}

@@ -1,0 +1,206 @@
+// Package engine runs workflow executions durably.
+//
+// The step_executions table is the source of truth: one row per attempt of a step. Every
+// state change and the schedule of the next attempt are written in one transaction; the
+// River job that runs the attempt is enqueued in that transaction where the database allows
+// (SQLite) and right after commit otherwise (PostgreSQL). Reconcile repairs the gap: it
+// re-enqueues due attempts that have no job and reclaims attempts left RUNNING by a process
+// that died. An attempt is claimed with a compare-and-set on (status, generation), so a late
+// or duplicate job never runs it twice; a reclaimed attempt keeps its attempt number and so
+// its idempotency key.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/definition"
+	"lifeline/services/redact"
+	"lifeline/services/steps"
+)
+
+// Job asks for one attempt to run at RunAt (zero: now).
+type Job struct {
+	AttemptID  string
+	Generation int
+	RunAt      time.Time
+}
+
+// Enqueuer puts attempt jobs on the queue.
+type Enqueuer interface {
+	// EnqueueTx is called inside the transaction that made the jobs necessary. It either
+	// enqueues in tx, or returns a function to call after commit.
+	EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []Job) (afterCommit func(context.Context) error, err error)
+	// Enqueue enqueues outside any transaction. A job whose (attempt, generation) is already
+	// queued or running is skipped.
+	Enqueue(ctx context.Context, jobs []Job) error
+}
+
+// Config tunes the engine. Zero values take the defaults.
+type Config struct {
+	// LeaseGrace is added to a step's timeout to form the lease of a RUNNING attempt;
+	// an attempt whose lease has passed belonged to a dead process and is reclaimed.
+	LeaseGrace time.Duration
+	// PendingGrace is how long a due PENDING attempt may wait for its job before
+	// Reconcile enqueues it again.
+	PendingGrace time.Duration
+	// DLQRetention is how long dead letters are kept (30 days).
+	DLQRetention time.Duration
+	// IdempotencyTTL is how long API idempotency keys are kept (24 h).
+	IdempotencyTTL time.Duration
+	// RedactKeys lists the secret-looking keys redacted in snapshots.
+	RedactKeys []string
+}
+
+func (c Config) withDefaults() Config {
+	if c.LeaseGrace <= 0 {
+		c.LeaseGrace = 30 * time.Second
+	}
+	if c.PendingGrace <= 0 {
+		c.PendingGrace = 15 * time.Second
+	}
+	if c.DLQRetention <= 0 {
+		c.DLQRetention = 30 * 24 * time.Hour
+	}
+	if c.IdempotencyTTL <= 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	return c
+}
+
+// Engine starts and advances executions.
+type Engine struct {
+	db       *models.DB
+	steps    *steps.Registry
+	enq      Enqueuer
+	redactor *redact.Redactor
+	log      *slog.Logger
+	cfg      Config
+	// Rand returns a number in [0, 1) for jitter. Tests may replace it.
+	Rand func() float64
+
+	mu   sync.Mutex
+	defs map[string]*definition.Definition
+}
+
+// New returns an engine. SetEnqueuer must be called before it runs anything.
+func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engine {
+	cfg = cfg.withDefaults()
+	return &Engine{
+		db:       db,
+		steps:    reg,
+		redactor: redact.New(cfg.RedactKeys),
+		log:      log,
+		cfg:      cfg,
+		Rand:     rand.Float64,
+		defs:     map[string]*definition.Definition{},
+	}
+}
+
+// SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
+func (e *Engine) SetEnqueuer(q Enqueuer) { e.enq = q }
+
+// Steps returns the step type registry.
+func (e *Engine) Steps() *steps.Registry { return e.steps }
+
+// Redactor returns the redactor used for snapshots.
+func (e *Engine) Redactor() *redact.Redactor { return e.redactor }
+
+// Config returns the effective configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// commit runs fn in a transaction and enqueues the jobs it returns, in the transaction or
+// right after it. A failed enqueue after commit is logged, not returned: Reconcile repairs it.
+func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB) ([]Job, error)) error {
+	var after func(context.Context) error
+	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
+		jobs, err := fn(tx)
+		if err != nil || len(jobs) == 0 {
+			return err
+		}
+		after, err = e.enq.EnqueueTx(ctx, tx, jobs)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if after != nil {
+		if err := after(ctx); err != nil {
+			e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
+		}
+	}
+	return nil
+}
+
+// now reads the database clock.
+func (e *Engine) now(ctx context.Context) (time.Time, error) { return e.db.Now(ctx) }
+
+// definitionFor returns the parsed definition of a workflow version (cached; versions are immutable).
+func (e *Engine) definitionFor(ctx context.Context, orgID, workflowID string, version int) (*definition.Definition, error) {
+	key := fmt.Sprintf("%s:%d", workflowID, version)
+	e.mu.Lock()
+	d, ok := e.defs[key]
+	e.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	var v models.WorkflowVersion
+	err := e.db.Conn(ctx).Where("organization_id = ? AND workflow_id = ? AND version = ?", orgID, workflowID, version).First(&v).Error
+	if err != nil {
+		return nil, fmt.Errorf("load workflow %s version %d: %w", workflowID, version, err)
+	}
+	d, err = definition.Parse(v.Definition, e.steps)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s version %d no longer parses: %w", workflowID, version, err)
+	}
+	e.mu.Lock()
+	if len(e.defs) > 1000 {
+		e.defs = map[string]*definition.Definition{}
+	}
+	e.defs[key] = d
+	e.mu.Unlock()
+	return d, nil
+}
+
+// IdempotencyKey is the key an attempt sends to external services (seed 003).
+func IdempotencyKey(executionID, stepID string, attempt int) string {
+	return fmt.Sprintf("wf:%s:step:%s:attempt:%d", executionID, stepID, attempt)
+}
+
+// newAttempt builds the PENDING row of an attempt.
+func newAttempt(ex *models.Execution, step definition.Step, index, attempt int, at time.Time) models.StepAttempt {
+	return models.StepAttempt{
+		ID:             models.NewID(),
+		OrganizationID: ex.OrganizationID,
+		ExecutionID:    ex.ID,
+		StepID:         step.ID,
+		StepIndex:      index,
+		Attempt:        attempt,
+		Status:         models.StepPending,
+		Generation:     1,
+		IdempotencyKey: IdempotencyKey(ex.ID, step.ID, attempt),
+		ScheduledAt:    at,
+		CreatedAt:      at,
+		UpdatedAt:      at,
+	}
+}
+
+// scheduleFor returns when a step's first attempt runs: now, or later for a delay step.
+func (e *Engine) scheduleFor(step definition.Step, now time.Time) time.Time {
+	if t, ok := e.steps.Get(step.Type); ok {
+		if d, ok := t.(steps.Delayer); ok {
+			return now.Add(d.Delay(step.Config))
+		}
+	}
+	return now
+}
+
+var errLost = errors.New("attempt no longer held")

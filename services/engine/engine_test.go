@@ -1,0 +1,382 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/audit"
+	"lifeline/services/engine"
+	"lifeline/services/jobs"
+	"lifeline/services/outbound"
+	"lifeline/services/steps"
+	"lifeline/services/workflows"
+)
+
+type harness struct {
+	t      *testing.T
+	db     *models.DB
+	eng    *engine.Engine
+	runner *jobs.Runner
+	wfs    *workflows.Service
+	org    string
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newHarness(t *testing.T, db *models.DB) *harness {
+	t.Helper()
+	client := outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	reg := steps.Builtins(client)
+	eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
+	runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = runner.Stop(ctx)
+	})
+	org := models.Organization{ID: models.NewID(), Name: "Biuro Testowe"}
+	if err := db.Conn(ctx).Create(&org).Error; err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, db: db, eng: eng, runner: runner, wfs: &workflows.Service{DB: db, Steps: reg}, org: org.ID}
+}
+
+func (h *harness) workflow(def string) *models.Workflow {
+	h.t.Helper()
+	wf, err := h.wfs.Create(context.Background(), h.org, audit.System, []byte(def))
+	if err != nil {
+		h.t.Fatalf("create workflow: %v", err)
+	}
+	return wf
+}
+
+func (h *harness) start(wf *models.Workflow, input string) *models.Execution {
+	h.t.Helper()
+	ex, _, err := h.eng.Start(context.Background(), engine.StartRequest{OrganizationID: h.org, WorkflowID: wf.ID, Input: []byte(input), Trigger: engine.TriggerAPI})
+	if err != nil {
+		h.t.Fatalf("start: %v", err)
+	}
+	return ex
+}
+
+// wait polls until the execution reaches a final status.
+func (h *harness) wait(id string, timeout time.Duration) *models.Execution {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ex models.Execution
+		if err := h.db.Conn(context.Background()).First(&ex, "id = ?", id).Error; err != nil {
+			h.t.Fatal(err)
+		}
+		switch ex.Status {
+		case models.ExecSucceeded, models.ExecFailed, models.ExecDLQPending:
+			return &ex
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("execution %s still %s after %s", id, ex.Status, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *harness) attempts(execID string) []models.StepAttempt {
+	var out []models.StepAttempt
+	if err := h.db.Conn(context.Background()).Where("execution_id = ?", execID).Order("step_index, attempt").Find(&out).Error; err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func (h *harness) auditActions(entityIDs ...string) []string {
+	var rows []models.AuditEntry
+	h.db.Conn(context.Background()).Where("organization_id = ?", h.org).Order("created_at, action").Find(&rows)
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Action)
+	}
+	return out
+}
+
+// scripted is a loopback service answering with a scripted list of statuses, then 200.
+type scripted struct {
+	mu      sync.Mutex
+	script  []int
+	headers map[int]http.Header
+	calls   []call
+}
+
+type call struct {
+	at  time.Time
+	key string
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n := len(s.calls)
+	s.calls = append(s.calls, call{at: time.Now(), key: r.Header.Get("Idempotency-Key")})
+	status := 200
+	if n < len(s.script) {
+		status = s.script[n]
+	} else if len(s.script) > 0 && s.script[len(s.script)-1] < 0 { // negative: repeat forever
+		status = -s.script[len(s.script)-1]
+	}
+	if status < 0 {
+		status = -status
+	}
+	hdr := s.headers[status]
+	s.mu.Unlock()
+	for k, v := range hdr {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if status == 200 {
+		fmt.Fprintf(w, `{"total": 1234.5, "call": %d}`, n+1)
+		return
+	}
+	fmt.Fprintf(w, `{"error": "status %d"}`, status)
+}
+
+func (s *scripted) Calls() []call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]call(nil), s.calls...)
+}
+
+func httpDef(url, policy string) string {
+	return fmt.Sprintf(`{"name": "Import", "settings": {"retryPolicy": %s},
+	  "steps": [
+	    {"id": "fetch", "type": "http", "config": {"method": "POST", "url": %q, "body": {"nip": "{{ input.nip }}", "apiToken": "s3cret"}}},
+	    {"id": "sum", "type": "transform", "config": {"output": {"total": "{{ steps.fetch.output.total }}"}}}
+	  ]}`, policy, url)
+}
+
+const fastPolicy = `{"maxRetries": 3, "initialDelayMs": 1000, "backoffMultiplier": 1, "jitterRatio": 0}`
+
+func TestFailsTwiceThenSucceeds(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &scripted{script: []int{503, 503}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{"nip": "5260250274"}`)
+		got := h.wait(ex.ID, 20*time.Second)
+		if got.Status != models.ExecSucceeded {
+			t.Fatalf("status %s, want SUCCEEDED", got.Status)
+		}
+		as := h.attempts(ex.ID)
+		var fetch []models.StepAttempt
+		for _, a := range as {
+			if a.StepID == "fetch" {
+				fetch = append(fetch, a)
+			}
+		}
+		if len(fetch) != 3 {
+			t.Fatalf("fetch attempts = %d, want 3", len(fetch))
+		}
+		for i, want := range []string{models.StepRetrying, models.StepRetrying, models.StepSucceeded} {
+			if fetch[i].Status != want || fetch[i].Attempt != i+1 {
+				t.Errorf("attempt %d: status %s, want %s", fetch[i].Attempt, fetch[i].Status, want)
+			}
+		}
+		if *fetch[0].ErrorType != "transient" || *fetch[0].ErrorCode != "HTTP_503" || fetch[0].NextRetryAt == nil {
+			t.Errorf("first attempt error = %v/%v next=%v", *fetch[0].ErrorType, *fetch[0].ErrorCode, fetch[0].NextRetryAt)
+		}
+		calls := svc.Calls()
+		for i, c := range calls {
+			want := engine.IdempotencyKey(ex.ID, "fetch", i+1)
+			if c.key != want {
+				t.Errorf("call %d Idempotency-Key %q, want %q", i, c.key, want)
+			}
+		}
+		// The transform saw the http output, typed.
+		last := as[len(as)-1]
+		if last.StepID != "sum" || !jsonHas(last.Output, "total", 1234.5) {
+			t.Errorf("sum output %s", last.Output)
+		}
+		// The error record is resolved by the successful retry.
+		var rec models.ExecutionError
+		if err := db.Conn(context.Background()).First(&rec, "execution_id = ?", ex.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != models.ErrResolved || rec.RetryCount != 2 || rec.LastRetryAt == nil {
+			t.Errorf("error record %+v", rec)
+		}
+		acts := strings.Join(h.auditActions(), ",")
+		if strings.Count(acts, "error.retry_scheduled") != 2 || strings.Count(acts, "error.recorded") != 1 || strings.Contains(acts, "dlq.created") {
+			t.Errorf("audit: %s", acts)
+		}
+	})
+}
+
+func TestValidationErrorGoesToDLQWithoutRetry(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &scripted{script: []int{-400}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{"nip": "123"}`)
+		got := h.wait(ex.ID, 20*time.Second)
+		if got.Status != models.ExecDLQPending {
+			t.Fatalf("status %s, want DLQ_PENDING", got.Status)
+		}
+		if n := len(svc.Calls()); n != 1 {
+			t.Fatalf("calls = %d, want 1 (no retry)", n)
+		}
+		as := h.attempts(ex.ID)
+		if len(as) != 1 || as[0].Status != models.StepDLQ || *as[0].ErrorType != "validation" {
+			t.Fatalf("attempts %+v", as)
+		}
+		var dl models.DeadLetter
+		if err := db.Conn(context.Background()).First(&dl, "execution_id = ?", ex.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		if dl.FailedStepID != "fetch" || dl.Status != models.DLQPending {
+			t.Errorf("dead letter %+v", dl)
+		}
+		acts := strings.Join(h.auditActions(), ",")
+		if !strings.Contains(acts, "dlq.created") || strings.Contains(acts, "error.retry_exhausted") || strings.Contains(acts, "retry_scheduled") {
+			t.Errorf("audit: %s", acts)
+		}
+	})
+}
+
+func TestAlways503ExhaustsRetriesIntoDLQ(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &scripted{script: []int{-503}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{"nip": "5260250274", "password": "hunter2"}`)
+		got := h.wait(ex.ID, 20*time.Second)
+		if got.Status != models.ExecDLQPending {
+			t.Fatalf("status %s", got.Status)
+		}
+		if n := len(svc.Calls()); n != 4 {
+			t.Fatalf("calls = %d, want 4 (1 + 3 retries)", n)
+		}
+		var dl models.DeadLetter
+		if err := db.Conn(context.Background()).First(&dl, "execution_id = ?", ex.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		want := got.FinishedAt.Add(30 * 24 * time.Hour)
+		if d := dl.ExpiresAt.Sub(want); d < -time.Second || d > time.Second {
+			t.Errorf("expires_at %v, want %v", dl.ExpiresAt, want)
+		}
+		if !jsonHas(dl.OriginalInput, "nip", "5260250274") || !jsonHas(dl.OriginalInput, "password", "[REDACTED]") {
+			t.Errorf("original input not kept or not redacted: %s", dl.OriginalInput)
+		}
+		var states []engine.StepState
+		if err := json.Unmarshal(dl.StepStates, &states); err != nil {
+			t.Fatal(err)
+		}
+		if len(states) != 1 || states[0].StepID != "fetch" || states[0].Attempts != 4 || states[0].Status != models.StepDLQ ||
+			states[0].Error == nil || states[0].Error.Type != "transient" {
+			t.Fatalf("step states %s", dl.StepStates)
+		}
+		if strings.Contains(string(dl.StepStates), "s3cret") {
+			t.Errorf("secret in step states: %s", dl.StepStates)
+		}
+		var rec models.ExecutionError
+		db.Conn(context.Background()).First(&rec, "id = ?", dl.ErrorID)
+		if rec.Status != models.ErrDeadLetter || rec.RetryCount != 3 || rec.MaxRetries != 3 {
+			t.Errorf("error record %+v", rec)
+		}
+		acts := strings.Join(h.auditActions(), ",")
+		for _, a := range []string{"error.recorded", "error.retry_scheduled", "error.retry_exhausted", "dlq.created"} {
+			if !strings.Contains(acts, a) {
+				t.Errorf("audit lacks %s: %s", a, acts)
+			}
+		}
+	})
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &scripted{script: []int{429}, headers: map[int]http.Header{429: {"Retry-After": {"3"}}}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{}`)
+		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecSucceeded {
+			t.Fatalf("status %s", got.Status)
+		}
+		calls := svc.Calls()
+		if len(calls) != 2 {
+			t.Fatalf("calls %d", len(calls))
+		}
+		gap := calls[1].at.Sub(calls[0].at)
+		if gap < 3*time.Second || gap > 5*time.Second {
+			t.Errorf("retry came %s after the 429 with Retry-After: 3 (policy delay 1s)", gap)
+		}
+		as := h.attempts(ex.ID)
+		if *as[0].ErrorType != "rate_limit" {
+			t.Errorf("error type %s", *as[0].ErrorType)
+		}
+	})
+}
+
+// TestDefaultPolicyTiming checks scenario 1 in real time: attempts at about 0, 5, 15 and
+// 35 s (±10 % jitter plus one second), then the DLQ.
+func TestDefaultPolicyTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 35 s")
+	}
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &scripted{script: []int{-503}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		def := fmt.Sprintf(`{"name": "VAT", "steps": [{"id": "submit", "type": "http", "config": {"url": %q, "method": "POST", "body": {}}}]}`, srv.URL)
+		ex := h.start(h.workflow(def), `{}`)
+		got := h.wait(ex.ID, 60*time.Second)
+		if got.Status != models.ExecDLQPending {
+			t.Fatalf("status %s", got.Status)
+		}
+		calls := svc.Calls()
+		if len(calls) != 4 {
+			t.Fatalf("calls %d, want 4", len(calls))
+		}
+		for i, at := range []float64{5, 15, 35} {
+			off := calls[i+1].at.Sub(calls[0].at).Seconds()
+			delay := []float64{5, 10, 20}[i]
+			if tol := delay*0.1 + 1; off < at-tol || off > at+tol {
+				t.Errorf("attempt %d at +%.2fs, want %.0f±%.1fs", i+2, off, at, tol)
+			}
+		}
+	})
+}
+
+func jsonHas(raw []byte, key string, want any) bool {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return false
+	}
+	return m[key] == want
+}

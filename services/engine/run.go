@@ -1,0 +1,447 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/definition"
+	"lifeline/services/retry"
+	"lifeline/services/steps"
+	"lifeline/services/tmpl"
+)
+
+// Outcome says what RunAttempt did.
+type Outcome string
+
+const (
+	OutcomeSkipped   Outcome = "skipped"   // the attempt was not PENDING at this generation: a stale or duplicate job
+	OutcomeSucceeded Outcome = "succeeded" // the step succeeded
+	OutcomeRetrying  Outcome = "retrying"  // the step failed; its next attempt is scheduled
+	OutcomeDLQ       Outcome = "dlq"       // the step failed for good; the execution is in the DLQ
+	OutcomeReleased  Outcome = "released"  // shutdown interrupted the attempt; it was put back to run again
+	OutcomeLost      Outcome = "lost"      // the lease was taken over while the step ran; the result was discarded
+)
+
+// RunAttempt claims the attempt at this generation, runs its step and records the result.
+// It returns an error only when the database failed; the job should then be retried.
+func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
+	var a models.StepAttempt
+	if err := e.db.Conn(ctx).Where("id = ?", attemptID).First(&a).Error; err != nil {
+		if models.IsNotFound(err) {
+			return OutcomeSkipped, nil
+		}
+		return "", err
+	}
+	if a.Status != models.StepPending || a.Generation != generation {
+		return OutcomeSkipped, nil
+	}
+	var ex models.Execution
+	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", a.OrganizationID, a.ExecutionID).First(&ex).Error; err != nil {
+		return "", err
+	}
+	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return "", err
+	}
+	if a.StepIndex >= len(def.Steps) || def.Steps[a.StepIndex].ID != a.StepID {
+		return "", fmt.Errorf("attempt %s names step %q which is not step %d of workflow %s v%d", a.ID, a.StepID, a.StepIndex, ex.WorkflowID, ex.WorkflowVersion)
+	}
+	step := def.Steps[a.StepIndex]
+	timeout := time.Duration(step.Timeout()) * time.Millisecond
+
+	// Claim: compare-and-set PENDING → RUNNING at this generation.
+	claimed := false
+	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
+		now, err := e.now(ctx)
+		if err != nil {
+			return err
+		}
+		lease := now.Add(timeout + e.cfg.LeaseGrace)
+		res := tx.Model(&models.StepAttempt{}).
+			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
+			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": lease, "updated_at": now})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		claimed = true
+		a.Status, a.StartedAt, a.LeaseExpiresAt = models.StepRunning, &now, &lease
+		upd := map[string]any{"current_step_id": a.StepID, "updated_at": now}
+		if ex.Status == models.ExecPending {
+			upd["status"] = models.ExecRunning
+			ex.Status = models.ExecRunning
+		}
+		if ex.StartedAt == nil {
+			upd["started_at"] = now
+			ex.StartedAt = &now
+		}
+		return tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error
+	})
+	if err != nil || !claimed {
+		return OutcomeSkipped, err
+	}
+	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
+
+	// Run the step outside any transaction.
+	attempts, err := e.attempts(ctx, ex.ID)
+	if err != nil {
+		return "", err
+	}
+	var input json.RawMessage
+	out, runErr := func() (any, error) {
+		cfg, err := tmpl.Render(step.Config, e.env(&ex, attempts))
+		if err != nil {
+			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
+		}
+		input, _ = json.Marshal(cfg)
+		t, ok := e.steps.Get(step.Type)
+		if !ok {
+			return nil, classify.New(classify.Internal, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
+		}
+		cfgMap, _ := cfg.(map[string]any)
+		stepCtx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
+	}()
+
+	if runErr != nil && ctx.Err() != nil {
+		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
+		return e.release(context.WithoutCancel(ctx), &a, generation, log)
+	}
+	if runErr == nil {
+		return e.succeed(ctx, &ex, def, &a, generation, input, out, log)
+	}
+	return e.fail(ctx, &ex, def, &a, generation, input, runErr, attempts, log)
+}
+
+func safeRun(ctx context.Context, t steps.Type, in steps.Input) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{msg: fmt.Sprint(r), stack: string(debug.Stack())}
+		}
+	}()
+	return t.Run(ctx, in)
+}
+
+type panicError struct{ msg, stack string }
+
+func (p *panicError) Error() string            { return "step panicked: " + p.msg }
+func (p *panicError) ErrorType() classify.Type { return classify.Internal }
+func (p *panicError) ErrorCode() string        { return "PANIC" }
+
+// env is what templates see: input, the outputs of succeeded steps, the execution.
+func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) map[string]any {
+	var input any
+	_ = json.Unmarshal(ex.Input, &input)
+	stepsEnv := map[string]any{}
+	for _, at := range attempts {
+		if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
+			continue
+		}
+		var out any
+		if len(at.Output) > 0 {
+			_ = json.Unmarshal(at.Output, &out)
+		}
+		stepsEnv[at.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt}
+	}
+	return map[string]any{
+		"input":     input,
+		"steps":     stepsEnv,
+		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
+	}
+}
+
+func (e *Engine) attempts(ctx context.Context, executionID string) ([]models.StepAttempt, error) {
+	var out []models.StepAttempt
+	err := e.db.Conn(ctx).Where("execution_id = ?", executionID).Order("step_index, attempt").Find(&out).Error
+	return out, err
+}
+
+// finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.
+func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[string]any) error {
+	res := tx.Model(&models.StepAttempt{}).
+		Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepRunning, generation).
+		Updates(upd)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errLost
+	}
+	return nil
+}
+
+func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation int, log interface {
+	InfoContext(context.Context, string, ...any)
+}) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
+		now, err := e.now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
+			"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
+		if err != nil {
+			return nil, err
+		}
+		return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: now}}, nil
+	})
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	log.InfoContext(ctx, "attempt released at shutdown; it will run again with the same idempotency key")
+	return OutcomeReleased, nil
+}
+
+func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+	input json.RawMessage, out any, log interface {
+		InfoContext(context.Context, string, ...any)
+	}) (Outcome, error) {
+	output, err := json.Marshal(out)
+	if err != nil {
+		output, _ = json.Marshal(fmt.Sprint(out))
+	}
+	err = e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
+		now, err := e.now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(input),
+			"output": models.JSON(output), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+			return nil, err
+		}
+		// A step that recovers by retrying resolves its error record.
+		if err := tx.Model(&models.ExecutionError{}).
+			Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
+			Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		next := a.StepIndex + 1
+		if next < len(def.Steps) {
+			step := def.Steps[next]
+			na := newAttempt(ex, step, next, 1, e.scheduleFor(step, now))
+			if err := tx.Create(&na).Error; err != nil {
+				return nil, err
+			}
+			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+				Updates(map[string]any{"current_step_id": step.ID, "updated_at": now}).Error; err != nil {
+				return nil, err
+			}
+			return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: na.ScheduledAt}}, nil
+		}
+		return nil, tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+			Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error
+	})
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	log.InfoContext(ctx, "step succeeded")
+	return OutcomeSucceeded, nil
+}
+
+// Policy returns the effective retry policy of a step: the step's stored policy over the
+// workflow's over the organization default over the built-in default.
+func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error) {
+	var rows []models.RetryPolicy
+	err := tx.Where("organization_id = ? AND ((workflow_id IS NULL AND step_id IS NULL) OR (workflow_id = ? AND (step_id IS NULL OR step_id = ?)))",
+		orgID, workflowID, stepID).Find(&rows).Error
+	if err != nil {
+		return retry.Policy{}, err
+	}
+	var org, wf, st *retry.Spec
+	for _, r := range rows {
+		var s retry.Spec
+		if err := json.Unmarshal(r.Spec, &s); err != nil {
+			return retry.Policy{}, fmt.Errorf("retry policy %s: %w", r.ID, err)
+		}
+		switch {
+		case r.WorkflowID == nil:
+			org = &s
+		case r.StepID == nil:
+			wf = &s
+		default:
+			st = &s
+		}
+	}
+	return retry.ResolveLevels(org, wf, st), nil
+}
+
+func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+	input json.RawMessage, runErr error, attempts []models.StepAttempt, log interface {
+		InfoContext(context.Context, string, ...any)
+		WarnContext(context.Context, string, ...any)
+	}) (Outcome, error) {
+	c := classify.Classify(runErr)
+	trace := traceOf(runErr)
+	outcome := OutcomeRetrying
+	var delay time.Duration
+	var decision retry.Decision
+	err := e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
+		now, err := e.now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		policy, err := e.Policy(tx, ex.OrganizationID, ex.WorkflowID, a.StepID)
+		if err != nil {
+			return nil, err
+		}
+		retriesDone := a.Attempt - 1
+		elapsed := time.Duration(0)
+		for _, at := range attempts {
+			if at.StepID == a.StepID && at.Attempt == 1 && at.StartedAt != nil {
+				elapsed = now.Sub(*at.StartedAt)
+			}
+		}
+		decision = policy.Decide(c.Type, retriesDone, def.UnknownRetry(), elapsed)
+		upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
+			"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
+
+		errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.recorded",
+				EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
+				Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "errorType": c.Type, "errorCode": c.Code, "message": c.Message}}); err != nil {
+				return nil, err
+			}
+		}
+
+		if decision.Retry {
+			delay = policy.Delay(retriesDone+1, e.Rand)
+			if ra, ok := classify.RetryAfter(runErr); ok {
+				delay = policy.WithRetryAfter(delay, ra)
+			}
+			next := now.Add(delay)
+			upd["status"] = models.StepRetrying
+			upd["next_retry_at"] = next
+			if err := finishAttempt(tx, a, generation, upd); err != nil {
+				return nil, err
+			}
+			if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
+				"retry_count": retriesDone + 1, "next_retry_at": next, "last_retry_at": now, "status": models.ErrRetrying, "updated_at": now,
+			}).Error; err != nil {
+				return nil, err
+			}
+			step := def.Steps[a.StepIndex]
+			na := newAttempt(ex, step, a.StepIndex, a.Attempt+1, next)
+			if err := tx.Create(&na).Error; err != nil {
+				return nil, err
+			}
+			if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_scheduled",
+				EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
+				Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "retry": retriesDone + 1, "maxRetries": policy.MaxRetries,
+					"delayMs": delay.Milliseconds(), "nextRetryAt": next.Format(time.RFC3339Nano), "errorType": c.Type, "reason": decision.Reason}}); err != nil {
+				return nil, err
+			}
+			return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
+		}
+
+		outcome = OutcomeDLQ
+		upd["status"] = models.StepDLQ
+		if err := finishAttempt(tx, a, generation, upd); err != nil {
+			return nil, err
+		}
+		return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, now)
+	})
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if outcome == OutcomeRetrying {
+		log.InfoContext(ctx, "step failed; retry scheduled", "error_type", c.Type, "error", c.Message, "delay", delay.String(), "reason", decision.Reason)
+	} else {
+		log.WarnContext(ctx, "step failed; execution moved to the dead-letter queue", "error_type", c.Type, "error", c.Message, "reason", decision.Reason)
+	}
+	return outcome, nil
+}
+
+// errorRecord returns the open error record of the step, creating it on the first failure.
+func (e *Engine) errorRecord(tx *gorm.DB, ex *models.Execution, a *models.StepAttempt, c classify.Result, trace string,
+	input json.RawMessage, policy retry.Policy, now time.Time) (*models.ExecutionError, bool, error) {
+	var rec models.ExecutionError
+	err := tx.Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID,
+		[]string{models.ErrPending, models.ErrRetrying}).Order("created_at DESC").First(&rec).Error
+	state := models.MustJSON(map[string]any{"attempt": a.Attempt, "status": a.Status, "idempotencyKey": a.IdempotencyKey,
+		"startedAt": a.StartedAt, "finishedAt": now})
+	if err == nil {
+		return &rec, false, tx.Model(&rec).Updates(map[string]any{"error_type": string(c.Type), "error_code": nullable(c.Code),
+			"error_message": c.Message, "stack_trace": nullable(trace), "input_data": models.JSON(e.redactor.JSON(input)),
+			"step_state": state, "updated_at": now}).Error
+	}
+	if !models.IsNotFound(err) {
+		return nil, false, err
+	}
+	rec = models.ExecutionError{
+		ID: models.NewID(), OrganizationID: ex.OrganizationID, ExecutionID: ex.ID, StepID: a.StepID,
+		ErrorType: string(c.Type), ErrorCode: nullable(c.Code), ErrorMessage: nonEmpty(c.Message), StackTrace: nullable(trace),
+		InputData: models.JSON(e.redactor.JSON(input)), StepState: state, MaxRetries: policy.MaxRetries,
+		Status: models.ErrPending, CreatedAt: now, UpdatedAt: now,
+	}
+	return &rec, true, tx.Create(&rec).Error
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nonEmpty(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(no message)"
+	}
+	return s
+}
+
+// traceOf returns what the UI shows as the stack or trace of a failure.
+func traceOf(err error) string {
+	var p *panicError
+	if errors.As(err, &p) {
+		return p.stack
+	}
+	var he *classify.HTTPError
+	if errors.As(err, &he) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s\n→ HTTP %d", he.Method, he.URL, he.StatusCode)
+		if he.RetryAfter > 0 {
+			fmt.Fprintf(&b, "\nRetry-After: %s", he.RetryAfter)
+		}
+		if he.Body != "" {
+			fmt.Fprintf(&b, "\n\n%s", he.Body)
+		}
+		return b.String()
+	}
+	var lines []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		lines = append(lines, fmt.Sprintf("%T: %v", e, e))
+		if len(lines) > 10 {
+			break
+		}
+	}
+	if len(lines) <= 1 {
+		return ""
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+)
+
+// Triggers.
+const (
+	TriggerUI      = "ui"
+	TriggerAPI     = "api"
+	TriggerWebhook = "webhook"
+	TriggerDemo    = "demo"
+	TriggerRetry   = "retry"
+)
+
+// StartRequest asks for a new execution.
+type StartRequest struct {
+	OrganizationID string
+	WorkflowID     string
+	// Input must be a JSON object.
+	Input   []byte
+	Trigger string
+	Actor   audit.Actor
+	// IdempotencyKey, when set, makes the request idempotent for Config.IdempotencyTTL:
+	// the same key with the same input returns the first execution again; with a
+	// different input it is an EINVALID error.
+	IdempotencyKey string
+}
+
+// Start creates an execution and schedules its first step. It returns the execution and
+// whether it was an idempotent replay of an earlier request. Errors: ENOTFOUND when the
+// workflow is not in the organization; EINVALID for bad input or a reused key.
+func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, bool, error) {
+	input, err := normalizeInput(r.Input)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(r.IdempotencyKey) > 255 {
+		return nil, false, models.Invalid("The Idempotency-Key is too long.", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
+	}
+	for attempt := 0; ; attempt++ {
+		ex, replayed, err := e.start(ctx, r, input)
+		if err != nil && r.IdempotencyKey != "" && attempt == 0 && isUniqueViolation(err) {
+			continue // a concurrent request with the same key won; replay it
+		}
+		return ex, replayed, err
+	}
+}
+
+func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*models.Execution, bool, error) {
+	var ex models.Execution
+	replayed := false
+	hash := sha256.Sum256(input)
+	reqHash := hex.EncodeToString(hash[:])
+	// Read the workflow and its definition before the transaction: on SQLite the
+	// transaction holds the only connection.
+	var wf models.Workflow
+	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", r.OrganizationID, r.WorkflowID).First(&wf).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil, false, models.NotFound("workflow")
+		}
+		return nil, false, err
+	}
+	def, err := e.definitionFor(ctx, wf.OrganizationID, wf.ID, wf.Version)
+	if err != nil {
+		return nil, false, err
+	}
+	err = e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
+		now, err := e.now(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if r.IdempotencyKey != "" {
+			var k models.IdempotencyKey
+			err := tx.Where("organization_id = ? AND workflow_id = ? AND idem_key = ?", r.OrganizationID, r.WorkflowID, r.IdempotencyKey).First(&k).Error
+			switch {
+			case err == nil && k.ExpiresAt.After(now):
+				if k.RequestHash != reqHash {
+					return nil, models.Invalid("This Idempotency-Key was already used with a different request body.",
+						map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
+				}
+				replayed = true
+				return nil, tx.Where("organization_id = ? AND id = ?", r.OrganizationID, k.ExecutionID).First(&ex).Error
+			case err == nil:
+				if err := tx.Delete(&k).Error; err != nil {
+					return nil, err
+				}
+			case !models.IsNotFound(err):
+				return nil, err
+			}
+		}
+		ex = models.Execution{
+			ID:              models.NewID(),
+			OrganizationID:  wf.OrganizationID,
+			WorkflowID:      wf.ID,
+			WorkflowVersion: wf.Version,
+			Status:          models.ExecPending,
+			Input:           models.JSON(input),
+			TriggerType:     r.Trigger,
+			CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
+			CreatedAt:       now,
+			UpdatedAt:       now,
+		}
+		if ex.TriggerType == "" {
+			ex.TriggerType = TriggerAPI
+		}
+		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
+			id := r.Actor.ID
+			ex.CreatedBy = &id
+		}
+		first := def.Steps[0]
+		ex.CurrentStepID = &first.ID
+		if err := tx.Create(&ex).Error; err != nil {
+			return nil, err
+		}
+		a := newAttempt(&ex, first, 0, 1, e.scheduleFor(first, now))
+		if err := tx.Create(&a).Error; err != nil {
+			return nil, err
+		}
+		if r.IdempotencyKey != "" {
+			k := models.IdempotencyKey{OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID, IdemKey: r.IdempotencyKey,
+				RequestHash: reqHash, ExecutionID: ex.ID, CreatedAt: now, ExpiresAt: now.Add(e.cfg.IdempotencyTTL)}
+			if err := tx.Create(&k).Error; err != nil {
+				return nil, err
+			}
+		}
+		if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: r.Actor, Action: "execution.started",
+			EntityType: "workflow_execution", EntityID: ex.ID, At: now,
+			Details: map[string]any{"workflowId": ex.WorkflowID, "version": ex.WorkflowVersion, "trigger": ex.TriggerType}}); err != nil {
+			return nil, err
+		}
+		return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: a.ScheduledAt}}, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !replayed {
+		e.log.InfoContext(ctx, "execution started", "execution_id", ex.ID, "correlation_id", ex.CorrelationID,
+			"workflow_id", ex.WorkflowID, "trigger", ex.TriggerType)
+	}
+	return &ex, replayed, nil
+}
+
+// normalizeInput checks that raw is one JSON object and returns it compacted with sorted
+// keys, so equal inputs hash equally.
+func normalizeInput(raw []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("{}"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, models.Invalid("The input is not valid JSON.", map[string]string{"input": "is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
+	}
+	if dec.More() {
+		return nil, models.Invalid("The input is not valid JSON.", map[string]string{"input": "has data after the JSON object"})
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, models.Invalid("The input must be a JSON object.", map[string]string{"input": "must be a JSON object, like {\"clientNip\": \"5260250274\"}"})
+	}
+	if len(raw) > 1<<20 {
+		return nil, models.Invalid("The input is too large.", map[string]string{"input": "must be at most 1 MiB"})
+	}
+	return json.Marshal(v)
+}
+
+func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "unique") || strings.Contains(s, "duplicate key")
+}

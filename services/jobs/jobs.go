@@ -1,0 +1,255 @@
+// Package jobs is Lifeline's background work on River: thin workers that call services.
+// Every job here is safe to run twice: the services they call are compare-and-set guarded.
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/engine"
+)
+
+// AttemptArgs runs one attempt of a step at one generation.
+type AttemptArgs struct {
+	AttemptID  string `json:"attempt_id"`
+	Generation int    `json:"generation"`
+}
+
+// Kind implements river.JobArgs.
+func (AttemptArgs) Kind() string { return "run_attempt" }
+
+// uniqueStates: a job for the same (attempt, generation) is not inserted again while one is
+// waiting or running; once it has finished, the reconciler may insert another.
+var uniqueStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
+	rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (AttemptArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
+}
+
+// AttemptWorker runs attempts.
+type AttemptWorker struct {
+	river.WorkerDefaults[AttemptArgs]
+	Engine *engine.Engine
+}
+
+// Work runs the attempt; only database errors make River retry the job.
+func (w *AttemptWorker) Work(ctx context.Context, job *river.Job[AttemptArgs]) error {
+	_, err := w.Engine.RunAttempt(ctx, job.Args.AttemptID, job.Args.Generation)
+	return err
+}
+
+// Timeout: steps carry their own timeouts (at most 10 minutes).
+func (w *AttemptWorker) Timeout(*river.Job[AttemptArgs]) time.Duration { return 15 * time.Minute }
+
+// ReconcileArgs runs the reconciler.
+type ReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return "reconcile" }
+
+// ReconcileWorker repairs stuck executions.
+type ReconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	Engine *engine.Engine
+}
+
+// Work runs one reconciliation pass.
+func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	_, err := w.Engine.Reconcile(ctx)
+	return err
+}
+
+// Config tunes the queue.
+type Config struct {
+	Workers           int           // concurrent jobs (default 20)
+	FetchPollInterval time.Duration // how often idle workers look for due jobs (default 100 ms)
+	ReconcileEvery    time.Duration // default 10 s
+	// Periodic lists further periodic jobs (demo traffic, retention).
+	Periodic []*river.PeriodicJob
+	// Register adds further workers.
+	Register func(*river.Workers)
+}
+
+// Runner owns the River client.
+type Runner struct {
+	db     *models.DB
+	log    *slog.Logger
+	sqlite *river.Client[*sql.Tx]
+	pg     *river.Client[pgx.Tx]
+}
+
+var _ engine.Enqueuer = (*Runner)(nil)
+
+// New builds the River client for db's dialect with Lifeline's workers.
+func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runner, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 20
+	}
+	if cfg.FetchPollInterval <= 0 {
+		cfg.FetchPollInterval = 100 * time.Millisecond
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = 10 * time.Second
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &AttemptWorker{Engine: eng})
+	river.AddWorker(workers, &ReconcileWorker{Engine: eng})
+	if cfg.Register != nil {
+		cfg.Register(workers)
+	}
+	periodic := append([]*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+	}, cfg.Periodic...)
+	rc := &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+		PeriodicJobs:      periodic,
+		FetchPollInterval: cfg.FetchPollInterval,
+		FetchCooldown:     min(cfg.FetchPollInterval, 50*time.Millisecond),
+		Logger:            slog.New(levelFilter{log.Handler(), slog.LevelWarn}),
+		JobTimeout:        15 * time.Minute,
+		Middleware:        []rivertype.Middleware{&onTime{}},
+	}
+	r := &Runner{db: db, log: log}
+	var err error
+	if db.Dialect == models.Postgres {
+		r.pg, err = river.NewClient(riverpgxv5.New(db.Pool), rc)
+	} else {
+		r.sqlite, err = river.NewClient(riversqlite.New(db.SQL), rc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	eng.SetEnqueuer(r)
+	return r, nil
+}
+
+// Start starts working jobs.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.pg != nil {
+		return r.pg.Start(ctx)
+	}
+	return r.sqlite.Start(ctx)
+}
+
+// Stop lets running jobs finish until ctx ends, then cancels them; a cancelled attempt is
+// released by the engine to run again elsewhere.
+func (r *Runner) Stop(ctx context.Context) error {
+	stop := func(soft, hard func(context.Context) error) error {
+		err := soft(ctx)
+		if err == nil {
+			return nil
+		}
+		hctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		return hard(hctx)
+	}
+	if r.pg != nil {
+		return stop(r.pg.Stop, r.pg.StopAndCancel)
+	}
+	return stop(r.sqlite.Stop, r.sqlite.StopAndCancel)
+}
+
+// Kill stops abruptly without waiting (tests of crashes).
+func (r *Runner) Kill() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r.pg != nil {
+		_ = r.pg.StopAndCancel(ctx)
+		return
+	}
+	_ = r.sqlite.StopAndCancel(ctx)
+}
+
+func params(jobs []engine.Job) []river.InsertManyParams {
+	out := make([]river.InsertManyParams, len(jobs))
+	for i, j := range jobs {
+		opts := AttemptArgs{}.InsertOpts()
+		if !j.RunAt.IsZero() && time.Until(j.RunAt) > 0 {
+			opts.ScheduledAt = j.RunAt
+		}
+		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation}, InsertOpts: &opts}
+	}
+	return out
+}
+
+// EnqueueTx inserts in tx on SQLite; on PostgreSQL (River cannot share GORM's transaction)
+// it returns the insert to run after commit.
+func (r *Runner) EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []engine.Job) (func(context.Context) error, error) {
+	if r.sqlite != nil {
+		sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+		if !ok {
+			return nil, errors.New("jobs: EnqueueTx needs a GORM transaction")
+		}
+		_, err := r.sqlite.InsertManyTx(ctx, sqlTx, params(jobs))
+		return nil, err
+	}
+	return func(ctx context.Context) error { return r.Enqueue(ctx, jobs) }, nil
+}
+
+// Enqueue inserts outside a transaction.
+func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	var err error
+	if r.pg != nil {
+		_, err = r.pg.InsertMany(ctx, params(jobs))
+	} else {
+		_, err = r.sqlite.InsertMany(ctx, params(jobs))
+	}
+	return err
+}
+
+// Insert inserts any job (used by services that schedule their own work).
+func (r *Runner) Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
+	var err error
+	if r.pg != nil {
+		_, err = r.pg.Insert(ctx, args, opts)
+	} else {
+		_, err = r.sqlite.Insert(ctx, args, opts)
+	}
+	return err
+}
+
+// levelFilter drops River's records below a level (River is chatty at info).
+type levelFilter struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (l levelFilter) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv >= l.min && l.Handler.Enabled(ctx, lv)
+}
+
+// onTime keeps attempt jobs "available" even when they are due in the future. River's
+// fetch takes available jobs whose scheduled_at has passed, so a retry starts within
+// FetchPollInterval of its time, instead of waiting for River's scheduler, which
+// promotes "scheduled" jobs only every 5 seconds.
+type onTime struct{ river.MiddlewareDefaults }
+
+func (*onTime) InsertMany(ctx context.Context, many []*rivertype.JobInsertParams,
+	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
+	for _, p := range many {
+		if p.Kind == (AttemptArgs{}).Kind() && p.State == rivertype.JobStateScheduled {
+			p.State = rivertype.JobStateAvailable
+		}
+	}
+	return doInner(ctx)
+}

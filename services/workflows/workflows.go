@@ -1,0 +1,154 @@
+// Package workflows creates and versions workflow definitions. Saving a definition also
+// stores its retry policies (workflow level and per step) in retry_policies, where the
+// engine resolves them, all in one transaction.
+package workflows
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/definition"
+	"lifeline/services/retry"
+	"lifeline/services/steps"
+)
+
+// Service manages workflows.
+type Service struct {
+	DB    *models.DB
+	Steps *steps.Registry
+}
+
+// Create validates raw and stores it as version 1. Errors: EINVALID with field messages.
+func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
+	def, err := definition.Parse(raw, s.Steps)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	wf := models.Workflow{
+		ID: models.NewID(), OrganizationID: orgID, Name: def.Name, Description: def.Description, Version: 1,
+		Definition: models.JSON(def.JSON()), UnknownErrors: unknownSetting(def), WebhookToken: randomHex(20),
+		WebhookSecret: randomHex(32), CreatedAt: now, UpdatedAt: now,
+	}
+	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&wf).Error; err != nil {
+			return err
+		}
+		if err := saveVersion(tx, &wf, now); err != nil {
+			return err
+		}
+		if err := savePolicies(tx, &wf, def, now); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "workflow.created", EntityType: "workflow",
+			EntityID: wf.ID, At: now, Details: map[string]any{"name": wf.Name, "version": 1}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &wf, nil
+}
+
+// Update stores raw as the next version. Running executions keep their version.
+func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
+	def, err := definition.Parse(raw, s.Steps)
+	if err != nil {
+		return nil, err
+	}
+	var wf models.Workflow
+	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&wf).Error; err != nil {
+			if models.IsNotFound(err) {
+				return models.NotFound("workflow")
+			}
+			return err
+		}
+		now := time.Now().UTC()
+		wf.Version++
+		wf.Name, wf.Description, wf.Definition, wf.UnknownErrors, wf.UpdatedAt = def.Name, def.Description, models.JSON(def.JSON()), unknownSetting(def), now
+		if err := tx.Save(&wf).Error; err != nil {
+			return err
+		}
+		if err := saveVersion(tx, &wf, now); err != nil {
+			return err
+		}
+		if err := savePolicies(tx, &wf, def, now); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "workflow.updated", EntityType: "workflow",
+			EntityID: wf.ID, At: now, Details: map[string]any{"name": wf.Name, "version": wf.Version}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &wf, nil
+}
+
+func unknownSetting(def *definition.Definition) string {
+	if def.UnknownRetry() {
+		return definition.UnknownRetry
+	}
+	return definition.UnknownNoRetry
+}
+
+func saveVersion(tx *gorm.DB, wf *models.Workflow, now time.Time) error {
+	return tx.Create(&models.WorkflowVersion{ID: models.NewID(), OrganizationID: wf.OrganizationID, WorkflowID: wf.ID,
+		Version: wf.Version, Definition: wf.Definition, CreatedAt: now}).Error
+}
+
+// savePolicies replaces the workflow's stored policies with the definition's.
+func savePolicies(tx *gorm.DB, wf *models.Workflow, def *definition.Definition, now time.Time) error {
+	if err := tx.Where("organization_id = ? AND workflow_id = ?", wf.OrganizationID, wf.ID).Delete(&models.RetryPolicy{}).Error; err != nil {
+		return err
+	}
+	if def.Settings.RetryPolicy != nil {
+		if err := tx.Create(PolicyRow(wf.OrganizationID, &wf.ID, nil, def.Settings.RetryPolicy, retry.ResolveLevels(def.Settings.RetryPolicy), now)).Error; err != nil {
+			return err
+		}
+	}
+	for _, st := range def.Steps {
+		if st.RetryPolicy == nil {
+			continue
+		}
+		id := st.ID
+		eff := retry.ResolveLevels(def.Settings.RetryPolicy, st.RetryPolicy)
+		if err := tx.Create(PolicyRow(wf.OrganizationID, &wf.ID, &id, st.RetryPolicy, eff, now)).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PolicyRow builds a retry_policies row: the spec as written and the effective values.
+func PolicyRow(orgID string, workflowID, stepID *string, spec *retry.Spec, eff retry.Policy, now time.Time) *models.RetryPolicy {
+	b, _ := json.Marshal(spec)
+	return &models.RetryPolicy{
+		ID: models.NewID(), OrganizationID: orgID, WorkflowID: workflowID, StepID: stepID,
+		MaxRetries: eff.MaxRetries, InitialDelayMs: int(eff.InitialDelay.Milliseconds()), MaxDelayMs: int(eff.MaxDelay.Milliseconds()),
+		BackoffMultiplier: eff.Multiplier, RetryOnErrors: typeNames(eff.RetryOn), NoRetryOnErrors: typeNames(eff.NoRetryOn),
+		Spec: models.JSON(b), CreatedAt: now,
+	}
+}
+
+func typeNames[T ~string](ts []T) models.StringList {
+	out := models.StringList{}
+	for _, t := range ts {
+		out = append(out, string(t))
+	}
+	return out
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,176 @@
+// Lifeline browser glue. Loaded with `defer` after htmx.min.js, so it runs
+// before htmx processes the page.
+//
+// 1. Response handling: 422 responses ARE swapped (forms re-render with their
+//    field errors); every other 4xx/5xx is not swapped and shows a toast with
+//    the response's text instead.
+// 2. <time datetime="…"> elements are shown in the browser's local time, on
+//    load and after every htmx swap; the server's UTC text becomes the title.
+// 3. History-cache misses are fetched as ordinary (non-HX-Request) requests,
+//    so handlers can answer every HX-Request with a fragment.
+// 4. Self-refreshing regions marked data-preserve-details keep the open/closed
+//    state of their <details id=…> across swaps (the execution page polls).
+(function () {
+  "use strict";
+
+  if (window.htmx) {
+    htmx.config.responseHandling = [
+      { code: "204", swap: false },
+      { code: "[23]..", swap: true },
+      { code: "422", swap: true, error: false },
+      { code: "[45]..", swap: false, error: true },
+      { code: "...", swap: false }
+    ];
+    // A history-cache miss reloads the URL; send it as a plain request so the
+    // server answers with the full page, not the fragment it serves to htmx.
+    htmx.config.historyRestoreAsHxRequest = false;
+  }
+
+  // ---------- toasts ----------
+  var TOAST_MS = 10000;
+
+  function toastRegion() {
+    var el = document.getElementById("toasts");
+    if (!el) {
+      el = document.createElement("div");
+      el.id = "toasts";
+      el.className = "toasts";
+      el.setAttribute("aria-live", "assertive");
+      document.body.appendChild(el);
+    }
+    return el;
+  }
+
+  // showToast adds a dismissible message; an identical visible message is not
+  // repeated (a polling region that keeps failing shows one toast).
+  function showToast(title, text) {
+    var region = toastRegion();
+    var key = title + "\n" + text;
+    var existing = region.querySelectorAll(".toast");
+    for (var i = 0; i < existing.length; i++) {
+      if (existing[i].dataset.key === key) return;
+    }
+    var t = document.createElement("div");
+    t.className = "toast";
+    t.setAttribute("role", "alert");
+    t.setAttribute("data-testid", "toast");
+    t.dataset.key = key;
+    var body = document.createElement("p");
+    var strong = document.createElement("strong");
+    strong.textContent = title; // textContent only: never HTML from a response
+    body.appendChild(strong);
+    if (text) body.appendChild(document.createTextNode(text));
+    var close = document.createElement("button");
+    close.type = "button";
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "×";
+    close.addEventListener("click", function () { t.remove(); });
+    t.appendChild(body);
+    t.appendChild(close);
+    region.appendChild(t);
+    setTimeout(function () { t.remove(); }, TOAST_MS);
+  }
+
+  // responseText turns an error response into a short plain-text message.
+  // HTML error pages are parsed (not inserted) and their message is taken.
+  function responseText(xhr) {
+    var raw = (xhr && xhr.responseText) || "";
+    var type = (xhr && xhr.getResponseHeader && xhr.getResponseHeader("Content-Type")) || "";
+    var text = raw;
+    if (/html/i.test(type) || /^\s*</.test(raw)) {
+      try {
+        var doc = new DOMParser().parseFromString(raw, "text/html");
+        var el = doc.querySelector("[data-testid=error-message]") ||
+          doc.querySelector("main") || doc.body;
+        text = el ? el.textContent : "";
+      } catch (e) {
+        text = "";
+      }
+    } else if (/json/i.test(type)) {
+      try {
+        var j = JSON.parse(raw);
+        text = j.message || j.error || raw;
+      } catch (e) { /* keep raw */ }
+    }
+    text = String(text).replace(/\s+/g, " ").trim();
+    if (text.length > 240) text = text.slice(0, 237) + "…";
+    return text;
+  }
+
+  document.addEventListener("htmx:responseError", function (evt) {
+    var xhr = evt.detail.xhr;
+    var status = xhr ? xhr.status : 0;
+    var title = "Something went wrong (" + status + ")…";
+    if (status === 403) title = "Not allowed (403)…";
+    if (status === 404) title = "Not found (404)…";
+    if (status === 401) title = "Your session has ended (401)…";
+    showToast(title, responseText(xhr));
+  });
+
+  document.addEventListener("htmx:sendError", function () {
+    showToast("Could not reach the server…", "Check your connection; the page will keep trying where it refreshes itself.");
+  });
+
+  document.addEventListener("htmx:timeout", function () {
+    showToast("The server took too long to answer…", "Please try again.");
+  });
+
+  // ---------- local times ----------
+  var withSeconds = /\d:\d\d:\d\d/;
+
+  function formatLocal(d, seconds) {
+    var opts = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
+    if (seconds) opts.second = "2-digit";
+    try {
+      return new Intl.DateTimeFormat(undefined, opts).format(d);
+    } catch (e) {
+      return d.toLocaleString();
+    }
+  }
+
+  function localizeTimes(root) {
+    if (!root || !root.querySelectorAll) return;
+    var list = Array.prototype.slice.call(root.querySelectorAll("time[datetime]"));
+    if (root.matches && root.matches("time[datetime]")) list.push(root);
+    list.forEach(function (el) {
+      if (el.dataset.localized) return;
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d.getTime())) return;
+      var utc = el.textContent.trim();
+      if (!el.title) el.title = utc;
+      el.textContent = formatLocal(d, withSeconds.test(utc));
+      el.dataset.localized = "1";
+    });
+  }
+
+  // ---------- keep <details> state across self-refresh ----------
+  var savedDetails = {};
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var target = evt.detail.target;
+    if (!target || !target.id || !target.hasAttribute("data-preserve-details")) return;
+    var state = {};
+    target.querySelectorAll("details[id]").forEach(function (d) { state[d.id] = d.open; });
+    savedDetails[target.id] = state;
+  });
+
+  function restoreDetails(root) {
+    if (!root || !root.id || !savedDetails[root.id]) return;
+    var state = savedDetails[root.id];
+    delete savedDetails[root.id];
+    root.querySelectorAll("details[id]").forEach(function (d) {
+      if (Object.prototype.hasOwnProperty.call(state, d.id)) d.open = state[d.id];
+    });
+  }
+
+  function onNewContent(elt) {
+    restoreDetails(elt);
+    localizeTimes(elt);
+  }
+
+  if (window.htmx) {
+    htmx.onLoad(onNewContent); // initial page and every swapped-in element
+  } else {
+    document.addEventListener("DOMContentLoaded", function () { localizeTimes(document.body); });
+  }
+})();

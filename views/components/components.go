@@ -1,0 +1,107 @@
+// Package components holds small, reusable templ components (badges, chips,
+// empty states, JSON blocks, form helpers) shared by layouts and pages.
+//
+// Every component is a pure function of its arguments. Strings are rendered
+// as text (escaped by templ); nothing here uses templ.Raw.
+package components
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// StatusTone maps an execution, step, attempt or dead-letter status to the
+// colour family used by StatusBadge ("ok", "info", "neutral", "warn",
+// "danger", "partial"). Matching is case-insensitive; unknown statuses are
+// "neutral".
+func StatusTone(status string) string {
+	switch strings.ToLower(strings.TrimSpace(status)) {
+	case "succeeded", "success", "completed", "resolved", "ok", "delivered":
+		return "ok"
+	case "running", "processing", "in_progress":
+		return "info"
+	case "pending", "queued", "scheduled", "waiting":
+		return "neutral"
+	case "retrying", "compensating", "cancelling":
+		return "warn"
+	case "failed", "dlq", "dlq_pending", "error", "timed_out", "timeout":
+		return "danger"
+	case "partial", "partially_succeeded":
+		return "partial"
+	case "skipped", "expired", "cancelled", "canceled", "compensated":
+		return "muted"
+	}
+	return "neutral"
+}
+
+// statusLabel is the visible text of a badge: the status with underscores
+// turned into spaces ("DLQ_PENDING" → "DLQ PENDING"). The raw value stays in
+// data-status.
+func statusLabel(status string) string {
+	return strings.ReplaceAll(strings.TrimSpace(status), "_", " ")
+}
+
+// ErrorTypeFamily groups the classifier's error types for colouring:
+// "retryable" (transient, timeout, rate_limit, external_service),
+// "permanent" (permanent, validation, authorization) and "other"
+// (internal, unknown and anything new).
+func ErrorTypeFamily(t string) string {
+	switch strings.ToLower(t) {
+	case "transient", "timeout", "rate_limit", "external_service":
+		return "retryable"
+	case "permanent", "validation", "authorization":
+		return "permanent"
+	}
+	return "other"
+}
+
+// errorTypeHint explains an error type in one sentence (used as title).
+func errorTypeHint(t string) string {
+	switch strings.ToLower(t) {
+	case "transient":
+		return "Transient: a temporary problem; retried automatically."
+	case "permanent":
+		return "Permanent: retrying will not help until something is changed."
+	case "timeout":
+		return "Timeout: the step did not finish in time; retried automatically."
+	case "validation":
+		return "Validation: the data was rejected; fix the input and retry."
+	case "authorization":
+		return "Authorization: credentials were refused or have expired."
+	case "rate_limit":
+		return "Rate limit: the other system asked us to slow down; retried later."
+	case "external_service":
+		return "External service: the other system failed or is unavailable."
+	case "internal":
+		return "Internal: an error inside Lifeline."
+	case "unknown":
+		return "Unknown: the error could not be classified."
+	}
+	return "Error type: " + t
+}
+
+func errorTypeLabel(t string) string {
+	return strings.ReplaceAll(t, "_", " ")
+}
+
+// PrettyJSON indents valid JSON with two spaces and returns anything else
+// unchanged, so a broken payload is still shown exactly as stored.
+func PrettyJSON(s string) string {
+	trimmed := strings.TrimSpace(s)
+	if trimmed == "" || !json.Valid([]byte(trimmed)) {
+		return s
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(trimmed), "", "  "); err != nil {
+		return s
+	}
+	return buf.String()
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "—"
+	}
+	return s
+}

@@ -1,0 +1,226 @@
+package pages
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"lifeline/views/components"
+)
+
+// sortedErrors returns the keys of a field-error map in a stable, natural
+// order, so "steps[2]" comes before "steps[10]".
+func sortedErrors(errs map[string]string) []string {
+	keys := make([]string, 0, len(errs))
+	for k := range errs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return naturalLess(keys[i], keys[j]) })
+	return keys
+}
+
+// naturalLess compares strings treating runs of digits as numbers.
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := isDigit(a[0]), isDigit(b[0])
+		if da && db {
+			na, ra := splitDigits(a)
+			nb, rb := splitDigits(b)
+			na2, nb2 := strings.TrimLeft(na, "0"), strings.TrimLeft(nb, "0")
+			if len(na2) != len(nb2) {
+				return len(na2) < len(nb2)
+			}
+			if na2 != nb2 {
+				return na2 < nb2
+			}
+			a, b = ra, rb
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func splitDigits(s string) (digits, rest string) {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return s[:i], s[i:]
+}
+
+// otherErrors lists the error keys except the ones shown next to a field.
+func otherErrors(errs map[string]string, shown ...string) []string {
+	var out []string
+	for _, k := range sortedErrors(errs) {
+		skip := false
+		for _, s := range shown {
+			if k == s {
+				skip = true
+			}
+		}
+		if !skip {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func hasErrors(errs map[string]string, formError string) bool {
+	return len(errs) > 0 || formError != ""
+}
+
+func ariaInvalid(invalid bool) string {
+	if invalid {
+		return "true"
+	}
+	return "false"
+}
+
+func startInput(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "{}"
+	}
+	return s
+}
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "—"
+	}
+	return s
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func attemptCount(n int) string {
+	if n == 0 {
+		return "no attempts yet"
+	}
+	return plural(n, "attempt", "attempts")
+}
+
+// stepOpen reports whether a step of the timeline starts expanded: steps
+// that failed, are retrying, or are running now.
+func stepOpen(s StepVM) bool {
+	switch components.StatusTone(s.Status) {
+	case "danger", "warn", "info", "partial":
+		return true
+	}
+	return false
+}
+
+// dlqRowClass marks dead letters that still need someone (pending) with the
+// red edge used for failed executions.
+func dlqRowClass(status string) string {
+	if strings.EqualFold(status, "pending") {
+		return "row--danger"
+	}
+	return "row--" + components.StatusTone(status)
+}
+
+func stepTone(s string) string { return components.StatusTone(s) }
+
+func attemptHasDetails(a AttemptVM) bool {
+	return a.InputJSON != "" || a.OutputJSON != "" || a.StackTrace != "" || a.IdempotencyKey != ""
+}
+
+func attemptDetailsLabel(a AttemptVM) string {
+	var parts []string
+	if a.InputJSON != "" {
+		parts = append(parts, "input")
+	}
+	if a.OutputJSON != "" {
+		parts = append(parts, "output")
+	}
+	if a.StackTrace != "" {
+		parts = append(parts, "stack trace")
+	}
+	if len(parts) == 0 {
+		return "Details"
+	}
+	s := strings.Join(parts, ", ")
+	if i := strings.LastIndex(s, ", "); i >= 0 {
+		s = s[:i] + " and " + s[i+2:]
+	}
+	return "Show " + s
+}
+
+func domID(prefix string, parts ...any) string {
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, p := range parts {
+		b.WriteByte('-')
+		for _, r := range fmt.Sprint(p) {
+			if r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('_')
+			}
+		}
+	}
+	return b.String()
+}
+
+func policySourceLabel(src string) string {
+	switch src {
+	case "step":
+		return "set on step"
+	case "workflow":
+		return "workflow default"
+	case "default":
+		return "system default"
+	}
+	return src
+}
+
+func errorTitle(status int) string {
+	switch status {
+	case 400:
+		return "Bad request"
+	case 401:
+		return "Please sign in"
+	case 403:
+		return "You don't have access to this"
+	case 404:
+		return "Page not found"
+	case 409:
+		return "Conflict"
+	case 422:
+		return "Please check the form"
+	case 429:
+		return "Too many requests"
+	}
+	if status >= 500 {
+		return "Something went wrong"
+	}
+	return "Error"
+}
+
+func backURL(u string) string {
+	if u == "" {
+		return "/"
+	}
+	return u
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,254 @@
+// Package pages holds one templ component per screen and the view models
+// they render. Handlers build the view models (display-ready strings and
+// URLs, never GORM types) and pick either a full page or, for htmx requests,
+// the page's fragment component.
+//
+// Fragments and their root element ids:
+//
+//	WorkflowCreateFormFragment  form#workflow-form   (422 → re-rendered with errors)
+//	StartFormFragment           form#start-form      (422 → re-rendered with errors)
+//	ExecutionTableFragment      div#executions-table (filters, "Load more")
+//	ExecutionBody               div#execution-body   (polls itself every 2s while Live)
+//	DLQTableFragment            div#dlq-table        (filters, "Load more")
+//
+// Times are passed twice: an RFC 3339 value (…At) for <time datetime> and a
+// UTC text (…AtText) shown until app.js converts it to local time.
+package pages
+
+// Option is one <option> of a filter <select>.
+type Option struct {
+	Value    string
+	Label    string
+	Selected bool
+}
+
+// LoginVM feeds Login.
+type LoginVM struct {
+	Email  string // re-filled after a failed attempt
+	Error  string // shown above the form (role=alert)
+	Next   string // where to go after login (hidden field "next")
+	Action string // POST target
+}
+
+// WorkflowsVM feeds Workflows.
+type WorkflowsVM struct {
+	Rows       []WorkflowRow
+	CanCreate  bool // shows the "New workflow" form
+	CreateForm WorkflowCreateForm
+}
+
+// WorkflowRow is one workflow in the list.
+type WorkflowRow struct {
+	ID            string
+	Name          string
+	Description   string
+	URL           string
+	Version       int
+	Steps         int
+	LastStatus    string // empty = never run
+	LastRunAt     string
+	LastRunAtText string
+	Executions    int
+}
+
+// WorkflowCreateForm is the JSON definition form. Errors are keyed by field
+// path ("name", "steps[1].config.url"); FormError is a message for the form
+// as a whole (e.g. "The definition is not valid JSON").
+type WorkflowCreateForm struct {
+	Action     string
+	Definition string
+	Errors     map[string]string
+	FormError  string
+}
+
+// WorkflowVM feeds Workflow (one workflow's detail page).
+type WorkflowVM struct {
+	ID             string
+	Name           string
+	Description    string
+	Version        string
+	CreatedAt      string
+	CreatedAtText  string
+	Steps          []StepDefRow
+	UnknownErrors  string // how unclassified errors are treated, e.g. "retried as transient"
+	PolicyJSON     string // effective workflow policy
+	DefinitionJSON string
+	Start          StartForm
+	Recent         []ExecutionRow
+	ExecutionsURL  string
+	WebhookURL     string // empty = no webhook trigger
+}
+
+// StepDefRow is one step of a workflow definition.
+type StepDefRow struct {
+	Index        int
+	ID           string
+	Name         string
+	Type         string
+	Summary      string // e.g. "POST https://…"
+	Timeout      string
+	Policy       string // one line, e.g. "3 retries · 5s ×2 · max 5m"
+	PolicySource string // "step" | "workflow" | "default"
+}
+
+// StartForm starts an execution with a JSON input. Errors["input"] is shown
+// under the textarea; other keys are listed too.
+type StartForm struct {
+	Action    string
+	Input     string // defaults to "{}" when empty
+	Errors    map[string]string
+	FormError string
+	CanStart  bool // false (viewers): the form is replaced by a note
+}
+
+// ExecutionsVM feeds Executions.
+type ExecutionsVM struct {
+	Filter ExecutionFilter
+	Table  ExecutionTable
+}
+
+// ExecutionFilter is the GET filter form above the executions table.
+type ExecutionFilter struct {
+	Action     string
+	Status     string
+	WorkflowID string
+	Statuses   []Option
+	Workflows  []Option
+}
+
+// ExecutionTable is the swappable list of executions.
+type ExecutionTable struct {
+	Rows     []ExecutionRow
+	NextURL  string // next page ("Load more"); empty on the last page
+	Filtered bool   // picks the empty-state wording
+}
+
+// ExecutionRow is one execution in a list.
+type ExecutionRow struct {
+	ID            string
+	ShortID       string
+	URL           string
+	WorkflowName  string
+	WorkflowURL   string
+	Status        string
+	Trigger       string
+	CreatedAt     string
+	CreatedAtText string
+	Duration      string
+	CurrentStep   string
+	ErrorType     string
+	ErrorMessage  string
+}
+
+// ExecutionVM feeds Execution and its self-refreshing ExecutionBody.
+type ExecutionVM struct {
+	ID             string
+	ShortID        string
+	Status         string
+	WorkflowName   string
+	WorkflowURL    string
+	Trigger        string
+	CorrelationID  string
+	CreatedAt      string
+	CreatedAtText  string
+	FinishedAt     string
+	FinishedAtText string
+	Duration       string
+	InputJSON      string
+	DLQURL         string // link to the dead letter, when there is one
+	Live           bool   // while true ExecutionBody polls RefreshURL every 2s
+	RefreshURL     string
+	Steps          []StepVM
+	Failure        *FailureVM // banner at the top when failed / in the DLQ
+}
+
+// FailureVM says where and why an execution failed.
+type FailureVM struct {
+	StepID    string
+	StepName  string
+	ErrorType string
+	ErrorCode string
+	Message   string
+}
+
+// StepVM is one step of an execution's timeline.
+type StepVM struct {
+	Index           int
+	ID              string
+	Name            string
+	Type            string
+	Status          string
+	Attempts        []AttemptVM
+	NextRetryAt     string
+	NextRetryAtText string
+}
+
+// AttemptVM is one try of a step.
+type AttemptVM struct {
+	Number         int
+	Status         string
+	StartedAt      string
+	StartedAtText  string
+	FinishedAt     string
+	FinishedAtText string
+	Duration       string
+	ErrorType      string
+	ErrorCode      string
+	ErrorMessage   string
+	StackTrace     string
+	InputJSON      string
+	OutputJSON     string
+	IdempotencyKey string
+}
+
+// DLQVM feeds DLQ (the dead-letter list).
+type DLQVM struct {
+	Filter  DLQFilter
+	Rows    []DLQRow
+	NextURL string
+}
+
+// DLQFilter is the GET filter form above the dead-letter table.
+type DLQFilter struct {
+	Action     string
+	Status     string
+	WorkflowID string
+	Statuses   []Option
+	Workflows  []Option
+}
+
+// DLQRow is one dead letter in a list (and the head of DLQItemVM).
+type DLQRow struct {
+	ID            string
+	URL           string
+	ExecutionURL  string
+	WorkflowName  string
+	WorkflowURL   string
+	FailedStep    string
+	ErrorType     string
+	ErrorMessage  string
+	Status        string // pending | processing | resolved | skipped | expired
+	CreatedAt     string
+	CreatedAtText string
+	ExpiresAt     string
+	ExpiresAtText string
+}
+
+// DLQItemVM feeds DLQItem (one dead letter, read-only).
+type DLQItemVM struct {
+	Row               DLQRow
+	ErrorCode         string
+	StackTrace        string
+	OriginalInputJSON string
+	StepStatesJSON    string
+	ManualRetries     int
+	ListURL           string // added: the dead-letter list, for the breadcrumb; empty = plain text
+}
+
+// ErrorVM feeds Error.
+type ErrorVM struct {
+	Status  int
+	Title   string
+	Message string // user-safe message
+	BackURL string // empty = "/"
+}

@@ -1,0 +1,36 @@
+# Lifeline. `make run` serves the demo; `make test` runs everything on SQLite and PostgreSQL.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED ?= 0
+
+.PHONY: help run build test test-short bench generate verify migrate lint clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+run: ## Serve http://localhost:8080 on embedded SQLite with demo data and demo traffic
+	LIFELINE_DEMO=$${LIFELINE_DEMO:-true} $(GO) run ./cmd/web serve
+
+build: ## Build bin/lifeline
+	$(GO) build -o bin/lifeline ./cmd/web
+
+test: ## Run the whole suite on SQLite and PostgreSQL (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+	./scripts/with-postgres.sh $(GO) test -count=1 -timeout 20m ./...
+
+test-short: ## The suite without the slow real-time tests
+	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
+
+bench: ## Benchmarks: executions per second, retry lateness (SQLite and PostgreSQL)
+	./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 1x ./... | ./scripts/bench-table.sh
+
+generate: ## Regenerate templ components
+	$(GO) tool templ generate -path views
+
+verify: generate ## Check that generated code is committed
+	git diff --exit-code -- views
+
+migrate: ## Apply migrations to DATABASE_URL (default ./data/lifeline.db)
+	$(GO) run ./cmd/web migrate
+
+clean: ## Remove build output and the local database
+	rm -rf bin data

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"lifeline/services/outbound"
+	"lifeline/services/redact"
+)
+
+// Config is everything Lifeline reads from its environment. This is the only place that
+// reads it.
+type Config struct {
+	DatabaseURL      string
+	Addr             string
+	BaseURL          string
+	OutboundAllow    []netip.Prefix
+	Demo             bool
+	DemoTrafficEvery time.Duration
+	RedactKeys       []string
+	Workers          int
+	LogLevel         string
+	ShutdownTimeout  time.Duration
+	LeaseGrace       time.Duration
+}
+
+func loadConfig(getenv func(string) string) (Config, error) {
+	c := Config{
+		DatabaseURL: getenv("DATABASE_URL"),
+		Addr:        or(getenv("LIFELINE_ADDR"), ":8080"),
+		LogLevel:    or(getenv("LIFELINE_LOG_LEVEL"), "info"),
+		RedactKeys:  redact.ParseKeys(getenv("LIFELINE_REDACT_KEYS")),
+	}
+	var err error
+	if c.OutboundAllow, err = outbound.ParseAllow(getenv("LIFELINE_OUTBOUND_ALLOW")); err != nil {
+		return c, fmt.Errorf("LIFELINE_OUTBOUND_ALLOW: %w", err)
+	}
+	if c.Demo, err = parseBool(getenv("LIFELINE_DEMO"), false); err != nil {
+		return c, fmt.Errorf("LIFELINE_DEMO: %w", err)
+	}
+	if c.DemoTrafficEvery, err = parseDuration(getenv("LIFELINE_DEMO_TRAFFIC_EVERY"), 3*time.Second); err != nil {
+		return c, fmt.Errorf("LIFELINE_DEMO_TRAFFIC_EVERY: %w", err)
+	}
+	if c.ShutdownTimeout, err = parseDuration(getenv("LIFELINE_SHUTDOWN_TIMEOUT"), 30*time.Second); err != nil {
+		return c, fmt.Errorf("LIFELINE_SHUTDOWN_TIMEOUT: %w", err)
+	}
+	if c.LeaseGrace, err = parseDuration(getenv("LIFELINE_LEASE_GRACE"), 30*time.Second); err != nil {
+		return c, fmt.Errorf("LIFELINE_LEASE_GRACE: %w", err)
+	}
+	if c.Workers, err = strconv.Atoi(or(getenv("LIFELINE_WORKERS"), "20")); err != nil || c.Workers < 1 || c.Workers > 1000 {
+		return c, fmt.Errorf("LIFELINE_WORKERS: must be a number from 1 to 1000")
+	}
+	_, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return c, fmt.Errorf("LIFELINE_ADDR %q: %w", c.Addr, err)
+	}
+	c.BaseURL = strings.TrimRight(or(getenv("LIFELINE_BASE_URL"), "http://localhost:"+port), "/")
+	if c.Demo {
+		// The demo's steps call the built-in sandbox on this server's loopback address.
+		c.OutboundAllow = append(c.OutboundAllow, netip.MustParsePrefix("127.0.0.1/32"))
+	}
+	return c, nil
+}
+
+// SandboxBase is where the demo's workflows reach the sandbox.
+func (c Config) SandboxBase() string {
+	_, port, _ := net.SplitHostPort(c.Addr)
+	return "http://127.0.0.1:" + port + "/sandbox"
+}
+
+func or(v, def string) string {
+	if strings.TrimSpace(v) == "" {
+		return def
+	}
+	return strings.TrimSpace(v)
+}
+
+func parseBool(v string, def bool) (bool, error) {
+	if strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	return strconv.ParseBool(strings.TrimSpace(v))
+}
+
+func parseDuration(v string, def time.Duration) (time.Duration, error) {
+	if strings.TrimSpace(v) == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return d, err
+}

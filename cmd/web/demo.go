@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/auth"
+	"lifeline/services/demo"
+	"lifeline/services/engine"
+	"lifeline/services/workflows"
+)
+
+// Demo accounts (printed at start; the demo is for a laptop, never for production).
+var demoUsers = []struct{ Email, Password, Role string }{
+	{"admin@demo.lifeline.local", "demo-admin-2026", models.RoleAdmin},
+	{"ksiegowa@demo.lifeline.local", "demo-accountant-2026", models.RoleAccountant},
+	{"podglad@demo.lifeline.local", "demo-viewer-2026", models.RoleViewer},
+}
+
+type demoSeed struct {
+	OrgID   string
+	created bool
+	wfIDs   map[string]string
+}
+
+// seedDemo creates the demo organization, its users and workflows once; later starts
+// reuse them.
+func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflows.Service, sandboxBase string) (*demoSeed, error) {
+	d := &demoSeed{wfIDs: map[string]string{}}
+	var org models.Organization
+	err := db.Conn(ctx).Where("name = ?", demo.Organization).Order("created_at").First(&org).Error
+	switch {
+	case models.IsNotFound(err):
+		o, err := as.CreateOrg(ctx, demo.Organization)
+		if err != nil {
+			return nil, err
+		}
+		org, d.created = *o, true
+	case err != nil:
+		return nil, err
+	}
+	d.OrgID = org.ID
+	for _, u := range demoUsers {
+		if _, err := as.CreateUser(ctx, org.ID, u.Email, u.Password, u.Role); err != nil {
+			return nil, err
+		}
+	}
+	existing, _, err := db.ListWorkflows(ctx, org.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, wf := range existing {
+		d.wfIDs[wf.Name] = wf.ID
+	}
+	for _, raw := range demo.Definitions(sandboxBase) {
+		var probe struct{ Name string }
+		if err := jsonUnmarshal(raw, &probe); err != nil {
+			return nil, err
+		}
+		if _, ok := d.wfIDs[probe.Name]; ok {
+			continue
+		}
+		wf, err := wfs.Create(ctx, org.ID, audit.System, raw)
+		if err != nil {
+			return nil, fmt.Errorf("demo workflow %q: %w", probe.Name, err)
+		}
+		d.wfIDs[wf.Name] = wf.ID
+	}
+	return d, nil
+}
+
+// kickoff starts, on the first run, one execution that recovers after retries and one that
+// lands in the DLQ, so a newcomer sees both at once.
+func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
+	if !d.created {
+		return nil
+	}
+	id, ok := d.wfIDs[demo.BankImport]
+	if !ok {
+		return nil
+	}
+	inputs := []string{
+		`{"clientNip": "5260250274", "clientName": "Kowalski Sp. z o.o.", "account": "PL61109010140000071219812874", "period": "2026-10", "scenario": {"import_statement": "flaky"}}`,
+		`{"clientNip": "7010002137", "clientName": "Nowak i Wspólnicy", "account": "PL27114020040000300201355387", "period": "2026-10", "scenario": {"match_invoices": "invalid"}}`,
+	}
+	for _, in := range inputs {
+		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: id, Input: []byte(in),
+			Trigger: engine.TriggerDemo, Actor: audit.System}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *demoSeed) print(w io.Writer, baseURL string) {
+	fmt.Fprintf(w, "\n  Lifeline demo is running at %s\n  Organization: %s\n", baseURL, demo.Organization)
+	for _, u := range demoUsers {
+		fmt.Fprintf(w, "    %-11s %-32s password: %s\n", u.Role, u.Email, u.Password)
+	}
+	fmt.Fprintln(w)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

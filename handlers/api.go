@@ -1,0 +1,317 @@
+package handlers
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/definition"
+	"lifeline/services/engine"
+	"lifeline/services/retry"
+)
+
+// MaxBody bounds request bodies of the API and webhooks.
+const MaxBody = 1 << 20
+
+func readBody(c echo.Context) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxBody {
+		return nil, models.Invalid("The request body is too large.", map[string]string{"body": "must be at most 1 MiB"})
+	}
+	return b, nil
+}
+
+type apiWorkflow struct {
+	ID                   string          `json:"id"`
+	Name                 string          `json:"name"`
+	Description          string          `json:"description"`
+	Version              int             `json:"version"`
+	Definition           json.RawMessage `json:"definition"`
+	EffectiveRetryPolicy *retry.Spec     `json:"effectiveRetryPolicy,omitempty"`
+	WebhookURL           string          `json:"webhookUrl,omitempty"`
+	WebhookSecret        string          `json:"webhookSecret,omitempty"`
+	CreatedAt            string          `json:"createdAt"`
+	UpdatedAt            string          `json:"updatedAt"`
+}
+
+func (s *Server) apiWorkflowOf(c echo.Context, wf *models.Workflow, full bool) (apiWorkflow, error) {
+	out := apiWorkflow{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: wf.Version,
+		Definition: json.RawMessage(wf.Definition), CreatedAt: rfc(wf.CreatedAt), UpdatedAt: rfc(wf.UpdatedAt)}
+	if full {
+		p, err := s.Engine.Policy(s.DB.Conn(c.Request().Context()), wf.OrganizationID, wf.ID, "")
+		if err != nil {
+			return out, err
+		}
+		spec := p.Spec()
+		out.EffectiveRetryPolicy = &spec
+		if principal(c).Can(models.RoleAdmin) {
+			out.WebhookURL = strings.TrimRight(s.BaseURL, "/") + s.url("webhook", wf.WebhookToken)
+			out.WebhookSecret = wf.WebhookSecret
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) apiListWorkflows(c echo.Context) error {
+	wfs, _, err := s.DB.ListWorkflows(c.Request().Context(), principal(c).OrganizationID)
+	if err != nil {
+		return err
+	}
+	items := []apiWorkflow{}
+	for i := range wfs {
+		w, _ := s.apiWorkflowOf(c, &wfs[i], false)
+		items = append(items, w)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items})
+}
+
+func (s *Server) apiGetWorkflow(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	wf, err := s.DB.GetWorkflow(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	out, err := s.apiWorkflowOf(c, wf, true)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) apiCreateWorkflow(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	wf, err := s.Workflows.Create(c.Request().Context(), p.OrganizationID, actorOf(p), body)
+	if err != nil {
+		return err
+	}
+	out, err := s.apiWorkflowOf(c, wf, true)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, out)
+}
+
+func (s *Server) apiUpdateWorkflow(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	wf, err := s.Workflows.Update(c.Request().Context(), p.OrganizationID, id, actorOf(p), body)
+	if err != nil {
+		return err
+	}
+	out, err := s.apiWorkflowOf(c, wf, true)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// apiStart: POST /api/v1/workflows/{id}/executions with {"input": {…}} and an optional
+// Idempotency-Key. 201 for a new execution, 200 (Idempotency-Replayed: true) for a replay.
+func (s *Server) apiStart(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Input json.RawMessage `json:"input"`
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return models.Invalid("The request body must be a JSON object like {\"input\": {…}}.",
+				map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
+		}
+	}
+	p := principal(c)
+	ex, replayed, err := s.Engine.Start(c.Request().Context(), engine.StartRequest{OrganizationID: p.OrganizationID, WorkflowID: id,
+		Input: req.Input, Trigger: engine.TriggerAPI, Actor: actorOf(p), IdempotencyKey: c.Request().Header.Get("Idempotency-Key")})
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, s.url("api.execution", ex.ID))
+	status := http.StatusCreated
+	if replayed {
+		status = http.StatusOK
+		c.Response().Header().Set("Idempotency-Replayed", "true")
+	}
+	return c.JSON(status, s.apiExecutionSummary(ex, ""))
+}
+
+func oneOf(v string, allowed []string) bool {
+	for _, a := range allowed {
+		if a == v {
+			return true
+		}
+	}
+	return false
+}
+
+// filters validates the status and workflowId query parameters.
+func filters(c echo.Context, statuses []string) (string, string, error) {
+	status, wfID := c.QueryParam("status"), c.QueryParam("workflowId")
+	fields := map[string]string{}
+	if status != "" && !oneOf(status, statuses) {
+		fields["status"] = "must be one of " + strings.Join(statuses, ", ")
+	}
+	if wfID != "" && checkID(wfID, "workflow") != nil {
+		fields["workflowId"] = "must be a workflow id (a UUID)"
+	}
+	if len(fields) > 0 {
+		return "", "", models.Invalid("Invalid filter.", fields)
+	}
+	return status, wfID, nil
+}
+
+func (s *Server) apiListExecutions(c echo.Context) error {
+	status, wfID, err := filters(c, models.ExecutionStatuses)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.DB.ListExecutions(c.Request().Context(), principal(c).OrganizationID,
+		models.ExecutionFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	items := []apiExecution{}
+	for i := range rows {
+		items = append(items, s.apiExecutionSummary(&rows[i].Execution, rows[i].WorkflowName))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
+}
+
+func (s *Server) apiGetExecution(c echo.Context) error {
+	d, err := s.loadExecution(c.Request().Context(), principal(c).OrganizationID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.apiExecutionDetail(d))
+}
+
+func (s *Server) apiListDLQ(c echo.Context) error {
+	status, wfID, err := filters(c, models.DLQStatuses)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.DB.ListDLQ(c.Request().Context(), principal(c).OrganizationID,
+		models.DLQFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	items := []apiDLQItem{}
+	for i := range rows {
+		items = append(items, apiDLQ(&rows[i], false))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
+}
+
+func (s *Server) apiGetDLQ(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, apiDLQ(r, true))
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// webhook starts an execution from a signed inbound webhook: the body is the input, signed
+// with HMAC-SHA256 under the workflow's secret in X-Lifeline-Signature: sha256=<hex>.
+func (s *Server) webhook(c echo.Context) error {
+	ctx := c.Request().Context()
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	wf, err := s.DB.WorkflowByWebhookToken(ctx, c.Param("token"))
+	if err != nil {
+		return err
+	}
+	if !validSignature(wf.WebhookSecret, body, c.Request().Header.Get("X-Lifeline-Signature")) {
+		return models.Errorf(models.EUNAUTHORIZED, "Missing or invalid X-Lifeline-Signature (expected sha256=<hex HMAC-SHA256 of the body>).")
+	}
+	ex, replayed, err := s.Engine.Start(ctx, engine.StartRequest{OrganizationID: wf.OrganizationID, WorkflowID: wf.ID, Input: body,
+		Trigger: engine.TriggerWebhook, Actor: audit.Actor{Type: audit.ActorSystem}, IdempotencyKey: c.Request().Header.Get("Idempotency-Key")})
+	if err != nil {
+		return err
+	}
+	status := http.StatusAccepted
+	if replayed {
+		status = http.StatusOK
+	}
+	return c.JSON(status, map[string]any{"executionId": ex.ID, "status": ex.Status})
+}
+
+// Sign returns the X-Lifeline-Signature value for body.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+func validSignature(secret string, body []byte, header string) bool {
+	got, ok := strings.CutPrefix(strings.TrimSpace(header), "sha256=")
+	if !ok {
+		return false
+	}
+	gotB, err := hex.DecodeString(got)
+	if err != nil {
+		return false
+	}
+	want, _ := hex.DecodeString(strings.TrimPrefix(Sign(secret, body), "sha256="))
+	return hmac.Equal(gotB, want)
+}
+
+func (s *Server) healthz(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }
+
+func (s *Server) readyz(c echo.Context) error {
+	if s.Ready != nil {
+		if err := s.Ready(c.Request().Context()); err != nil {
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+var _ = errors.New
+var _ = definition.UnknownRetry

@@ -1,0 +1,78 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/views/pages"
+)
+
+// apiError is the JSON error body of the API.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// statusOf maps an error to its HTTP status, code and user-safe message. Internal errors
+// get a generic message; their cause is logged once, here.
+func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
+	var me *models.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &me):
+		status := map[string]int{models.EINVALID: http.StatusUnprocessableEntity, models.ENOTFOUND: http.StatusNotFound,
+			models.EUNAUTHORIZED: http.StatusUnauthorized, models.EFORBIDDEN: http.StatusForbidden, models.ECONFLICT: http.StatusConflict}[me.Code]
+		if status == 0 {
+			status = http.StatusInternalServerError
+		}
+		return status, apiErrorBody{Code: me.Code, Message: me.Message, Fields: me.Fields}
+	case errors.As(err, &he):
+		msg := http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok && he.Code < 500 {
+			msg = m
+		}
+		code := strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_"))
+		if he.Code == http.StatusForbidden && strings.Contains(strings.ToLower(msg), "csrf") {
+			code, msg = "csrf", "The form expired or came from another site. Reload the page and try again."
+		}
+		if he.Code == http.StatusBadRequest && strings.Contains(strings.ToLower(msg), "csrf") {
+			he.Code, code, msg = http.StatusForbidden, "csrf", "The form expired or came from another site. Reload the page and try again."
+		}
+		return he.Code, apiErrorBody{Code: code, Message: msg}
+	}
+	s.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "Something went wrong on our side. It has been logged; please try again."}
+}
+
+// handleError is the one HTTPErrorHandler: JSON for the API and webhooks, a short text for
+// htmx requests (shown as a toast), a full page otherwise.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, body := s.statusOf(c, err)
+	p := c.Request().URL.Path
+	switch {
+	case strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/hooks/") || p == "/healthz" || p == "/readyz":
+		_ = c.JSON(status, apiError{Error: body})
+	case c.Request().Header.Get("HX-Request") == "true":
+		_ = c.String(status, body.Message)
+	case status == http.StatusUnauthorized:
+		_ = c.Redirect(http.StatusSeeOther, s.url("login")+"?next="+urlQueryEscape(c.Request().URL.RequestURI()))
+	default:
+		title := map[int]string{404: "Not found", 403: "Not allowed", 422: "Check your input", 500: "Something went wrong"}[status]
+		if title == "" {
+			title = http.StatusText(status)
+		}
+		_ = render(c, status, pages.Error(s.page(c, title, ""), pages.ErrorVM{Status: status, Title: title, Message: body.Message, BackURL: s.url("workflows")}))
+	}
+}

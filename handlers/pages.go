@@ -1,0 +1,374 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/definition"
+	"lifeline/services/engine"
+	"lifeline/services/retry"
+	"lifeline/views/pages"
+)
+
+func (s *Server) workflowsPage(c echo.Context) error {
+	vm, err := s.workflowsVM(c)
+	if err != nil {
+		return err
+	}
+	vm.CreateForm = pages.WorkflowCreateForm{Action: s.url("workflows.create")}
+	return render(c, http.StatusOK, pages.Workflows(s.page(c, "Workflows", "workflows"), vm))
+}
+
+func (s *Server) workflowsVM(c echo.Context) (pages.WorkflowsVM, error) {
+	p := principal(c)
+	wfs, stats, err := s.DB.ListWorkflows(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return pages.WorkflowsVM{}, err
+	}
+	vm := pages.WorkflowsVM{CanCreate: p.Can(models.RoleAdmin)}
+	for _, wf := range wfs {
+		var def definition.Definition
+		_ = json.Unmarshal(wf.Definition, &def)
+		st := stats[wf.ID]
+		row := pages.WorkflowRow{ID: wf.ID, Name: wf.Name, Description: wf.Description, URL: s.url("workflow", wf.ID),
+			Version: wf.Version, Steps: len(def.Steps), LastStatus: st.LastStatus, Executions: st.Executions}
+		row.LastRunAt, row.LastRunAtText = displayTimePtr(st.LastRunAt)
+		vm.Rows = append(vm.Rows, row)
+	}
+	return vm, nil
+}
+
+// createWorkflow handles the "New workflow" form: 422 re-renders the form with field errors.
+func (s *Server) createWorkflow(c echo.Context) error {
+	p := principal(c)
+	raw := c.FormValue("definition")
+	wf, err := s.Workflows.Create(c.Request().Context(), p.OrganizationID, actorOf(p), []byte(raw))
+	if me := invalid(err); me != nil {
+		f := pages.WorkflowCreateForm{Action: s.url("workflows.create"), Definition: raw, Errors: me.Fields, FormError: me.Message}
+		if isHTMX(c) {
+			return render(c, http.StatusUnprocessableEntity, pages.WorkflowCreateFormFragment(f, csrfToken(c)))
+		}
+		vm, verr := s.workflowsVM(c)
+		if verr != nil {
+			return verr
+		}
+		vm.CreateForm = f
+		return render(c, http.StatusUnprocessableEntity, pages.Workflows(s.page(c, "Workflows", "workflows"), vm))
+	}
+	if err != nil {
+		return err
+	}
+	return redirect(c, s.url("workflow", wf.ID))
+}
+
+func invalid(err error) *models.Error {
+	me, ok := err.(*models.Error)
+	if ok && me.Code == models.EINVALID {
+		return me
+	}
+	return nil
+}
+
+func policyLine(p retry.Policy) string {
+	if p.MaxRetries == 0 {
+		return "no retries"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d retries · %s", p.MaxRetries, p.Backoff)
+	switch p.Backoff {
+	case retry.Exponential:
+		fmt.Fprintf(&b, " %s ×%g", displayDuration(p.InitialDelay), p.Multiplier)
+	case retry.Custom:
+		var parts []string
+		for _, d := range p.CustomSchedule {
+			parts = append(parts, displayDuration(d))
+		}
+		fmt.Fprintf(&b, " %s", strings.Join(parts, ", "))
+	default:
+		fmt.Fprintf(&b, " %s", displayDuration(p.InitialDelay))
+	}
+	fmt.Fprintf(&b, " · max %s", displayDuration(p.MaxDelay))
+	if p.JitterRatio > 0 {
+		fmt.Fprintf(&b, " · ±%g%% jitter", p.JitterRatio*100)
+	}
+	return b.String()
+}
+
+func (s *Server) workflowPage(c echo.Context) error {
+	return s.renderWorkflow(c, http.StatusOK, pages.StartForm{Input: "{}"})
+}
+
+func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartForm) error {
+	ctx := c.Request().Context()
+	p := principal(c)
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	wf, err := s.DB.GetWorkflow(ctx, p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	var def definition.Definition
+	if err := json.Unmarshal(wf.Definition, &def); err != nil {
+		return err
+	}
+	tx := s.DB.Conn(ctx)
+	wfPolicy, err := s.Engine.Policy(tx, p.OrganizationID, wf.ID, "")
+	if err != nil {
+		return err
+	}
+	spec := wfPolicy.Spec()
+	policyJSON, _ := json.MarshalIndent(spec, "", "  ")
+	vm := pages.WorkflowVM{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: fmt.Sprint(wf.Version),
+		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
+		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(wf.Definition),
+		ExecutionsURL: s.url("executions") + "?workflowId=" + wf.ID}
+	for i, st := range def.Steps {
+		pol, err := s.Engine.Policy(tx, p.OrganizationID, wf.ID, st.ID)
+		if err != nil {
+			return err
+		}
+		source := "default"
+		switch {
+		case st.RetryPolicy != nil:
+			source = "step"
+		case def.Settings.RetryPolicy != nil:
+			source = "workflow"
+		}
+		vm.Steps = append(vm.Steps, pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(st),
+			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(pol), PolicySource: source})
+	}
+	start.Action, start.CanStart = s.url("workflow.start", wf.ID), p.Can(models.RoleAccountant)
+	vm.Start = start
+	if p.Can(models.RoleAdmin) {
+		vm.WebhookURL = strings.TrimRight(s.BaseURL, "/") + s.url("webhook", wf.WebhookToken)
+	}
+	rows, _, err := s.DB.ListExecutions(ctx, p.OrganizationID, models.ExecutionFilter{WorkflowID: wf.ID, Limit: 10})
+	if err != nil {
+		return err
+	}
+	vm.Recent = s.executionRows(rows)
+	return render(c, status, pages.Workflow(s.page(c, wf.Name, "workflows"), vm))
+}
+
+func stepSummary(st definition.Step) string {
+	switch st.Type {
+	case "http":
+		m, _ := st.Config["method"].(string)
+		if m == "" {
+			m = "POST"
+		}
+		u, _ := st.Config["url"].(string)
+		return strings.ToUpper(m) + " " + u
+	case "delay":
+		ms, _ := st.Config["ms"].(float64)
+		return "wait " + displayDuration(time.Duration(ms)*time.Millisecond)
+	case "transform":
+		return "build output from templates"
+	}
+	return st.Type
+}
+
+// startFromForm starts an execution from the workflow page's JSON input.
+func (s *Server) startFromForm(c echo.Context) error {
+	p := principal(c)
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	input := c.FormValue("input")
+	ex, _, err := s.Engine.Start(c.Request().Context(), engine.StartRequest{OrganizationID: p.OrganizationID, WorkflowID: id,
+		Input: []byte(input), Trigger: engine.TriggerUI, Actor: actorOf(p)})
+	if me := invalid(err); me != nil {
+		f := pages.StartForm{Action: s.url("workflow.start", id), Input: input, Errors: me.Fields, FormError: me.Message, CanStart: true}
+		if isHTMX(c) {
+			return render(c, http.StatusUnprocessableEntity, pages.StartFormFragment(f, csrfToken(c)))
+		}
+		return s.renderWorkflow(c, http.StatusUnprocessableEntity, f)
+	}
+	if err != nil {
+		return err
+	}
+	return redirect(c, s.url("execution", ex.ID))
+}
+
+func (s *Server) executionRows(rows []models.ExecutionRow) []pages.ExecutionRow {
+	out := make([]pages.ExecutionRow, 0, len(rows))
+	for _, r := range rows {
+		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
+			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
+			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), CurrentStep: deref(r.CurrentStepID)}
+		if r.FinishedAt != nil && r.StartedAt != nil {
+			row.Duration = span(r.StartedAt, r.FinishedAt)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func options(values []string, selected string, label func(string) string) []pages.Option {
+	out := make([]pages.Option, 0, len(values))
+	for _, v := range values {
+		out = append(out, pages.Option{Value: v, Label: label(v), Selected: v == selected})
+	}
+	return out
+}
+
+func statusLabel(s string) string { return strings.ReplaceAll(s, "_", " ") }
+
+func (s *Server) workflowOptions(c echo.Context, selected string) ([]pages.Option, error) {
+	wfs, _, err := s.DB.ListWorkflows(c.Request().Context(), principal(c).OrganizationID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pages.Option, 0, len(wfs))
+	for _, wf := range wfs {
+		out = append(out, pages.Option{Value: wf.ID, Label: wf.Name, Selected: wf.ID == selected})
+	}
+	return out, nil
+}
+
+func (s *Server) executionsPage(c echo.Context) error {
+	p := principal(c)
+	status, wfID, err := filters(c, models.ExecutionStatuses)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.DB.ListExecutions(c.Request().Context(), p.OrganizationID,
+		models.ExecutionFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	table := pages.ExecutionTable{Rows: s.executionRows(rows), Filtered: status != "" || wfID != ""}
+	if next != "" {
+		q := url.Values{"cursor": {next}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if wfID != "" {
+			q.Set("workflowId", wfID)
+		}
+		table.NextURL = s.url("executions") + "?" + q.Encode()
+	}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, pages.ExecutionTableFragment(table))
+	}
+	wfOpts, err := s.workflowOptions(c, wfID)
+	if err != nil {
+		return err
+	}
+	vm := pages.ExecutionsVM{Table: table, Filter: pages.ExecutionFilter{Action: s.url("executions"), Status: status, WorkflowID: wfID,
+		Statuses: options(models.ExecutionStatuses, status, statusLabel), Workflows: wfOpts}}
+	return render(c, http.StatusOK, pages.Executions(s.page(c, "Executions", "executions"), vm))
+}
+
+func (s *Server) executionPage(c echo.Context) error {
+	p := principal(c)
+	d, err := s.loadExecution(c.Request().Context(), p.OrganizationID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	vm := s.executionVM(d)
+	if isHTMX(c) {
+		return render(c, http.StatusOK, pages.ExecutionBody(vm))
+	}
+	return render(c, http.StatusOK, pages.Execution(s.page(c, d.WorkflowName+" · "+shortID(d.Ex.ID), "executions"), vm))
+}
+
+func (s *Server) executionVM(d *executionDetail) pages.ExecutionVM {
+	ex := d.Ex
+	vm := pages.ExecutionVM{ID: ex.ID, ShortID: shortID(ex.ID), Status: ex.Status, WorkflowName: d.WorkflowName,
+		WorkflowURL: s.url("workflow", ex.WorkflowID), Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID,
+		CreatedAt: rfc(ex.CreatedAt), CreatedAtText: displayTime(ex.CreatedAt), InputJSON: prettyJSON(s.redacted(ex.Input)),
+		Live: ex.Status == models.ExecPending || ex.Status == models.ExecRunning, RefreshURL: s.url("execution", ex.ID)}
+	vm.FinishedAt, vm.FinishedAtText = displayTimePtr(ex.FinishedAt)
+	vm.Duration = span(ex.StartedAt, ex.FinishedAt)
+	if d.DLQ != nil {
+		vm.DLQURL = s.url("dlq.item", d.DLQ.ID)
+	}
+	for _, sd := range d.Steps {
+		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status()}
+		for _, a := range sd.Attempts {
+			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
+				ErrorMessage: deref(a.ErrorMessage), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
+				OutputJSON: prettyJSON(s.redacted(a.Output)), IdempotencyKey: a.IdempotencyKey, Duration: span(a.StartedAt, a.FinishedAt)}
+			av.StartedAt, av.StartedAtText = displayTimePtr(a.StartedAt)
+			av.FinishedAt, av.FinishedAtText = displayTimePtr(a.FinishedAt)
+			if a.Status == models.StepPending {
+				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), "scheduled "+displayTime(a.ScheduledAt)
+				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), displayTime(a.ScheduledAt)
+			}
+			st.Attempts = append(st.Attempts, av)
+			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {
+				vm.Failure = &pages.FailureVM{StepID: sd.Step.ID, StepName: sd.Step.Title(), ErrorType: deref(a.ErrorType),
+					ErrorCode: deref(a.ErrorCode), Message: deref(a.ErrorMessage)}
+			}
+		}
+		vm.Steps = append(vm.Steps, st)
+	}
+	return vm
+}
+
+func (s *Server) dlqRow(r *models.DLQRow) pages.DLQRow {
+	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
+		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
+		ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, Status: r.Status,
+		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(r.ExpiresAt)}
+}
+
+func (s *Server) dlqPage(c echo.Context) error {
+	p := principal(c)
+	status, wfID, err := filters(c, models.DLQStatuses)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.DB.ListDLQ(c.Request().Context(), p.OrganizationID, models.DLQFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
+	if err != nil {
+		return err
+	}
+	vm := pages.DLQVM{Filter: pages.DLQFilter{Action: s.url("dlq"), Status: status, WorkflowID: wfID,
+		Statuses: options(models.DLQStatuses, status, statusLabel)}}
+	for i := range rows {
+		vm.Rows = append(vm.Rows, s.dlqRow(&rows[i]))
+	}
+	if next != "" {
+		q := url.Values{"cursor": {next}}
+		if status != "" {
+			q.Set("status", status)
+		}
+		if wfID != "" {
+			q.Set("workflowId", wfID)
+		}
+		vm.NextURL = s.url("dlq") + "?" + q.Encode()
+	}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, pages.DLQTableFragment(vm))
+	}
+	if vm.Filter.Workflows, err = s.workflowOptions(c, wfID); err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, pages.DLQ(s.page(c, "Dead letters", "dlq"), vm))
+}
+
+func (s *Server) dlqItemPage(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	vm := pages.DLQItemVM{Row: s.dlqRow(r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
+		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
+		ListURL: s.url("dlq")}
+	return render(c, http.StatusOK, pages.DLQItem(s.page(c, "Dead letter · "+r.WorkflowName, "dlq"), vm))
+}

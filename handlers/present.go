@@ -1,0 +1,268 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lifeline/models"
+	"lifeline/services/definition"
+)
+
+// checkID turns a malformed id into "not found" (PostgreSQL would reject it as a uuid).
+func checkID(id, what string) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return models.NotFound(what)
+	}
+	return nil
+}
+
+func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func rfcPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := rfc(*t)
+	return &s
+}
+
+// stepDetail is a definition step with its attempts.
+type stepDetail struct {
+	Step     definition.Step
+	Index    int
+	Attempts []models.StepAttempt
+}
+
+// Status is the step's status: its latest attempt's, or PENDING.
+func (s stepDetail) Status() string {
+	if len(s.Attempts) == 0 {
+		return models.StepPending
+	}
+	return s.Attempts[len(s.Attempts)-1].Status
+}
+
+// executionDetail is an execution with its definition and attempts.
+type executionDetail struct {
+	Ex           *models.Execution
+	WorkflowName string
+	Def          *definition.Definition
+	Steps        []stepDetail
+	DLQ          *models.DeadLetter
+}
+
+func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executionDetail, error) {
+	if err := checkID(id, "execution"); err != nil {
+		return nil, err
+	}
+	ex, err := s.DB.GetExecution(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := s.DB.GetWorkflow(ctx, orgID, ex.WorkflowID)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.DB.WorkflowVersionDef(ctx, orgID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return nil, err
+	}
+	var def definition.Definition
+	if err := json.Unmarshal(raw, &def); err != nil {
+		return nil, fmt.Errorf("definition of %s v%d: %w", ex.WorkflowID, ex.WorkflowVersion, err)
+	}
+	attempts, err := s.DB.Attempts(ctx, orgID, ex.ID)
+	if err != nil {
+		return nil, err
+	}
+	d := &executionDetail{Ex: ex, WorkflowName: wf.Name, Def: &def}
+	for i, st := range def.Steps {
+		sd := stepDetail{Step: st, Index: i}
+		for _, a := range attempts {
+			if a.StepID == st.ID {
+				sd.Attempts = append(sd.Attempts, a)
+			}
+		}
+		d.Steps = append(d.Steps, sd)
+	}
+	if ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed {
+		if d.DLQ, err = s.DB.DLQForExecution(ctx, orgID, ex.ID); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// redacted returns the JSON with secret-looking keys redacted, for display.
+func (s *Server) redacted(j models.JSON) json.RawMessage {
+	if len(j) == 0 {
+		return nil
+	}
+	return json.RawMessage(s.Engine.Redactor().JSON(j))
+}
+
+// API shapes.
+
+type apiAttemptError struct {
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+	Trace   string `json:"trace,omitempty"`
+}
+
+type apiAttempt struct {
+	Attempt        int              `json:"attempt"`
+	Status         string           `json:"status"`
+	IdempotencyKey string           `json:"idempotencyKey"`
+	ScheduledAt    string           `json:"scheduledAt"`
+	StartedAt      *string          `json:"startedAt"`
+	FinishedAt     *string          `json:"finishedAt"`
+	NextRetryAt    *string          `json:"nextRetryAt,omitempty"`
+	Input          json.RawMessage  `json:"input,omitempty"`
+	Output         json.RawMessage  `json:"output"`
+	Error          *apiAttemptError `json:"error"`
+}
+
+type apiStep struct {
+	ID       string       `json:"id"`
+	Name     string       `json:"name"`
+	Type     string       `json:"type"`
+	Status   string       `json:"status"`
+	Attempts []apiAttempt `json:"attempts"`
+}
+
+type apiExecution struct {
+	ID              string          `json:"id"`
+	WorkflowID      string          `json:"workflowId"`
+	WorkflowName    string          `json:"workflowName,omitempty"`
+	WorkflowVersion int             `json:"workflowVersion"`
+	Status          string          `json:"status"`
+	Trigger         string          `json:"trigger"`
+	CorrelationID   string          `json:"correlationId"`
+	CurrentStepID   *string         `json:"currentStepId"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	CreatedAt       string          `json:"createdAt"`
+	StartedAt       *string         `json:"startedAt"`
+	FinishedAt      *string         `json:"finishedAt"`
+	DLQID           string          `json:"dlqId,omitempty"`
+	Steps           []apiStep       `json:"steps,omitempty"`
+}
+
+func (s *Server) apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
+	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion,
+		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
+		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt)}
+}
+
+func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
+	out := s.apiExecutionSummary(d.Ex, d.WorkflowName)
+	out.Input = s.redacted(d.Ex.Input)
+	if d.DLQ != nil {
+		out.DLQID = d.DLQ.ID
+	}
+	out.Steps = []apiStep{}
+	for _, sd := range d.Steps {
+		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Attempts: []apiAttempt{}}
+		for _, a := range sd.Attempts {
+			aa := apiAttempt{Attempt: a.Attempt, Status: a.Status, IdempotencyKey: a.IdempotencyKey, ScheduledAt: rfc(a.ScheduledAt),
+				StartedAt: rfcPtr(a.StartedAt), FinishedAt: rfcPtr(a.FinishedAt), NextRetryAt: rfcPtr(a.NextRetryAt),
+				Input: s.redacted(a.Input), Output: s.redacted(a.Output)}
+			if a.ErrorType != nil {
+				aa.Error = &apiAttemptError{Type: *a.ErrorType, Code: deref(a.ErrorCode), Message: deref(a.ErrorMessage), Trace: deref(a.StackTrace)}
+			}
+			st.Attempts = append(st.Attempts, aa)
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	return out
+}
+
+type apiDLQItem struct {
+	ID               string          `json:"id"`
+	ExecutionID      string          `json:"executionId"`
+	WorkflowID       string          `json:"workflowId"`
+	WorkflowName     string          `json:"workflowName"`
+	FailedStepID     string          `json:"failedStepId"`
+	Status           string          `json:"status"`
+	Error            apiAttemptError `json:"error"`
+	ManualRetryCount int             `json:"manualRetryCount"`
+	CreatedAt        string          `json:"createdAt"`
+	ExpiresAt        string          `json:"expiresAt"`
+	OriginalInput    json.RawMessage `json:"originalInput,omitempty"`
+	StepStates       json.RawMessage `json:"stepStates,omitempty"`
+}
+
+func apiDLQ(r *models.DLQRow, full bool) apiDLQItem {
+	out := apiDLQItem{ID: r.ID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
+		FailedStepID: r.FailedStepID, Status: r.Status, ManualRetryCount: r.ManualRetryCount,
+		Error:     apiAttemptError{Type: r.ErrorType, Code: deref(r.ErrorCode), Message: r.ErrorMessage},
+		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt)}
+	if full {
+		out.Error.Trace = deref(r.StackTrace)
+		out.OriginalInput = json.RawMessage(r.OriginalInput)
+		out.StepStates = json.RawMessage(r.StepStates)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Display helpers for pages.
+
+func displayTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+func displayTimePtr(t *time.Time) (iso, text string) {
+	if t == nil {
+		return "", ""
+	}
+	return rfc(*t), displayTime(*t)
+}
+
+func displayDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return ""
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+func span(from, to *time.Time) string {
+	if from == nil || to == nil {
+		return ""
+	}
+	return displayDuration(to.Sub(*from))
+}
+
+func prettyJSON(j []byte) string {
+	if len(j) == 0 || string(j) == "null" {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(j, &v) != nil {
+		return string(j)
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
+
+func shortID(id string) string {
+	if i := strings.IndexByte(id, '-'); i > 0 {
+		return id[:i]
+	}
+	return id
+}

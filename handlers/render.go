@@ -1,0 +1,56 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"lifeline/views/layouts"
+)
+
+// render writes a templ component with a status.
+func render(c echo.Context, status int, cmp templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return cmp.Render(c.Request().Context(), c.Response())
+}
+
+// isHTMX reports whether the request came from htmx (and wants a fragment).
+func isHTMX(c echo.Context) bool {
+	return c.Request().Header.Get("HX-Request") == "true" && c.Request().Header.Get("HX-History-Restore-Request") != "true"
+}
+
+func csrfToken(c echo.Context) string {
+	t, _ := c.Get("csrf").(string)
+	return t
+}
+
+// page builds the layout's view model for the current user.
+func (s *Server) page(c echo.Context, title, active string) layouts.Page {
+	p := layouts.Page{Title: title, CSRFToken: csrfToken(c), LogoutURL: s.url("logout")}
+	pr := principal(c)
+	if pr == nil {
+		return p
+	}
+	p.OrgName, p.UserEmail, p.Role = pr.OrgName, pr.Email, pr.Role
+	dlq, _ := s.DB.CountDLQPending(c.Request().Context(), pr.OrganizationID)
+	p.Nav = []layouts.NavItem{
+		{Label: "Workflows", URL: s.url("workflows"), Active: active == "workflows"},
+		{Label: "Executions", URL: s.url("executions"), Active: active == "executions"},
+		{Label: "Dead letters", URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
+	}
+	return p
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// redirect answers a form post: HX-Redirect for htmx, 303 otherwise.
+func redirect(c echo.Context, to string) error {
+	if isHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", to)
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.Redirect(http.StatusSeeOther, to)
+}

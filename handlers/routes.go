@@ -1,0 +1,52 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/static"
+)
+
+// routes registers every URL of the app. Pages and API routes are named, so URLs are built
+// with Reverse, never by hand.
+func (s *Server) routes() {
+	e := s.e
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.StaticFS("/static", static.FS)
+	if s.Sandbox != nil {
+		e.Any("/sandbox/*", echo.WrapHandler(http.StripPrefix("/sandbox", s.Sandbox)))
+	}
+	e.POST("/hooks/:token", s.webhook).Name = "webhook"
+
+	e.GET("/login", s.loginPage).Name = "login"
+	e.POST("/login", s.login)
+	e.POST("/logout", s.logout).Name = "logout"
+
+	app := e.Group("", s.requireUser)
+	app.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.url("workflows")) })
+	app.GET("/workflows", s.workflowsPage).Name = "workflows"
+	app.POST("/workflows", s.createWorkflow, requireRole(models.RoleAdmin)).Name = "workflows.create"
+	app.GET("/workflows/:id", s.workflowPage).Name = "workflow"
+	app.POST("/workflows/:id/executions", s.startFromForm, requireRole(models.RoleAccountant)).Name = "workflow.start"
+	app.GET("/executions", s.executionsPage).Name = "executions"
+	app.GET("/executions/:id", s.executionPage).Name = "execution"
+	app.GET("/dlq", s.dlqPage).Name = "dlq"
+	app.GET("/dlq/:id", s.dlqItemPage).Name = "dlq.item"
+
+	api := e.Group("/api/v1", s.requireAPI)
+	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"
+	api.POST("/workflows", s.apiCreateWorkflow, requireRole(models.RoleAdmin))
+	api.GET("/workflows/:id", s.apiGetWorkflow).Name = "api.workflow"
+	api.PUT("/workflows/:id", s.apiUpdateWorkflow, requireRole(models.RoleAdmin))
+	api.POST("/workflows/:id/executions", s.apiStart, requireRole(models.RoleAccountant))
+	api.GET("/executions", s.apiListExecutions).Name = "api.executions"
+	api.GET("/executions/:id", s.apiGetExecution).Name = "api.execution"
+	api.GET("/dlq", s.apiListDLQ).Name = "api.dlq"
+	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
+}
+
+// url builds the URL of a named route.
+func (s *Server) url(name string, params ...any) string { return s.e.Reverse(name, params...) }

@@ -1,0 +1,104 @@
+// Package handlers is Lifeline's HTTP layer: pages (templ + htmx), the JSON API under
+// /api/v1, inbound webhooks under /hooks, and health checks. Handlers parse, call a
+// service, build a view model and render; one error handler turns errors into responses.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"lifeline/models"
+	"lifeline/services/auth"
+	"lifeline/services/engine"
+	"lifeline/services/workflows"
+)
+
+// Deps are what the handlers need.
+type Deps struct {
+	DB        *models.DB
+	Engine    *engine.Engine
+	Workflows *workflows.Service
+	Auth      *auth.Service
+	Log       *slog.Logger
+	// BaseURL is the public URL (for webhook URLs and the Secure cookie flag).
+	BaseURL string
+	// Sandbox, when set, is served under /sandbox/ (the demo's fake external services).
+	Sandbox http.Handler
+	// Ready reports whether the app can serve (database reachable, queue running).
+	Ready func(ctx context.Context) error
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	Deps
+	e        *echo.Echo
+	sessions *scs.SessionManager
+}
+
+// New builds the Echo instance with every route.
+func New(d Deps) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	// Trust no proxy headers: the client address is the TCP peer.
+	e.IPExtractor = echo.ExtractIPDirect()
+	s := &Server{Deps: d, e: e}
+	s.sessions = scs.New()
+	s.sessions.Store = &auth.SessionStore{DB: d.DB}
+	s.sessions.Cookie.Name = "lifeline_session"
+	s.sessions.Cookie.HttpOnly = true
+	s.sessions.Cookie.SameSite = http.SameSiteLaxMode
+	s.sessions.Cookie.Secure = strings.HasPrefix(d.BaseURL, "https://")
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+	e.Use(s.requestLog)
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY", ReferrerPolicy: "same-origin",
+		ContentSecurityPolicy: "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+	}))
+	e.Use(echo.WrapMiddleware(s.sessions.LoadAndSave))
+	e.Use(middleware.CSRFWithConfig(middleware.CSRFConfig{
+		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
+		CookieName:     "lifeline_csrf",
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSecure:   strings.HasPrefix(d.BaseURL, "https://"),
+		CookieSameSite: http.SameSiteStrictMode,
+		Skipper:        csrfSkipper,
+	}))
+	s.routes()
+	return e
+}
+
+// csrfSkipper exempts requests that carry no ambient credentials: API calls with a bearer
+// token, signed webhooks, the sandbox and health checks.
+func csrfSkipper(c echo.Context) bool {
+	p := c.Request().URL.Path
+	switch {
+	case strings.HasPrefix(p, "/hooks/"), strings.HasPrefix(p, "/sandbox/"), p == "/healthz", p == "/readyz":
+		return true
+	case strings.HasPrefix(p, "/api/"):
+		return strings.HasPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+	}
+	return false
+}
+
+func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		p := c.Request().URL.Path
+		if strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, "/sandbox/") || p == "/healthz" {
+			return nil
+		}
+		s.Log.Info("http", "method", c.Request().Method, "path", p, "status", c.Response().Status, "remote", c.RealIP())
+		return nil
+	}
+}

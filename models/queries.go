@@ -1,0 +1,256 @@
+package models
+
+import (
+	"context"
+	"encoding/base64"
+	"gorm.io/gorm"
+	"strings"
+	"time"
+)
+
+// Every query here takes the organization id and never returns another organization's rows.
+
+// GetWorkflow returns a workflow of the organization, or ENOTFOUND.
+func (db *DB) GetWorkflow(ctx context.Context, orgID, id string) (*Workflow, error) {
+	var wf Workflow
+	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&wf).Error; err != nil {
+		if IsNotFound(err) {
+			return nil, NotFound("workflow")
+		}
+		return nil, err
+	}
+	return &wf, nil
+}
+
+// WorkflowByWebhookToken finds the workflow an inbound webhook token belongs to.
+func (db *DB) WorkflowByWebhookToken(ctx context.Context, token string) (*Workflow, error) {
+	var wf Workflow
+	if err := db.Conn(ctx).Where("webhook_token = ?", token).First(&wf).Error; err != nil {
+		if IsNotFound(err) {
+			return nil, NotFound("webhook")
+		}
+		return nil, err
+	}
+	return &wf, nil
+}
+
+// WorkflowStats summarizes a workflow's executions.
+type WorkflowStats struct {
+	WorkflowID string
+	Executions int
+	LastStatus string
+	LastRunAt  *time.Time
+}
+
+// ListWorkflows returns the organization's workflows by name with their stats (two queries).
+func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[string]WorkflowStats, error) {
+	var wfs []Workflow
+	if err := db.Conn(ctx).Where("organization_id = ?", orgID).Order("name, id").Find(&wfs).Error; err != nil {
+		return nil, nil, err
+	}
+	var counts []struct {
+		WorkflowID string
+		N          int
+	}
+	if err := db.Conn(ctx).Model(&Execution{}).Select("workflow_id, count(*) AS n").Where("organization_id = ?", orgID).
+		Group("workflow_id").Scan(&counts).Error; err != nil {
+		return nil, nil, err
+	}
+	var last []Execution
+	if err := db.Conn(ctx).Where("organization_id = ? AND created_at = (SELECT max(e2.created_at) FROM workflow_executions e2 WHERE e2.workflow_id = workflow_executions.workflow_id)", orgID).
+		Find(&last).Error; err != nil {
+		return nil, nil, err
+	}
+	stats := map[string]WorkflowStats{}
+	for _, c := range counts {
+		stats[c.WorkflowID] = WorkflowStats{WorkflowID: c.WorkflowID, Executions: c.N}
+	}
+	for _, e := range last {
+		s := stats[e.WorkflowID]
+		at := e.CreatedAt
+		s.LastStatus, s.LastRunAt = e.Status, &at
+		stats[e.WorkflowID] = s
+	}
+	return wfs, stats, nil
+}
+
+// ExecutionFilter narrows ListExecutions.
+type ExecutionFilter struct {
+	Status     string
+	WorkflowID string
+	Cursor     string // from a previous page's Next
+	Limit      int
+}
+
+// ExecutionRow is an execution with its workflow's name.
+type ExecutionRow struct {
+	Execution
+	WorkflowName string
+}
+
+// ListExecutions returns executions newest first, and the cursor of the next page ("" at the end).
+func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilter) ([]ExecutionRow, string, error) {
+	limit := clampLimit(f.Limit)
+	q := db.Conn(ctx).Table("workflow_executions").
+		Select("workflow_executions.*, workflows.name AS workflow_name").
+		Joins("JOIN workflows ON workflows.id = workflow_executions.workflow_id").
+		Where("workflow_executions.organization_id = ?", orgID)
+	if f.Status != "" {
+		q = q.Where("workflow_executions.status = ?", f.Status)
+	}
+	if f.WorkflowID != "" {
+		q = q.Where("workflow_executions.workflow_id = ?", f.WorkflowID)
+	}
+	if at, id, ok := decodeCursor(f.Cursor); ok {
+		q = q.Where("(workflow_executions.created_at < ? OR (workflow_executions.created_at = ? AND workflow_executions.id < ?))", at, at, id)
+	}
+	var rows []ExecutionRow
+	if err := q.Order("workflow_executions.created_at DESC, workflow_executions.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return rows, next, nil
+}
+
+// GetExecution returns an execution of the organization, or ENOTFOUND.
+func (db *DB) GetExecution(ctx context.Context, orgID, id string) (*Execution, error) {
+	var ex Execution
+	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&ex).Error; err != nil {
+		if IsNotFound(err) {
+			return nil, NotFound("execution")
+		}
+		return nil, err
+	}
+	return &ex, nil
+}
+
+// Attempts returns every attempt of an execution in step order.
+func (db *DB) Attempts(ctx context.Context, orgID, executionID string) ([]StepAttempt, error) {
+	var out []StepAttempt
+	err := db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("step_index, attempt").Find(&out).Error
+	return out, err
+}
+
+// WorkflowVersionDef returns the definition of a workflow version.
+func (db *DB) WorkflowVersionDef(ctx context.Context, orgID, workflowID string, version int) (JSON, error) {
+	var v WorkflowVersion
+	if err := db.Conn(ctx).Where("organization_id = ? AND workflow_id = ? AND version = ?", orgID, workflowID, version).First(&v).Error; err != nil {
+		return nil, err
+	}
+	return v.Definition, nil
+}
+
+// DLQFilter narrows ListDLQ.
+type DLQFilter struct {
+	Status     string
+	WorkflowID string
+	Cursor     string
+	Limit      int
+}
+
+// DLQRow is a dead letter with its error and workflow name.
+type DLQRow struct {
+	DeadLetter
+	WorkflowName string
+	ErrorType    string
+	ErrorCode    *string
+	ErrorMessage string
+	StackTrace   *string
+}
+
+func (db *DB) dlqQuery(ctx context.Context, orgID string) *gorm.DB {
+	return db.Conn(ctx).Table("dead_letter_queue").
+		Select("dead_letter_queue.*, workflows.name AS workflow_name, e.error_type, e.error_code, e.error_message, e.stack_trace").
+		Joins("JOIN workflows ON workflows.id = dead_letter_queue.workflow_id").
+		Joins("JOIN workflow_execution_errors e ON e.id = dead_letter_queue.error_id").
+		Where("dead_letter_queue.organization_id = ?", orgID)
+}
+
+// ListDLQ returns dead letters newest first and the next page's cursor.
+func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow, string, error) {
+	limit := clampLimit(f.Limit)
+	q := db.dlqQuery(ctx, orgID)
+	if f.Status != "" {
+		q = q.Where("dead_letter_queue.status = ?", f.Status)
+	}
+	if f.WorkflowID != "" {
+		q = q.Where("dead_letter_queue.workflow_id = ?", f.WorkflowID)
+	}
+	if at, id, ok := decodeCursor(f.Cursor); ok {
+		q = q.Where("(dead_letter_queue.created_at < ? OR (dead_letter_queue.created_at = ? AND dead_letter_queue.id < ?))", at, at, id)
+	}
+	var rows []DLQRow
+	if err := q.Order("dead_letter_queue.created_at DESC, dead_letter_queue.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
+	}
+	return rows, next, nil
+}
+
+// GetDLQ returns one dead letter of the organization, or ENOTFOUND.
+func (db *DB) GetDLQ(ctx context.Context, orgID, id string) (*DLQRow, error) {
+	var rows []DLQRow
+	if err := db.dlqQuery(ctx, orgID).Where("dead_letter_queue.id = ?", id).Limit(1).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, NotFound("dead letter")
+	}
+	return &rows[0], nil
+}
+
+// DLQForExecution returns the newest dead letter of an execution, or nil.
+func (db *DB) DLQForExecution(ctx context.Context, orgID, executionID string) (*DeadLetter, error) {
+	var rows []DeadLetter
+	err := db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("created_at DESC").Limit(1).Find(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
+}
+
+// CountDLQPending counts the organization's dead letters waiting for someone.
+func (db *DB) CountDLQPending(ctx context.Context, orgID string) (int, error) {
+	var n int64
+	err := db.Conn(ctx).Model(&DeadLetter{}).Where("organization_id = ? AND status = ?", orgID, DLQPending).Count(&n).Error
+	return int(n), err
+}
+
+func clampLimit(n int) int {
+	if n <= 0 || n > 200 {
+		return 50
+	}
+	return n
+}
+
+func encodeCursor(at time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, bool) {
+	if c == "" {
+		return time.Time{}, "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	at, id, ok := strings.Cut(string(b), "|")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	return t.UTC(), id, true
+}

@@ -119,10 +119,15 @@ func (e *Engine) Config() Config { return e.cfg }
 
 // commit runs fn in a transaction and enqueues the jobs it returns, in the transaction or
 // right after it. A failed enqueue after commit is logged, not returned: Reconcile repairs it.
-func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB) ([]Job, error)) error {
+// fn gets the database clock read just before the transaction began.
+func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time) ([]Job, error)) error {
+	now, err := e.now(ctx)
+	if err != nil {
+		return err
+	}
 	var after func(context.Context) error
-	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
-		jobs, err := fn(tx)
+	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
+		jobs, err := fn(tx, now)
 		if err != nil || len(jobs) == 0 {
 			return err
 		}
@@ -140,7 +145,9 @@ func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB) ([]Job, error)
 	return nil
 }
 
-// now reads the database clock.
+// now reads the database clock. Never call it inside a transaction: on PostgreSQL it takes
+// a pool connection of its own, and transactions that each hold one connection while waiting
+// for another deadlock once they fill the pool (4 connections on a 2-CPU machine).
 func (e *Engine) now(ctx context.Context) (time.Time, error) { return e.db.Now(ctx) }
 
 // definitionFor returns the parsed definition of a workflow version (cached; versions are immutable).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -34,7 +35,7 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	}
 	for i := range stuck {
 		a := &stuck[i]
-		err := e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
+		err := e.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
 			err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
 				"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
 			if err != nil {

@@ -61,11 +61,11 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 
 	// Claim: compare-and-set PENDING → RUNNING at this generation.
 	claimed := false
+	now, err := e.now(ctx)
+	if err != nil {
+		return "", err
+	}
 	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
-		now, err := e.now(ctx)
-		if err != nil {
-			return err
-		}
 		lease := now.Add(timeout + e.cfg.LeaseGrace)
 		res := tx.Model(&models.StepAttempt{}).
 			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
@@ -185,12 +185,8 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 }) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
-		now, err := e.now(ctx)
-		if err != nil {
-			return nil, err
-		}
-		err = finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
 			"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
 		if err != nil {
 			return nil, err
@@ -215,11 +211,7 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
 	}
-	err = e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
-		now, err := e.now(ctx)
-		if err != nil {
-			return nil, err
-		}
+	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(input),
 			"output": models.JSON(output), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
 			return nil, err
@@ -293,11 +285,7 @@ func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition
 	outcome := OutcomeRetrying
 	var delay time.Duration
 	var decision retry.Decision
-	err := e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
-		now, err := e.now(ctx)
-		if err != nil {
-			return nil, err
-		}
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		policy, err := e.Policy(tx, ex.OrganizationID, ex.WorkflowID, a.StepID)
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -76,11 +77,7 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 	if err != nil {
 		return nil, false, err
 	}
-	err = e.commit(ctx, func(tx *gorm.DB) ([]Job, error) {
-		now, err := e.now(ctx)
-		if err != nil {
-			return nil, err
-		}
+	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if r.IdempotencyKey != "" {
 			var k models.IdempotencyKey
 			err := tx.Where("organization_id = ? AND workflow_id = ? AND idem_key = ?", r.OrganizationID, r.WorkflowID, r.IdempotencyKey).First(&k).Error

@@ -127,6 +127,8 @@ func (a *app) tenant(name string) *tenant {
 	return tn
 }
 
+var actorSystem = audit.System
+
 type resp struct {
 	status int
 	body   string

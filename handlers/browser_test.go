@@ -1,0 +1,107 @@
+package handlers_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// browserContext starts headless Debian chromium. Where it is missing the test skips,
+// except under CI=true, where a skip would hide a missing install: it fails.
+func browserContext(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("chromium is not installed; .ci/run installs it (apt-get install chromium)")
+		}
+		t.Skip("chromium not installed: browser journeys skipped (apt-get install chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.Flag("disable-gpu", true),
+		chromedp.WindowSize(1280, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel3)
+	// Start the browser now, bound to this long-lived context (not to a step's timeout).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// TestBrowserJourney: an accountant logs in, starts a workflow from its page with a JSON
+// input, watches the execution finish live, sees a 422 for bad input, and finds the failed
+// execution in the dead-letter list.
+func TestBrowserJourney(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	tn := a.tenant("Biuro Browser")
+	okWF, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(a.definition("/ok")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := a.srv.URL
+	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
+		}
+	}
+	step("login",
+		chromedp.Navigate(base+"/workflows"),
+		chromedp.WaitVisible(`[data-testid=login-form]`),
+		chromedp.SendKeys(`input[name=email]`, tn.email),
+		chromedp.SendKeys(`input[name=password]`, tn.password),
+		chromedp.Submit(`input[name=password]`),
+		chromedp.WaitVisible(`[data-testid=workflow-row]`))
+	step("bad input", chromedp.Navigate(base+"/workflows/"+okWF.ID),
+		chromedp.WaitVisible(`[data-testid=start-form] textarea[name=input]`),
+		// Bad input first: the form comes back with the field error (422 swapped by htmx).
+		chromedp.SetValue(`[data-testid=start-form] textarea[name=input]`, `[1, 2]`),
+		chromedp.Click(`[data-testid=start-form] button[type=submit]`),
+		chromedp.WaitVisible(`[data-testid=field-error]`))
+	msg, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=field-error]`))
+	if err != nil || !strings.Contains(msg, "JSON object") {
+		t.Fatalf("field error %q %v", msg, err)
+	}
+	step("start",
+		chromedp.SetValue(`[data-testid=start-form] textarea[name=input]`, `{"nip": "5260250274"}`),
+		chromedp.Click(`[data-testid=start-form] button[type=submit]`),
+		chromedp.WaitVisible(`#execution-body`))
+	// The page refreshes itself until the execution has finished.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, err := chromedp.Run(ctx, chromedp.Text(`#execution-body [data-testid=status]`))
+		if err == nil && strings.Contains(status, "SUCCEEDED") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution page never showed SUCCEEDED (last %q, %v)", status, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	// The tenant's failed execution is in the dead-letter list.
+	step("dlq", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`))
+	row, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=dlq-row]`))
+	if !strings.Contains(row, "400") || !strings.Contains(row, "submit") {
+		t.Fatalf("dlq row %q", row)
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+func TestSubcommands(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range modeltest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			url := modeltest.URL(t, dialect)
+			if dialect == models.SQLite {
+				url = filepath.Join(t.TempDir(), "cli.db") // a fresh file: the command migrates it
+			}
+			env := func(k string) string {
+				if k == "DATABASE_URL" {
+					return url
+				}
+				return ""
+			}
+			runCmd := func(args ...string) (string, error) {
+				var out, errb bytes.Buffer
+				err := run(context.Background(), args, env, &out, &errb)
+				return strings.TrimSpace(out.String()), err
+			}
+			if out, err := runCmd("migrate"); err != nil || out != "migrations applied" {
+				t.Fatalf("migrate: %q %v", out, err)
+			}
+			org, err := runCmd("create-org", "--name", "Biuro Rachunkowe Nowak")
+			if err != nil || !regexp.MustCompile(`^[0-9a-f-]{36}$`).MatchString(org) {
+				t.Fatalf("create-org: %q %v", org, err)
+			}
+			if out, err := runCmd("create-user", "--org", org, "--email", "anna@nowak.pl", "--password", "długie-hasło-1", "--role", "accountant"); err != nil || out == "" {
+				t.Fatalf("create-user: %q %v", out, err)
+			}
+			tok, err := runCmd("create-token", "--org", org, "--role", "viewer", "--name", "raporty")
+			if err != nil || !strings.HasPrefix(tok, "llt_") {
+				t.Fatalf("create-token: %q %v", tok, err)
+			}
+			if _, err := runCmd("create-user", "--org", org, "--email", "x", "--password", "short", "--role", "boss"); err == nil ||
+				!strings.Contains(err.Error(), "email") || !strings.Contains(err.Error(), "role") || !strings.Contains(err.Error(), "password") {
+				t.Fatalf("invalid user accepted or unclear: %v", err)
+			}
+			if _, err := runCmd("create-token", "--org", "00000000-0000-0000-0000-000000000000", "--role", "admin"); err == nil {
+				t.Fatal("token for a missing organization")
+			}
+			if _, err := runCmd("frobnicate"); err == nil {
+				t.Fatal("unknown command accepted")
+			}
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		ok   bool
+	}{
+		{"defaults", nil, true},
+		{"demo allows loopback", map[string]string{"LIFELINE_DEMO": "true"}, true},
+		{"bad allow list", map[string]string{"LIFELINE_OUTBOUND_ALLOW": "10.0.0.0/33"}, false},
+		{"bad bool", map[string]string{"LIFELINE_DEMO": "maybe"}, false},
+		{"bad workers", map[string]string{"LIFELINE_WORKERS": "0"}, false},
+		{"bad addr", map[string]string{"LIFELINE_ADDR": "8080"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := loadConfig(func(k string) string { return c.env[k] })
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v, want ok=%v", err, c.ok)
+			}
+			if c.name == "defaults" && (cfg.Addr != ":8080" || cfg.BaseURL != "http://localhost:8080" || cfg.Demo || len(cfg.OutboundAllow) != 0) {
+				t.Fatalf("defaults %+v", cfg)
+			}
+			if c.name == "demo allows loopback" && (len(cfg.OutboundAllow) != 1 || cfg.SandboxBase() != "http://127.0.0.1:8080/sandbox") {
+				t.Fatalf("demo %+v", cfg)
+			}
+		})
+	}
+}

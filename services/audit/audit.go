@@ -22,6 +22,7 @@ var Labels = map[string]string{
 	"circuit.opened":        "Otwarto obwód bezpieczeństwa",
 	"circuit.closed":        "Zamknięto obwód bezpieczeństwa",
 	"execution.rollback":    "Wykonano rollback",
+	"dlq.expired":           "Wygasł element DLQ",
 	"execution.started":     "Uruchomiono wykonanie",
 	"execution.reclaimed":   "Przejęto przerwaną próbę",
 	"workflow.created":      "Utworzono przepływ",

@@ -25,13 +25,16 @@ import (
 type AttemptArgs struct {
 	AttemptID  string `json:"attempt_id"`
 	Generation int    `json:"generation"`
+	// Requeued is set on the reconciler's jobs (engine.Job.Requeue), so that they are unique
+	// apart from a job a dead process left running before it claimed the attempt.
+	Requeued bool `json:"requeued,omitempty"`
 }
 
 // Kind implements river.JobArgs.
 func (AttemptArgs) Kind() string { return "run_attempt" }
 
-// uniqueStates: a job for the same (attempt, generation) is not inserted again while one is
-// waiting or running; once it has finished, the reconciler may insert another.
+// uniqueStates: a job with the same args (attempt, generation, requeued) is not inserted
+// again while one is waiting or running; once it has finished, the reconciler may insert another.
 var uniqueStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStatePending,
 	rivertype.JobStateRunning, rivertype.JobStateRetryable, rivertype.JobStateScheduled}
 
@@ -73,6 +76,24 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	return err
 }
 
+// RetentionArgs applies retention rules.
+type RetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RetentionArgs) Kind() string { return "retention" }
+
+// RetentionWorker expires dead letters and deletes old idempotency keys and sessions.
+type RetentionWorker struct {
+	river.WorkerDefaults[RetentionArgs]
+	Engine *engine.Engine
+}
+
+// Work runs one retention pass.
+func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
+	_, err := w.Engine.Retain(ctx)
+	return err
+}
+
 // Config tunes the queue.
 type Config struct {
 	Workers           int           // concurrent jobs (default 20)
@@ -108,12 +129,16 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
 	river.AddWorker(workers, &ReconcileWorker{Engine: eng})
+	river.AddWorker(workers, &RetentionWorker{Engine: eng})
 	if cfg.Register != nil {
 		cfg.Register(workers)
 	}
 	periodic := append([]*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+			func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}, cfg.Periodic...)
 	rc := &river.Config{
@@ -184,7 +209,7 @@ func params(jobs []engine.Job) []river.InsertManyParams {
 		if !j.RunAt.IsZero() && time.Until(j.RunAt) > 0 {
 			opts.ScheduledAt = j.RunAt
 		}
-		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation}, InsertOpts: &opts}
+		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation, Requeued: j.Requeue}, InsertOpts: &opts}
 	}
 	return out
 }

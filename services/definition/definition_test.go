@@ -1,0 +1,70 @@
+package definition_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"lifeline/models"
+	"lifeline/services/definition"
+	"lifeline/services/steps"
+)
+
+func TestParse(t *testing.T) {
+	reg := steps.Builtins(http.DefaultClient)
+	step := func(extra string) string {
+		return `{"id": "a", "type": "http", "config": {"url": "https://x.example/a"}` + extra + `}`
+	}
+	cases := []struct {
+		name string
+		def  string
+		want map[string]string // field → substring of its message; nil = valid
+	}{
+		{"valid", `{"name": "VAT", "steps": [` + step(``) + `, {"id": "b", "type": "transform", "config": {"output": {"t": "{{ steps.a.output.total }}"}}}]}`, nil},
+		{"valid with policies", `{"name": "VAT", "settings": {"retryPolicy": {"maxRetries": 5}, "unknownErrors": "no_retry"}, "steps": [` + step(`, "retryPolicy": {"backoffType": "fixed"}, "timeoutMs": 5000`) + `]}`, nil},
+		{"no name", `{"steps": [` + step(``) + `]}`, map[string]string{"name": "required"}},
+		{"no steps", `{"name": "x", "steps": []}`, map[string]string{"steps": "at least one"}},
+		{"unknown type", `{"name": "x", "steps": [{"id": "a", "type": "ftp", "config": {}}]}`, map[string]string{"steps[0].type": `unknown step type "ftp"`}},
+		{"duplicate ids", `{"name": "x", "steps": [` + step(``) + `,` + step(``) + `]}`, map[string]string{"steps[1].id": "duplicates"}},
+		{"bad id", `{"name": "x", "steps": [{"id": "a b", "type": "delay", "config": {"ms": 5}}]}`, map[string]string{"steps[0].id": "letters"}},
+		{"unknown step in template", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ steps.nope.output }}"}}]}`, map[string]string{"steps[0].config.output": `unknown step "nope"`}},
+		{"later step in template", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ steps.b.output }}"}}, {"id": "b", "type": "delay", "config": {"ms": 1}}]}`, map[string]string{"steps[0].config.output": "runs later"}},
+		{"self reference", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ steps.a.output }}"}}]}`, map[string]string{"steps[0].config.output": "runs later"}},
+		{"template syntax", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"v": "{{ input. }}"}}}]}`, map[string]string{"steps[0].config.output.v": ""}},
+		{"policy out of range", `{"name": "x", "settings": {"retryPolicy": {"initialDelayMs": 10}}, "steps": [` + step(`, "retryPolicy": {"maxRetries": 11}`) + `]}`,
+			map[string]string{"settings.retryPolicy.initialDelayMs": "", "steps[0].retryPolicy.maxRetries": ""}},
+		{"timeout out of range", `{"name": "x", "steps": [` + step(`, "timeoutMs": 5`) + `]}`, map[string]string{"steps[0].timeoutMs": "between"}},
+		{"http config", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "ftp://x", "method": "BREW", "headers": {"X": 1}}}]}`,
+			map[string]string{"steps[0].config.url": "http", "steps[0].config.method": "one of", "steps[0].config.headers.X": "string"}},
+		{"unknown errors setting", `{"name": "x", "settings": {"unknownErrors": "sometimes"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.unknownErrors": "retry"}},
+		{"unknown key", `{"name": "x", "stepz": []}`, map[string]string{"definition": "stepz"}},
+		{"wrong type", `{"name": 5, "steps": []}`, map[string]string{"definition": "name"}},
+		{"not JSON", `{"name": `, map[string]string{"definition": ""}},
+		{"trailing data", `{"name": "x", "steps": [` + step(``) + `]} {}`, map[string]string{"definition": "after"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := definition.Parse([]byte(c.def), reg)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v %+v", err, err)
+				}
+				if d.Name == "" || len(d.Steps) == 0 {
+					t.Fatal("empty definition")
+				}
+				return
+			}
+			var me *models.Error
+			if !errors.As(err, &me) || me.Code != models.EINVALID {
+				t.Fatalf("want EINVALID, got %v", err)
+			}
+			for field, sub := range c.want {
+				msg, ok := me.Fields[field]
+				if !ok || !strings.Contains(msg, sub) {
+					t.Errorf("field %s: got %q (all: %v), want containing %q", field, msg, me.Fields, sub)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+
+	"gorm.io/gorm"
+)
+
+// RetentionResult counts what Retain changed.
+type RetentionResult struct {
+	ExpiredDeadLetters int
+	IdempotencyKeys    int
+	Sessions           int
+}
+
+// Retain applies the retention rules: dead letters past expires_at (30 days after they were
+// created) become "expired" (their context stays readable), API idempotency keys past their
+// 24 hours and expired sessions are deleted.
+func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
+	var res RetentionResult
+	now, err := e.now(ctx)
+	if err != nil {
+		return res, err
+	}
+	var expired []models.DeadLetter
+	if err := e.db.Conn(ctx).Where("status IN ? AND expires_at < ?", []string{models.DLQPending, models.DLQProcessing}, now).
+		Limit(1000).Find(&expired).Error; err != nil {
+		return res, err
+	}
+	for _, dl := range expired {
+		err := e.db.Tx(ctx, func(tx *gorm.DB) error {
+			r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", dl.ID, dl.Status).
+				Updates(map[string]any{"status": models.DLQExpired, "updated_at": now})
+			if r.Error != nil || r.RowsAffected == 0 {
+				return r.Error
+			}
+			res.ExpiredDeadLetters++
+			return audit.Record(tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: audit.System, Action: "dlq.expired",
+				EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: map[string]any{"executionId": dl.ExecutionID}})
+		})
+		if err != nil {
+			return res, err
+		}
+	}
+	r := e.db.Conn(ctx).Where("expires_at < ?", now).Delete(&models.IdempotencyKey{})
+	if r.Error != nil {
+		return res, r.Error
+	}
+	res.IdempotencyKeys = int(r.RowsAffected)
+	r = e.db.Conn(ctx).Where("expiry < ?", now).Delete(&models.Session{})
+	if r.Error != nil {
+		return res, r.Error
+	}
+	res.Sessions = int(r.RowsAffected)
+	return res, nil
+}

@@ -1,0 +1,99 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// TestShutdownReleasesInFlightAttempt: a graceful stop that cannot wait for a slow step
+// hands the attempt back (PENDING, next generation, same attempt number and key); the next
+// process runs it to the end.
+func TestShutdownReleasesInFlightAttempt(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var keys []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			n := len(keys)
+			mu.Unlock()
+			if n == 1 {
+				select { // the first call hangs until the process stops
+				case <-release:
+				case <-r.Context().Done():
+				}
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		}))
+		defer srv.Close()
+		defer close(release)
+		h := newHarness(t, db)
+		wf := h.workflow(fmt.Sprintf(`{"name": "Slow", "steps": [{"id": "post", "type": "http", "timeoutMs": 60000, "config": {"url": %q, "method": "POST", "body": {}}}]}`, srv.URL))
+		ex := h.start(wf, `{}`)
+		deadline := time.Now().Add(10 * time.Second)
+		for len(h.attempts(ex.ID)) == 0 || h.attempts(ex.ID)[0].Status != models.StepRunning {
+			if time.Now().After(deadline) {
+				t.Fatal("attempt never started")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_ = h.runner.Stop(ctx) // cannot wait for the hanging call: cancels it
+		as := h.attempts(ex.ID)
+		if len(as) != 1 || as[0].Status != models.StepPending || as[0].Generation != 2 || as[0].Attempt != 1 {
+			t.Fatalf("after stop: %+v", as)
+		}
+		// A new process on the same database finishes it with the same idempotency key.
+		h2 := newHarness(t, db)
+		got := h2.wait(ex.ID, 30*time.Second)
+		if got.Status != models.ExecSucceeded {
+			t.Fatalf("status %s", got.Status)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(keys) != 2 || keys[0] != keys[1] {
+			t.Fatalf("keys %v: the released attempt must run again with the same key", keys)
+		}
+	})
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 404) }))
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{}`)
+		h.wait(ex.ID, 20*time.Second)
+		ctx := context.Background()
+		// Age the dead letter past its 30 days.
+		if err := db.Conn(ctx).Model(&models.DeadLetter{}).Where("execution_id = ?", ex.ID).
+			Update("expires_at", time.Now().UTC().Add(-time.Minute)).Error; err != nil {
+			t.Fatal(err)
+		}
+		res, err := h.eng.Retain(ctx)
+		if err != nil || res.ExpiredDeadLetters != 1 {
+			t.Fatalf("retain: %+v %v", res, err)
+		}
+		var dl models.DeadLetter
+		db.Conn(ctx).First(&dl, "execution_id = ?", ex.ID)
+		if dl.Status != models.DLQExpired || len(dl.StepStates) == 0 {
+			t.Fatalf("dead letter %+v", dl)
+		}
+		if res, _ := h.eng.Retain(ctx); res.ExpiredDeadLetters != 0 {
+			t.Fatal("expired twice")
+		}
+	})
+}

@@ -248,16 +248,7 @@ func (s *Server) executionsPage(c echo.Context) error {
 		return err
 	}
 	table := pages.ExecutionTable{Rows: s.executionRows(rows), Filtered: status != "" || wfID != ""}
-	if next != "" {
-		q := url.Values{"cursor": {next}}
-		if status != "" {
-			q.Set("status", status)
-		}
-		if wfID != "" {
-			q.Set("workflowId", wfID)
-		}
-		table.NextURL = s.url("executions") + "?" + q.Encode()
-	}
+	table.NextURL = nextPage(s.url("executions"), next, status, wfID)
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionTableFragment(table))
 	}
@@ -339,16 +330,7 @@ func (s *Server) dlqPage(c echo.Context) error {
 	for i := range rows {
 		vm.Rows = append(vm.Rows, s.dlqRow(&rows[i]))
 	}
-	if next != "" {
-		q := url.Values{"cursor": {next}}
-		if status != "" {
-			q.Set("status", status)
-		}
-		if wfID != "" {
-			q.Set("workflowId", wfID)
-		}
-		vm.NextURL = s.url("dlq") + "?" + q.Encode()
-	}
+	vm.NextURL = nextPage(s.url("dlq"), next, status, wfID)
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.DLQTableFragment(vm))
 	}
@@ -371,4 +353,19 @@ func (s *Server) dlqItemPage(c echo.Context) error {
 		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
 		ListURL: s.url("dlq")}
 	return render(c, http.StatusOK, pages.DLQItem(s.page(c, "Dead letter · "+r.WorkflowName, "dlq"), vm))
+}
+
+// nextPage is the URL of the next page of a filtered list, or "" at the end.
+func nextPage(base, cursor, status, workflowID string) string {
+	if cursor == "" {
+		return ""
+	}
+	q := url.Values{"cursor": {cursor}}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if workflowID != "" {
+		q.Set("workflowId", workflowID)
+	}
+	return base + "?" + q.Encode()
 }

@@ -63,6 +63,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 		}
+		if !strings.Contains(url, "pool_max_conns") && pcfg.MaxConns < 20 {
+			// pgx defaults to max(4, cores); River's workers and the engine need more.
+			pcfg.MaxConns = 20
+		}
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("connect to postgres: %w", err)

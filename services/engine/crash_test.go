@@ -204,24 +204,46 @@ func crashDef(url string) string {
 	return fmt.Sprintf(`{"name": "Order", "settings": {"retryPolicy": %s}, "steps": [%s]}`, fastPolicy, strings.Join(ss, ","))
 }
 
-// TestCrashRecovery kills the engine process with SIGKILL while attempts are in flight and
-// retries are scheduled, starts another on the same database, and checks that nothing was
-// lost and no attempt ran twice: only attempts RUNNING at the kill are sent again, with the
-// same idempotency key, and each step's side effect is applied once.
+// crashState is what the parent sees of the engine process while deciding when to kill it.
+type crashState struct {
+	running   int64 // attempts RUNNING
+	succeeded int64 // executions SUCCEEDED
+	retries   int64 // retries (attempt > 1) PENDING
+	taken     int64 // PENDING attempts whose job River already marked running: taken, not yet claimed
+}
+
+// crashMoments are the instants TestCrashRecovery kills the engine at.
+var crashMoments = []struct {
+	name string
+	now  func(crashState) bool
+}{
+	// Requests in flight, executions done, retries scheduled.
+	{"mid-flight", func(s crashState) bool { return s.running >= 3 && s.succeeded >= 2 && s.retries >= 1 }},
+	// Jobs taken off the queue whose attempts are not claimed yet: the reconciler must
+	// not wait for River to rescue those jobs (75 minutes).
+	{"just-taken", func(s crashState) bool { return s.taken >= 1 && s.running >= 1 }},
+}
+
+// TestCrashRecovery kills the engine process with SIGKILL, starts another on the same
+// database, and checks that nothing was lost and no attempt ran twice: only attempts
+// RUNNING at the kill are sent again, with the same idempotency key, and each step's side
+// effect is applied once.
 func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
-		t.Skip("kills and restarts an engine process; takes about 30 s")
+		t.Skip("kills and restarts engine processes; about 25 s per subtest")
 	}
 	t.Parallel()
 	for _, dialect := range modeltest.Dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			testCrashRecovery(t, dialect)
-		})
+		for _, m := range crashMoments {
+			t.Run(dialect+"/"+m.name, func(t *testing.T) {
+				t.Parallel()
+				testCrashRecovery(t, dialect, m.now)
+			})
+		}
 	}
 }
 
-func testCrashRecovery(t *testing.T, dialect string) {
+func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bool) {
 	ctx := context.Background()
 	url := modeltest.URL(t, dialect)
 	db, err := models.Open(ctx, url)
@@ -248,14 +270,12 @@ func testCrashRecovery(t *testing.T, dialect string) {
 		t.Fatal(err)
 	}
 	const executions = 25
-	ids := make([]string, executions)
-	for i := range ids {
-		ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID,
+	for i := range executions {
+		_, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID,
 			Input: fmt.Appendf(nil, `{"order": "ZAM/%03d"}`, i), Trigger: engine.TriggerAPI})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[i] = ex.ID
 	}
 
 	count := func(q string, args ...any) int64 {
@@ -273,22 +293,34 @@ func testCrashRecovery(t *testing.T, dialect string) {
 		return as
 	}
 
-	// Child 1 works until at least three attempts are in flight, some executions are done,
-	// and a retry is waiting; then it is killed.
+	// River's job table, read to find jobs taken but not yet claimed.
+	takenQ := `SELECT COUNT(*) FROM step_executions s JOIN river_job j ON j.kind = 'run_attempt' AND j.state = 'running'
+	  AND json_extract(j.args, '$.attempt_id') = s.id AND json_extract(j.args, '$.generation') = s.generation
+	  WHERE s.organization_id = ? AND s.status = ?`
+	if dialect == models.Postgres {
+		takenQ = `SELECT COUNT(*) FROM step_executions s JOIN river_job j ON j.kind = 'run_attempt' AND j.state = 'running'
+		  AND j.args->>'attempt_id' = s.id::text AND (j.args->>'generation')::int = s.generation
+		  WHERE s.organization_id = ? AND s.status = ?`
+	}
+
+	// Child 1 works until the moment comes; then it is killed.
 	first := startChild(t, url, "engine 1")
 	deadline := time.Now().Add(60 * time.Second)
-	var running, succeeded, retries int64
+	var st crashState
 	for {
-		running = count("SELECT COUNT(*) FROM step_executions WHERE organization_id = ? AND status = ?", org.ID, models.StepRunning)
-		succeeded = count("SELECT COUNT(*) FROM workflow_executions WHERE organization_id = ? AND status = ?", org.ID, models.ExecSucceeded)
-		retries = count("SELECT COUNT(*) FROM step_executions WHERE organization_id = ? AND status = ? AND attempt > 1", org.ID, models.StepPending)
-		if running >= 3 && succeeded >= 2 && retries >= 1 {
+		st = crashState{
+			running:   count("SELECT COUNT(*) FROM step_executions WHERE organization_id = ? AND status = ?", org.ID, models.StepRunning),
+			succeeded: count("SELECT COUNT(*) FROM workflow_executions WHERE organization_id = ? AND status = ?", org.ID, models.ExecSucceeded),
+			retries:   count("SELECT COUNT(*) FROM step_executions WHERE organization_id = ? AND status = ? AND attempt > 1", org.ID, models.StepPending),
+			taken:     count(takenQ, org.ID, models.StepPending),
+		}
+		if killNow(st) {
 			break
 		}
-		if succeeded == executions || time.Now().After(deadline) {
-			t.Fatalf("no moment to kill at: running %d, succeeded %d, retries waiting %d", running, succeeded, retries)
+		if st.succeeded == executions || time.Now().After(deadline) {
+			t.Fatalf("no moment to kill at; last seen %+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	first.kill(t)
 	killedAt := time.Now()
@@ -300,7 +332,7 @@ func testCrashRecovery(t *testing.T, dialect string) {
 			inFlight[a.IdempotencyKey] = a
 		}
 	}
-	t.Logf("killed with %d attempts RUNNING, %d executions SUCCEEDED, %d retries waiting (at the last poll)", len(inFlight), succeeded, retries)
+	t.Logf("killed with %d attempts RUNNING; at the last poll %+v", len(inFlight), st)
 	if len(inFlight) == 0 {
 		t.Fatal("no attempt was RUNNING at the kill")
 	}

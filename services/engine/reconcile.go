@@ -59,20 +59,35 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 		}
 	}
 
+	// A due attempt still PENDING after PendingGrace has lost its job: never enqueued (a
+	// crash between commit and enqueue), or taken by a process that died before claiming it
+	// (River then holds that job as running for a long time). Move it to the next generation
+	// and enqueue that: any older job becomes a no-op, and the new job is unique.
 	var due []models.StepAttempt
 	if err := e.db.Conn(ctx).Where("status = ? AND scheduled_at < ?", models.StepPending, now.Add(-e.cfg.PendingGrace)).
-		Order("scheduled_at").Limit(1000).Find(&due).Error; err != nil {
+		Order("scheduled_at").Limit(500).Find(&due).Error; err != nil {
 		return res, err
 	}
-	if len(due) > 0 {
-		jobs := make([]Job, len(due))
-		for i, a := range due {
-			jobs[i] = Job{AttemptID: a.ID, Generation: a.Generation}
-		}
-		if err := e.enq.Enqueue(ctx, jobs); err != nil {
+	for i := range due {
+		a := &due[i]
+		err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
+				Updates(map[string]any{"generation": a.Generation + 1, "scheduled_at": now, "updated_at": now})
+			if r.Error != nil {
+				return nil, r.Error
+			}
+			if r.RowsAffected == 0 {
+				return nil, errLost
+			}
+			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
+		})
+		switch {
+		case errors.Is(err, errLost):
+		case err != nil:
 			return res, err
+		default:
+			res.Requeued++
 		}
-		res.Requeued = len(due)
 	}
 	return res, nil
 }

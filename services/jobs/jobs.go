@@ -25,9 +25,6 @@ import (
 type AttemptArgs struct {
 	AttemptID  string `json:"attempt_id"`
 	Generation int    `json:"generation"`
-	// Requeued is set on the reconciler's jobs (engine.Job.Requeue), so that they are unique
-	// apart from a job a dead process left running before it claimed the attempt.
-	Requeued bool `json:"requeued,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -209,7 +206,7 @@ func params(jobs []engine.Job) []river.InsertManyParams {
 		if !j.RunAt.IsZero() && time.Until(j.RunAt) > 0 {
 			opts.ScheduledAt = j.RunAt
 		}
-		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation, Requeued: j.Requeue}, InsertOpts: &opts}
+		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation}, InsertOpts: &opts}
 	}
 	return out
 }

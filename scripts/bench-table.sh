@@ -6,6 +6,6 @@ awk '
   for (i=3; i<NF; i+=2) line=line sprintf("  %12s %-14s", $i, $(i+1))
   print line; next
 }
-/^(ok|FAIL|PASS|goos|goarch|pkg|cpu)/ { next }
+/^(ok|FAIL|PASS|goos|goarch|pkg|cpu|\?)/ { next }
 { print }
 '

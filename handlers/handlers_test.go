@@ -210,6 +210,10 @@ func TestLoginAndPages(t *testing.T) {
 				t.Errorf("GET %s: %d", p, r.status)
 			}
 		}
+		// The list says why an execution failed, without opening it.
+		if r := do(t, b, "GET", a.srv.URL+"/executions?status=DLQ_PENDING", "", nil); !strings.Contains(r.body, "400 Bad Request") {
+			t.Errorf("executions list lacks the error message")
+		}
 		// The execution page shows the failed step, its error type and message.
 		r = do(t, b, "GET", a.srv.URL+"/executions/"+tn.execID, "", nil)
 		for _, want := range []string{`data-testid="failure"`, "validation", "400 Bad Request", "submit"} {

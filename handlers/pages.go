@@ -205,7 +205,8 @@ func (s *Server) executionRows(rows []models.ExecutionRow) []pages.ExecutionRow 
 	for _, r := range rows {
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
-			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), CurrentStep: deref(r.CurrentStepID)}
+			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
+			ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(r.StartedAt, r.FinishedAt)
 		}

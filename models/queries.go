@@ -82,10 +82,12 @@ type ExecutionFilter struct {
 	Limit      int
 }
 
-// ExecutionRow is an execution with its workflow's name.
+// ExecutionRow is an execution with its workflow's name and its open or final error.
 type ExecutionRow struct {
 	Execution
 	WorkflowName string
+	ErrorType    string `gorm:"-"`
+	ErrorMessage string `gorm:"-"`
 }
 
 // ListExecutions returns executions newest first, and the cursor of the next page ("" at the end).
@@ -114,7 +116,33 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 		last := rows[limit-1]
 		next = encodeCursor(last.CreatedAt, last.ID)
 	}
-	return rows, next, nil
+	return rows, next, db.attachErrors(ctx, orgID, rows)
+}
+
+// attachErrors fills each row's latest unresolved error (one query for the page).
+func (db *DB) attachErrors(ctx context.Context, orgID string, rows []ExecutionRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	var errs []ExecutionError
+	if err := db.Conn(ctx).Where("organization_id = ? AND execution_id IN ? AND status IN ?", orgID, ids,
+		[]string{ErrPending, ErrRetrying, ErrDeadLetter, ErrEscalated}).Order("updated_at").Find(&errs).Error; err != nil {
+		return err
+	}
+	byExec := map[string]ExecutionError{}
+	for _, e := range errs {
+		byExec[e.ExecutionID] = e
+	}
+	for i := range rows {
+		if e, ok := byExec[rows[i].ID]; ok {
+			rows[i].ErrorType, rows[i].ErrorMessage = e.ErrorType, e.ErrorMessage
+		}
+	}
+	return nil
 }
 
 // GetExecution returns an execution of the organization, or ENOTFOUND.

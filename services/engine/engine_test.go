@@ -172,6 +172,8 @@ func httpDef(url, policy string) string {
 	  ]}`, policy, url)
 }
 
+var auditSystem = audit.System
+
 const fastPolicy = `{"maxRetries": 3, "initialDelayMs": 1000, "backoffMultiplier": 1, "jitterRatio": 0}`
 
 func TestFailsTwiceThenSucceeds(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"lifeline/services/classify"
+	"lifeline/services/outbound"
 	"lifeline/services/retry"
 )
 
@@ -128,6 +130,11 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 	req.Header.Set("Idempotency-Key", in.IdempotencyKey)
 
 	resp, err := h.Client.Do(req)
+	if errors.Is(err, outbound.ErrDenied) {
+		// Retrying cannot help: the address is refused by configuration.
+		return nil, classify.New(classify.Permanent, "DESTINATION_DENIED",
+			fmt.Sprintf("%s %s: the destination address is not allowed (private, loopback, link-local or metadata; see LIFELINE_OUTBOUND_ALLOW)", method, c.URL))
+	}
 	if err != nil {
 		return nil, err
 	}

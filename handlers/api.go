@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/audit"
-	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 )
@@ -302,7 +300,9 @@ func validSignature(secret string, body []byte, header string) bool {
 	return hmac.Equal(gotB, want)
 }
 
-func (s *Server) healthz(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) }
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
 
 func (s *Server) readyz(c echo.Context) error {
 	if s.Ready != nil {
@@ -312,6 +312,3 @@ func (s *Server) readyz(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
-
-var _ = errors.New
-var _ = definition.UnknownRetry

@@ -46,7 +46,7 @@ type app struct {
 
 type tenant struct {
 	org, token, viewerToken, wfID, execID, dlqID, webhookToken, webhookSecret string
-	email, password                                                            string
+	email, password                                                           string
 }
 
 func newApp(t *testing.T, db *models.DB) *app {

@@ -56,7 +56,11 @@ func TestCustomStepTypeAndSSRF(t *testing.T) {
 		if err := runner.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { ctx, c := context.WithTimeout(context.Background(), 5*time.Second); defer c(); _ = runner.Stop(ctx) })
+		t.Cleanup(func() {
+			ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+			defer c()
+			_ = runner.Stop(ctx)
+		})
 		h := &harness{t: t, db: db, eng: eng, runner: runner, wfs: &workflows.Service{DB: db, Steps: reg}}
 		org := models.Organization{ID: models.NewID(), Name: "Embedder"}
 		db.Conn(context.Background()).Create(&org)

@@ -14,6 +14,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/audit"
+	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 )
@@ -64,7 +65,7 @@ func (s *Server) apiWorkflowOf(c echo.Context, wf *models.Workflow, full bool) (
 }
 
 func (s *Server) apiListWorkflows(c echo.Context) error {
-	wfs, _, err := s.DB.ListWorkflows(c.Request().Context(), principal(c).OrganizationID)
+	wfs, err := s.DB.Workflows(c.Request().Context(), principal(c).OrganizationID)
 	if err != nil {
 		return err
 	}
@@ -93,20 +94,9 @@ func (s *Server) apiGetWorkflow(c echo.Context) error {
 }
 
 func (s *Server) apiCreateWorkflow(c echo.Context) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	p := principal(c)
-	wf, err := s.Workflows.Create(c.Request().Context(), p.OrganizationID, actorOf(p), body)
-	if err != nil {
-		return err
-	}
-	out, err := s.apiWorkflowOf(c, wf, true)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, out)
+	return s.saveWorkflow(c, http.StatusCreated, func(p *auth.Principal, body []byte) (*models.Workflow, error) {
+		return s.Workflows.Create(c.Request().Context(), p.OrganizationID, actorOf(p), body)
+	})
 }
 
 func (s *Server) apiUpdateWorkflow(c echo.Context) error {
@@ -114,12 +104,18 @@ func (s *Server) apiUpdateWorkflow(c echo.Context) error {
 	if err := checkID(id, "workflow"); err != nil {
 		return err
 	}
+	return s.saveWorkflow(c, http.StatusOK, func(p *auth.Principal, body []byte) (*models.Workflow, error) {
+		return s.Workflows.Update(c.Request().Context(), p.OrganizationID, id, actorOf(p), body)
+	})
+}
+
+// saveWorkflow reads a definition from the body, saves it with save and answers with the workflow.
+func (s *Server) saveWorkflow(c echo.Context, status int, save func(*auth.Principal, []byte) (*models.Workflow, error)) error {
 	body, err := readBody(c)
 	if err != nil {
 		return err
 	}
-	p := principal(c)
-	wf, err := s.Workflows.Update(c.Request().Context(), p.OrganizationID, id, actorOf(p), body)
+	wf, err := save(principal(c), body)
 	if err != nil {
 		return err
 	}
@@ -127,7 +123,7 @@ func (s *Server) apiUpdateWorkflow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(status, out)
 }
 
 // apiStart: POST /api/v1/workflows/{id}/executions with {"input": {…}} and an optional

@@ -40,14 +40,12 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		if m, ok := he.Message.(string); ok && he.Code < 500 {
 			msg = m
 		}
-		code := strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_"))
-		if he.Code == http.StatusForbidden && strings.Contains(strings.ToLower(msg), "csrf") {
-			code, msg = "csrf", "The form expired or came from another site. Reload the page and try again."
+		// Echo's CSRF middleware answers 400 (token missing) or 403 (token wrong, or a
+		// cross-site request): both are a 403 for the user, with one explanation.
+		if (he.Code == http.StatusBadRequest || he.Code == http.StatusForbidden) && strings.Contains(strings.ToLower(msg), "csrf") {
+			return http.StatusForbidden, apiErrorBody{Code: "csrf", Message: "The form expired or came from another site. Reload the page and try again."}
 		}
-		if he.Code == http.StatusBadRequest && strings.Contains(strings.ToLower(msg), "csrf") {
-			he.Code, code, msg = http.StatusForbidden, "csrf", "The form expired or came from another site. Reload the page and try again."
-		}
-		return he.Code, apiErrorBody{Code: code, Message: msg}
+		return he.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg}
 	}
 	s.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "Something went wrong on our side. It has been logged; please try again."}

@@ -226,7 +226,7 @@ func options(values []string, selected string, label func(string) string) []page
 func statusLabel(s string) string { return strings.ReplaceAll(s, "_", " ") }
 
 func (s *Server) workflowOptions(c echo.Context, selected string) ([]pages.Option, error) {
-	wfs, _, err := s.DB.ListWorkflows(c.Request().Context(), principal(c).OrganizationID)
+	wfs, err := s.DB.Workflows(c.Request().Context(), principal(c).OrganizationID)
 	if err != nil {
 		return nil, err
 	}

@@ -42,10 +42,18 @@ type WorkflowStats struct {
 	LastRunAt  *time.Time
 }
 
-// ListWorkflows returns the organization's workflows by name with their stats (two queries).
-func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[string]WorkflowStats, error) {
+// Workflows returns the organization's workflows by name.
+func (db *DB) Workflows(ctx context.Context, orgID string) ([]Workflow, error) {
 	var wfs []Workflow
-	if err := db.Conn(ctx).Where("organization_id = ?", orgID).Order("name, id").Find(&wfs).Error; err != nil {
+	err := db.Conn(ctx).Where("organization_id = ?", orgID).Order("name, id").Find(&wfs).Error
+	return wfs, err
+}
+
+// ListWorkflows returns the organization's workflows by name with their execution stats
+// (two more queries over the executions: use Workflows when the stats are not shown).
+func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[string]WorkflowStats, error) {
+	wfs, err := db.Workflows(ctx, orgID)
+	if err != nil {
 		return nil, nil, err
 	}
 	var counts []struct {

@@ -49,7 +49,7 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 			return nil, err
 		}
 	}
-	existing, _, err := db.ListWorkflows(ctx, org.ID)
+	existing, err := db.Workflows(ctx, org.ID)
 	if err != nil {
 		return nil, err
 	}

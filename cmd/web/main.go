@@ -154,10 +154,10 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		}
 		sandboxHandler = sandbox.New(sandbox.Options{})
 		jcfg.Periodic = append(jcfg.Periodic, jobs.DemoTraffic(demoInfo.OrgID, cfg.DemoTrafficEvery))
-		jcfg.Register = func(w *river.Workers) { river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng}) }
-	} else {
-		jcfg.Register = func(w *river.Workers) { river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng}) }
 	}
+	// Registered even without the demo: demo jobs left in the queue by an earlier demo run
+	// must still find their worker.
+	jcfg.Register = func(w *river.Workers) { river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng}) }
 	runner, err := jobs.New(db, eng, jcfg, log)
 	if err != nil {
 		return err

@@ -36,8 +36,11 @@ const crashChildEnv = "LIFELINE_CRASH_CHILD"
 // the runner: an unstarted runner still inserts jobs, so a process can start executions
 // without working them.
 func newStack(db *models.DB, log *slog.Logger) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
-	client := outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	reg := steps.Builtins(client)
+	return newStackWith(db, log, steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})))
+}
+
+// newStackWith builds the engine and an unstarted runner over the step types of reg.
+func newStackWith(db *models.DB, log *slog.Logger, reg *steps.Registry) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
 	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
 	runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, log)
 	if err != nil {

@@ -108,14 +108,8 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 // SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
 func (e *Engine) SetEnqueuer(q Enqueuer) { e.enq = q }
 
-// Steps returns the step type registry.
-func (e *Engine) Steps() *steps.Registry { return e.steps }
-
 // Redactor returns the redactor used for snapshots.
 func (e *Engine) Redactor() *redact.Redactor { return e.redactor }
-
-// Config returns the effective configuration.
-func (e *Engine) Config() Config { return e.cfg }
 
 // commit runs fn in a transaction and enqueues the jobs it returns, in the transaction or
 // right after it. A failed enqueue after commit is logged, not returned: Reconcile repairs it.
@@ -159,12 +153,11 @@ func (e *Engine) definitionFor(ctx context.Context, orgID, workflowID string, ve
 	if ok {
 		return d, nil
 	}
-	var v models.WorkflowVersion
-	err := e.db.Conn(ctx).Where("organization_id = ? AND workflow_id = ? AND version = ?", orgID, workflowID, version).First(&v).Error
+	raw, err := e.db.WorkflowVersionDef(ctx, orgID, workflowID, version)
 	if err != nil {
 		return nil, fmt.Errorf("load workflow %s version %d: %w", workflowID, version, err)
 	}
-	d, err = definition.Parse(v.Definition, e.steps)
+	d, err = definition.Parse(raw, e.steps)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s version %d no longer parses: %w", workflowID, version, err)
 	}

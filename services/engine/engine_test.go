@@ -39,10 +39,13 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newHarness(t *testing.T, db *models.DB) *harness {
 	t.Helper()
-	client := outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-	reg := steps.Builtins(client)
-	eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
-	runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, testLogger(t))
+	return newHarnessWith(t, db, steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})))
+}
+
+// newHarnessWith starts an engine over the step types of reg, in a new organization.
+func newHarnessWith(t *testing.T, db *models.DB, reg *steps.Registry) *harness {
+	t.Helper()
+	eng, runner, _, err := newStackWith(db, testLogger(t), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,11 @@ import (
 type RetentionResult struct {
 	ExpiredDeadLetters int
 	IdempotencyKeys    int
-	Sessions           int
 }
 
 // Retain applies the retention rules: dead letters past expires_at (30 days after they were
-// created) become "expired" (their context stays readable), API idempotency keys past their
-// 24 hours and expired sessions are deleted.
+// created) become "expired" (their context stays readable), and API idempotency keys past
+// their 24 hours are deleted.
 func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 	var res RetentionResult
 	now, err := e.now(ctx)
@@ -50,10 +49,5 @@ func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 		return res, r.Error
 	}
 	res.IdempotencyKeys = int(r.RowsAffected)
-	r = e.db.Conn(ctx).Where("expiry < ?", now).Delete(&models.Session{})
-	if r.Error != nil {
-		return res, r.Error
-	}
-	res.Sessions = int(r.RowsAffected)
 	return res, nil
 }

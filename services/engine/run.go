@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 
 	// Run the step outside any transaction.
-	attempts, err := e.attempts(ctx, ex.ID)
+	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
 	if err != nil {
 		return "", err
 	}
@@ -160,12 +161,6 @@ func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) map[st
 	}
 }
 
-func (e *Engine) attempts(ctx context.Context, executionID string) ([]models.StepAttempt, error) {
-	var out []models.StepAttempt
-	err := e.db.Conn(ctx).Where("execution_id = ?", executionID).Order("step_index, attempt").Find(&out).Error
-	return out, err
-}
-
 // finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.
 func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[string]any) error {
 	res := tx.Model(&models.StepAttempt{}).
@@ -180,9 +175,7 @@ func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[s
 	return nil
 }
 
-func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation int, log interface {
-	InfoContext(context.Context, string, ...any)
-}) (Outcome, error) {
+func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
@@ -204,9 +197,7 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 }
 
 func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, log interface {
-		InfoContext(context.Context, string, ...any)
-	}) (Outcome, error) {
+	input json.RawMessage, out any, log *slog.Logger) (Outcome, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
@@ -276,10 +267,7 @@ func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Po
 }
 
 func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, runErr error, attempts []models.StepAttempt, log interface {
-		InfoContext(context.Context, string, ...any)
-		WarnContext(context.Context, string, ...any)
-	}) (Outcome, error) {
+	input json.RawMessage, runErr error, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
 	trace := traceOf(runErr)
 	outcome := OutcomeRetrying

@@ -66,11 +66,8 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 	reqHash := hex.EncodeToString(hash[:])
 	// Read the workflow and its definition before the transaction: on SQLite the
 	// transaction holds the only connection.
-	var wf models.Workflow
-	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", r.OrganizationID, r.WorkflowID).First(&wf).Error; err != nil {
-		if models.IsNotFound(err) {
-			return nil, false, models.NotFound("workflow")
-		}
+	wf, err := e.db.GetWorkflow(ctx, r.OrganizationID, r.WorkflowID)
+	if err != nil {
 		return nil, false, err
 	}
 	def, err := e.definitionFor(ctx, wf.OrganizationID, wf.ID, wf.Version)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -14,11 +12,8 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/classify"
-	"lifeline/services/engine"
-	"lifeline/services/jobs"
 	"lifeline/services/outbound"
 	"lifeline/services/steps"
-	"lifeline/services/workflows"
 )
 
 // ksefStep is a step type an embedding program registers: it fails with its own
@@ -43,31 +38,13 @@ func (k *ksefStep) Run(_ context.Context, in steps.Input) (any, error) {
 func TestCustomStepTypeAndSSRF(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		// No loopback allowed: the SSRF guard refuses local and metadata addresses.
 		reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{}}))
-		ksef := &ksefStep{}
-		reg.Register("ksef", ksef)
-		eng := engine.New(db, reg, log, engine.Config{})
-		runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := runner.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-			defer c()
-			_ = runner.Stop(ctx)
-		})
-		h := &harness{t: t, db: db, eng: eng, runner: runner, wfs: &workflows.Service{DB: db, Steps: reg}}
-		org := models.Organization{ID: models.NewID(), Name: "Embedder"}
-		db.Conn(context.Background()).Create(&org)
-		h.org = org.ID
+		reg.Register("ksef", &ksefStep{})
+		h := newHarnessWith(t, db, reg)
 
 		// A definition with an invalid config for the custom type is rejected with its message.
-		_, err = h.wfs.Create(context.Background(), h.org, auditSystem, []byte(`{"name": "K", "steps": [{"id": "k", "type": "ksef", "config": {}}]}`))
+		_, err := h.wfs.Create(context.Background(), h.org, auditSystem, []byte(`{"name": "K", "steps": [{"id": "k", "type": "ksef", "config": {}}]}`))
 		var me *models.Error
 		if !errors.As(err, &me) || me.Fields["steps[0].config.invoice"] != "is required" {
 			t.Fatalf("custom validation: %v", err)

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -31,14 +32,14 @@ type DemoTrafficWorker struct {
 
 // Work starts one execution.
 func (w *DemoTrafficWorker) Work(ctx context.Context, job *river.Job[DemoTrafficArgs]) error {
-	wfs, _, err := w.DB.ListWorkflows(ctx, job.Args.OrganizationID)
+	wfs, err := w.DB.Workflows(ctx, job.Args.OrganizationID)
 	if err != nil || len(wfs) == 0 {
 		return err
 	}
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(job.ID)))
 	var candidates []models.Workflow
 	for _, wf := range wfs {
-		if demo.Input(wf.Name, rnd) != nil {
+		if slices.Contains(demo.Names(), wf.Name) {
 			candidates = append(candidates, wf)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/services/auth"
 	"lifeline/services/engine"
 )
 
@@ -82,13 +83,16 @@ func (RetentionArgs) Kind() string { return "retention" }
 // RetentionWorker expires dead letters and deletes old idempotency keys and sessions.
 type RetentionWorker struct {
 	river.WorkerDefaults[RetentionArgs]
-	Engine *engine.Engine
+	Engine   *engine.Engine
+	Sessions *auth.SessionStore
 }
 
 // Work runs one retention pass.
 func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
-	_, err := w.Engine.Retain(ctx)
-	return err
+	if _, err := w.Engine.Retain(ctx); err != nil {
+		return err
+	}
+	return w.Sessions.DeleteExpired()
 }
 
 // Config tunes the queue.
@@ -126,7 +130,7 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
 	river.AddWorker(workers, &ReconcileWorker{Engine: eng})
-	river.AddWorker(workers, &RetentionWorker{Engine: eng})
+	river.AddWorker(workers, &RetentionWorker{Engine: eng, Sessions: &auth.SessionStore{DB: db}})
 	if cfg.Register != nil {
 		cfg.Register(workers)
 	}
@@ -235,17 +239,6 @@ func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
 		_, err = r.pg.InsertMany(ctx, params(jobs))
 	} else {
 		_, err = r.sqlite.InsertMany(ctx, params(jobs))
-	}
-	return err
-}
-
-// Insert inserts any job (used by services that schedule their own work).
-func (r *Runner) Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) error {
-	var err error
-	if r.pg != nil {
-		_, err = r.pg.Insert(ctx, args, opts)
-	} else {
-		_, err = r.sqlite.Insert(ctx, args, opts)
 	}
 	return err
 }

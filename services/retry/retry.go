@@ -167,19 +167,15 @@ func Default() Policy {
 	}
 }
 
-// Resolve builds the effective policy: each field set in step wins over the
-// same field in workflow, which wins over [Default]. Either spec may be nil.
-// Specs are expected to have passed [Spec.Validate]; values are used as given.
+// ResolveLevels builds the effective policy: specs apply over [Default] in order, each
+// field set in a later spec winning over the same field in earlier ones; nil specs are
+// skipped. Lifeline resolves organization default, workflow, step. Specs are expected to
+// have passed [Spec.Validate]; values are used as given.
 //
-// The two error lists are resolved field by field too, with one addition: a
-// type a level lists explicitly is removed from the other list inherited from
-// the levels below. So a step that sets retryOnErrors to include
-// "authorization" does retry authorization errors, although the default
-// noRetryOnErrors lists it. The resolved lists never overlap.
-func Resolve(workflow, step *Spec) Policy { return ResolveLevels(workflow, step) }
-
-// ResolveLevels applies specs over [Default] in order, the last winning; nil specs are
-// skipped. Lifeline resolves organization default, workflow, step.
+// The two error lists are resolved field by field too, with one addition: a type a level
+// lists explicitly is removed from the other list inherited from the levels below. So a
+// step that sets retryOnErrors to include "authorization" does retry authorization errors,
+// although the default noRetryOnErrors lists it. The resolved lists never overlap.
 func ResolveLevels(specs ...*Spec) Policy {
 	p := Default()
 	for _, s := range specs {
@@ -245,7 +241,7 @@ func ptr[T any](v T) *T { return &v }
 
 // Spec returns p as a spec with every field set, for showing the effective
 // policy as JSON. customScheduleMs is set only when Backoff is Custom. For a
-// policy from [Resolve] of valid specs, Resolve(nil, &spec) gives p back.
+// policy from [ResolveLevels] of valid specs, ResolveLevels(&spec) gives p back.
 func (p Policy) Spec() Spec {
 	s := Spec{
 		MaxRetries:        ptr(p.MaxRetries),

@@ -190,7 +190,7 @@ func TestResolve(t *testing.T) {
 			t.Parallel()
 			want := retry.Default()
 			tt.want(&want)
-			if got := retry.Resolve(tt.workflow, tt.step); !reflect.DeepEqual(got, want) {
+			if got := retry.ResolveLevels(tt.workflow, tt.step); !reflect.DeepEqual(got, want) {
 				t.Errorf("Resolve =\n %+v\nwant\n %+v", got, want)
 			}
 		})
@@ -203,7 +203,7 @@ func TestResolve(t *testing.T) {
 func TestResolveDoesNotAlias(t *testing.T) {
 	t.Parallel()
 	step := &retry.Spec{RetryOnErrors: []classify.Type{classify.Transient}}
-	p := retry.Resolve(nil, step)
+	p := retry.ResolveLevels(nil, step)
 	step.RetryOnErrors[0] = classify.Permanent
 	if p.RetryOn[0] != classify.Transient {
 		t.Error("policy shares the spec's slice")
@@ -214,7 +214,7 @@ func TestPolicySpecRoundTrip(t *testing.T) {
 	t.Parallel()
 	policies := map[string]retry.Policy{
 		"default": retry.Default(),
-		"custom": retry.Resolve(nil, &retry.Spec{
+		"custom": retry.ResolveLevels(nil, &retry.Spec{
 			BackoffType: ptr(retry.Custom), CustomScheduleMs: []int{1000, 90000}, MaxElapsedMs: ptr(3600000),
 		}),
 	}
@@ -231,7 +231,7 @@ func TestPolicySpecRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
-		if got := retry.Resolve(nil, &back); !reflect.DeepEqual(got, p) {
+		if got := retry.ResolveLevels(nil, &back); !reflect.DeepEqual(got, p) {
 			t.Errorf("%s: round trip via %s gave %+v, want %+v", name, b, got, p)
 		}
 	}
@@ -351,7 +351,7 @@ func TestValidateFromJSON(t *testing.T) {
 	if got := s.Validate(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Validate() = %v, want %v", got, want)
 	}
-	if p := retry.Resolve(nil, &retry.Spec{MaxRetries: s.MaxRetries}); p.MaxRetries != 0 {
+	if p := retry.ResolveLevels(nil, &retry.Spec{MaxRetries: s.MaxRetries}); p.MaxRetries != 0 {
 		t.Errorf("explicit maxRetries 0 resolved to %d", p.MaxRetries)
 	}
 }
@@ -381,7 +381,7 @@ func TestDecide(t *testing.T) {
 		{"unknown, setting on", def, classify.Unknown, 0, true, 0, retry.Decision{Retry: true, Reason: "unknown error type, retried by workflow setting"}},
 		{"unknown, setting off", def, classify.Unknown, 0, false, 0, retry.Decision{Retry: false, Reason: "error type unknown is not retried"}},
 		{"in neither list", def, classify.ExternalService, 0, true, 0, retry.Decision{Retry: false, Reason: "error type external_service is not retried"}},
-		{"max retries 0", retry.Resolve(nil, &retry.Spec{MaxRetries: ptr(0)}), classify.Transient, 0, false, 0, retry.Decision{Retry: false, Reason: "retries exhausted (0 of 0)"}},
+		{"max retries 0", retry.ResolveLevels(nil, &retry.Spec{MaxRetries: ptr(0)}), classify.Transient, 0, false, 0, retry.Decision{Retry: false, Reason: "retries exhausted (0 of 0)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,7 +99,8 @@ func PrettyJSON(s string) string {
 	return buf.String()
 }
 
-func orDash(s string) string {
+// Dash returns s, or an em dash when s is blank.
+func Dash(s string) string {
 	if strings.TrimSpace(s) == "" {
 		return "—"
 	}

@@ -2,6 +2,7 @@ package pages
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,13 +59,7 @@ func splitDigits(s string) (digits, rest string) {
 func otherErrors(errs map[string]string, shown ...string) []string {
 	var out []string
 	for _, k := range sortedErrors(errs) {
-		skip := false
-		for _, s := range shown {
-			if k == s {
-				skip = true
-			}
-		}
-		if !skip {
+		if !slices.Contains(shown, k) {
 			out = append(out, k)
 		}
 	}
@@ -88,15 +83,6 @@ func startInput(s string) string {
 	}
 	return s
 }
-
-func dash(s string) string {
-	if strings.TrimSpace(s) == "" {
-		return "—"
-	}
-	return s
-}
-
-func itoa(n int) string { return fmt.Sprint(n) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -130,8 +116,6 @@ func dlqRowClass(status string) string {
 	}
 	return "row--" + components.StatusTone(status)
 }
-
-func stepTone(s string) string { return components.StatusTone(s) }
 
 func attemptHasDetails(a AttemptVM) bool {
 	return a.InputJSON != "" || a.OutputJSON != "" || a.StackTrace != "" || a.IdempotencyKey != ""
@@ -207,13 +191,6 @@ func errorTitle(status int) string {
 		return "Something went wrong"
 	}
 	return "Error"
-}
-
-func backURL(u string) string {
-	if u == "" {
-		return "/"
-	}
-	return u
 }
 
 func firstNonEmpty(ss ...string) string {

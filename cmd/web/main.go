@@ -25,6 +25,7 @@ import (
 
 	"lifeline/handlers"
 	"lifeline/models"
+	"lifeline/services/definition"
 	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
@@ -136,10 +137,16 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
 }
 
+// stepRegistry returns the built-in step types. Their HTTP client's own ceiling is the
+// longest timeout a step may ask for, so each step's timeoutMs is what governs.
+func stepRegistry(cfg Config) *steps.Registry {
+	return steps.Builtins(outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow,
+		Timeout: time.Duration(definition.MaxStepTimeoutMs) * time.Millisecond}))
+}
+
 func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
-	client := outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow})
-	reg := steps.Builtins(client)
+	reg := stepRegistry(cfg)
 	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys})
 	wfs := &workflows.Service{DB: db, Steps: reg}
 	as := &auth.Service{DB: db}

@@ -7,9 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/definition"
+	"lifeline/services/steps"
 )
 
 func TestSubcommands(t *testing.T) {
@@ -86,5 +89,21 @@ func TestConfig(t *testing.T) {
 				t.Fatalf("demo %+v", cfg)
 			}
 		})
+	}
+}
+
+// A step may run for up to 10 minutes; the shared HTTP client must not cut it shorter.
+func TestHTTPStepClientAllowsLongestStepTimeout(t *testing.T) {
+	cfg, err := loadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok := stepRegistry(cfg).Get("http")
+	if !ok {
+		t.Fatal("no http step type")
+	}
+	max := time.Duration(definition.MaxStepTimeoutMs) * time.Millisecond
+	if got := st.(*steps.HTTP).Client.Timeout; got != 0 && got < max {
+		t.Fatalf("http client timeout %s is shorter than the longest step timeout %s", got, max)
 	}
 }

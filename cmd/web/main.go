@@ -15,24 +15,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/riverqueue/river"
 
-	"lifeline/handlers"
 	"lifeline/models"
 	"lifeline/services/definition"
 	"lifeline/services/auth"
-	"lifeline/services/engine"
-	"lifeline/services/jobs"
 	"lifeline/services/outbound"
-	"lifeline/services/sandbox"
 	"lifeline/services/steps"
-	"lifeline/services/workflows"
 )
 
 func main() {
@@ -142,70 +135,4 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 func stepRegistry(cfg Config) *steps.Registry {
 	return steps.Builtins(outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow,
 		Timeout: time.Duration(definition.MaxStepTimeoutMs) * time.Millisecond}))
-}
-
-func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) error {
-	log := newLogger(stdout, cfg.LogLevel)
-	reg := stepRegistry(cfg)
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys})
-	wfs := &workflows.Service{DB: db, Steps: reg}
-	as := &auth.Service{DB: db}
-
-	jcfg := jobs.Config{Workers: cfg.Workers}
-	var sandboxHandler http.Handler
-	var demoInfo *demoSeed
-	if cfg.Demo {
-		var err error
-		if demoInfo, err = seedDemo(ctx, db, as, wfs, cfg.SandboxBase()); err != nil {
-			return fmt.Errorf("demo data: %w", err)
-		}
-		sandboxHandler = sandbox.New(sandbox.Options{})
-		jcfg.Periodic = append(jcfg.Periodic, jobs.DemoTraffic(demoInfo.OrgID, cfg.DemoTrafficEvery))
-	}
-	// Registered even without the demo: demo jobs left in the queue by an earlier demo run
-	// must still find their worker.
-	jcfg.Register = func(w *river.Workers) { river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng}) }
-	runner, err := jobs.New(db, eng, jcfg, log)
-	if err != nil {
-		return err
-	}
-	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
-		Sandbox: sandboxHandler, Ready: func(ctx context.Context) error { return db.SQL.PingContext(ctx) }})
-	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
-
-	errc := make(chan error, 1)
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-		close(errc)
-	}()
-	// Start the queue once the server listens: demo steps call the sandbox on this server.
-	if err := runner.Start(ctx); err != nil {
-		return err
-	}
-	log.Info("lifeline serving", "addr", cfg.Addr, "url", cfg.BaseURL, "database", db.Dialect, "demo", cfg.Demo)
-	if demoInfo != nil {
-		demoInfo.print(stdout, cfg.BaseURL)
-		if err := demoInfo.kickoff(ctx, eng); err != nil {
-			log.Warn("demo kickoff", "err", err)
-		}
-	}
-
-	select {
-	case err := <-errc:
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-		}
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing or releasing in-flight attempts", "timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	if err := runner.Stop(sctx); err != nil {
-		log.Warn("queue stop", "err", err)
-	}
-	log.Info("stopped")
-	return nil
 }

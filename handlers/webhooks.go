@@ -60,4 +60,3 @@ func validSignature(secret string, body []byte, header string) bool {
 	want, _ := hex.DecodeString(strings.TrimPrefix(Sign(secret, body), "sha256="))
 	return hmac.Equal(gotB, want)
 }
-

@@ -20,10 +20,9 @@ import (
 	"syscall"
 	"time"
 
-
 	"lifeline/models"
-	"lifeline/services/definition"
 	"lifeline/services/auth"
+	"lifeline/services/definition"
 	"lifeline/services/outbound"
 	"lifeline/services/steps"
 )

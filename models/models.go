@@ -183,6 +183,9 @@ type StepAttempt struct {
 	Attempt        int
 	Status         string
 	Generation     int
+	// Reclaims counts how often the attempt was taken back from a process that died
+	// while running it; at MaxReclaims it goes to the DLQ (LEASE_EXHAUSTED).
+	Reclaims       int
 	IdempotencyKey string
 	Input          JSON
 	Output         JSON

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
+	"lifeline/services/workflows"
 )
 
 // MaxBody bounds request bodies of the API and webhooks.
@@ -54,7 +56,7 @@ func (s *Server) apiWorkflowOf(c echo.Context, wf *models.Workflow, full bool) (
 		out.EffectiveRetryPolicy = &spec
 		if principal(c).Can(models.RoleAdmin) {
 			out.WebhookURL = strings.TrimRight(s.BaseURL, "/") + s.url("webhook", wf.WebhookToken)
-			out.WebhookSecret = wf.WebhookSecret
+			out.WebhookSecret = workflows.SigningSecret(wf.WebhookSecret)
 		}
 	}
 	return out, nil
@@ -143,10 +145,19 @@ func (s *Server) apiStart(c echo.Context) error {
 			return models.Invalid("The request body must be a JSON object like {\"input\": {…}}.",
 				map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
 		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return models.Invalid("The request body must be one JSON object like {\"input\": {…}}.",
+				map[string]string{"body": "has data after the JSON object"})
+		}
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if strings.HasPrefix(key, webhookKeyPrefix) {
+		return models.Invalid("This Idempotency-Key is reserved.",
+			map[string]string{"Idempotency-Key": "must not start with \"" + webhookKeyPrefix + "\" (reserved for webhook deliveries)"})
 	}
 	p := principal(c)
 	ex, replayed, err := s.Engine.Start(c.Request().Context(), engine.StartRequest{OrganizationID: p.OrganizationID, WorkflowID: id,
-		Input: req.Input, Trigger: engine.TriggerAPI, Actor: actorOf(p), IdempotencyKey: c.Request().Header.Get("Idempotency-Key")})
+		Input: req.Input, Trigger: engine.TriggerAPI, Actor: actorOf(p), IdempotencyKey: key})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,10 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -421,16 +425,36 @@ func TestWebhookSignature(t *testing.T) {
 		body := []byte(`{"nip": "5260250274", "period": "2026-10"}`)
 		u := a.srv.URL + "/hooks/" + tn.webhookToken
 		before := count(t, db, "workflow_executions")
-		for name, sig := range map[string]string{"missing": "", "wrong": handlers.Sign("other-secret", body), "garbage": "sha256=zz"} {
-			r := do(t, http.DefaultClient, "POST", u, string(body), map[string]string{"X-Lifeline-Signature": sig})
-			if r.status != 401 {
-				t.Errorf("%s signature: %d", name, r.status)
+		now := time.Now()
+		good := signed(t, tn.webhookSecret, "msg_1", now, body)
+		wrong := signed(t, "whsec_"+base64.StdEncoding.EncodeToString([]byte("another secret")), "msg_1", now, body)
+		otherID := signed(t, tn.webhookSecret, "msg_1", now, body)
+		otherID["Webhook-Id"] = "msg_2" // the signature covers the id
+		garbage := signed(t, tn.webhookSecret, "msg_1", now, body)
+		garbage["Webhook-Signature"] = "v1,zz"
+		notUnix := signed(t, tn.webhookSecret, "msg_1", now, body)
+		notUnix["Webhook-Timestamp"] = now.Format(time.RFC3339)
+		legacy := map[string]string{"X-Lifeline-Signature": legacySign(tn.webhookSecret, body)}
+		for name, c := range map[string]struct {
+			h    map[string]string
+			want string
+		}{
+			"missing":          {nil, "Missing webhook-id"},
+			"legacy header":    {legacy, "Missing webhook-id"},
+			"wrong secret":     {wrong, "does not match"},
+			"id not signed":    {otherID, "does not match"},
+			"garbage":          {garbage, "does not match"},
+			"timestamp format": {notUnix, "Unix time"},
+		} {
+			r := do(t, http.DefaultClient, "POST", u, string(body), c.h)
+			if r.status != 401 || !strings.Contains(r.body, c.want) {
+				t.Errorf("%s: %d %s, want 401 with %q", name, r.status, r.body, c.want)
 			}
 		}
 		if count(t, db, "workflow_executions") != before {
 			t.Fatal("a badly signed webhook started an execution")
 		}
-		r := do(t, http.DefaultClient, "POST", u, string(body), map[string]string{"X-Lifeline-Signature": handlers.Sign(tn.webhookSecret, body)})
+		r := do(t, http.DefaultClient, "POST", u, string(body), good)
 		if r.status != 202 || r.json(t)["executionId"] == nil {
 			t.Fatalf("signed webhook: %d %s", r.status, r.body)
 		}
@@ -439,8 +463,31 @@ func TestWebhookSignature(t *testing.T) {
 		if ex.TriggerType != "webhook" || ex.OrganizationID != tn.org || !bytes.Contains(ex.Input, []byte("5260250274")) {
 			t.Errorf("execution %+v", ex)
 		}
-		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/hooks/unknown", string(body), nil); r.status != 404 {
-			t.Errorf("unknown hook: %d", r.status)
+		for _, tok := range []string{"unknown", "0000000000000000000000000000000000000000", "%00", "x%0Dy"} {
+			if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/hooks/"+tok, string(body), good); r.status != 404 {
+				t.Errorf("unknown hook %q: %d", tok, r.status)
+			}
 		}
 	})
+}
+
+// signed returns the Standard Webhooks headers of a delivery, from handlers.Sign.
+func signed(t *testing.T, secret, id string, at time.Time, body []byte) map[string]string {
+	t.Helper()
+	h, err := handlers.Sign(secret, id, at, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k := range h {
+		out[k] = h.Get(k)
+	}
+	return out
+}
+
+// legacySign is the signature scheme before Standard Webhooks (X-Lifeline-Signature).
+func legacySign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }

@@ -6,8 +6,10 @@ package workflows
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -35,7 +37,7 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, r
 	wf := models.Workflow{
 		ID: models.NewID(), OrganizationID: orgID, Name: def.Name, Description: def.Description, Version: 1,
 		Definition: models.JSON(def.JSON()), UnknownErrors: unknownSetting(def), WebhookToken: randomHex(20),
-		WebhookSecret: randomHex(32), CreatedAt: now, UpdatedAt: now,
+		WebhookSecret: NewWebhookSecret(), CreatedAt: now, UpdatedAt: now,
 	}
 	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&wf).Error; err != nil {
@@ -143,6 +145,31 @@ func typeNames[T ~string](ts []T) models.StringList {
 		out = append(out, string(t))
 	}
 	return out
+}
+
+// SecretPrefix starts every webhook signing secret in the Standard Webhooks form.
+const SecretPrefix = "whsec_"
+
+// NewWebhookSecret returns a new webhook signing secret: "whsec_" and the base64 of 32
+// random bytes, the form Standard Webhooks libraries accept.
+func NewWebhookSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// SigningSecret returns a stored webhook secret in the Standard Webhooks form, the one
+// shown to admins and used to verify signatures. Secrets stored since the move to Standard
+// Webhooks already have it. Older secrets (64 hex characters, no prefix) keep working: their
+// bytes as written are the HMAC key, so their Standard Webhooks form is "whsec_" and the
+// base64 of the stored text. Nothing is rewritten in the database.
+func SigningSecret(stored string) string {
+	if strings.HasPrefix(stored, SecretPrefix) {
+		return stored
+	}
+	return SecretPrefix + base64.StdEncoding.EncodeToString([]byte(stored))
 }
 
 func randomHex(n int) string {

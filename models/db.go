@@ -157,7 +157,7 @@ func (db *DB) Migrate(ctx context.Context) error {
 		if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 			return fmt.Errorf("river migrations: %w", err)
 		}
-		return nil
+		return db.Gorm.WithContext(ctx).Exec(attemptJobIndex[Postgres]).Error
 	}
 	m, err := rivermigrate.New(riversqlite.New(db.SQL), nil)
 	if err != nil {
@@ -166,7 +166,14 @@ func (db *DB) Migrate(ctx context.Context) error {
 	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("river migrations: %w", err)
 	}
-	return nil
+	return db.Gorm.WithContext(ctx).Exec(attemptJobIndex[SQLite]).Error
+}
+
+// attemptJobIndex finds the River jobs of an attempt (the reconciler looks for attempts with
+// no live job). It is created after River's own migrations, which create river_job.
+var attemptJobIndex = map[string]string{
+	Postgres: "CREATE INDEX IF NOT EXISTS lifeline_river_job_attempt ON river_job ((args->>'attempt_id')) WHERE kind = 'run_attempt'",
+	SQLite:   "CREATE INDEX IF NOT EXISTS lifeline_river_job_attempt ON river_job (json_extract(args, '$.attempt_id')) WHERE kind = 'run_attempt'",
 }
 
 // Tx runs fn in a transaction; fn's error rolls it back.

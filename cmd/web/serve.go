@@ -74,13 +74,24 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		}
 	case <-ctx.Done():
 	}
+	// Graceful stop within one ShutdownTimeout: no new requests or jobs are taken; running
+	// requests and step attempts finish and commit; what still runs near the deadline is
+	// cancelled and its attempt handed back to run again (same idempotency key).
 	log.Info("shutting down: finishing or releasing in-flight attempts", "timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
+	httpDone := make(chan struct{})
+	go func() {
+		defer close(httpDone)
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("http shutdown", "err", err)
+			_ = srv.Close()
+		}
+	}()
 	if err := runner.Stop(sctx); err != nil {
 		log.Warn("queue stop", "err", err)
 	}
+	<-httpDone
 	log.Info("stopped")
 	return nil
 }

@@ -12,6 +12,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,9 +158,15 @@ func (e *Engine) definitionFor(ctx context.Context, orgID, workflowID string, ve
 	if err != nil {
 		return nil, fmt.Errorf("load workflow %s version %d: %w", workflowID, version, err)
 	}
-	d, err = definition.Parse(raw, e.steps)
-	if err != nil {
-		return nil, fmt.Errorf("workflow %s version %d no longer parses: %w", workflowID, version, err)
+	// A stored version was valid when it was saved: decode it, don't validate it again. A
+	// rule tightened since, or a step type no longer registered, must not stop executions
+	// already started on it (an unknown step type fails its attempt for good: STEP_TYPE).
+	d = &definition.Definition{}
+	if err := json.Unmarshal(raw, d); err != nil {
+		return nil, fmt.Errorf("workflow %s version %d is not a definition: %w", workflowID, version, err)
+	}
+	if len(d.Steps) == 0 {
+		return nil, fmt.Errorf("workflow %s version %d has no steps", workflowID, version)
 	}
 	e.mu.Lock()
 	if len(e.defs) > 1000 {

@@ -2,13 +2,17 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/retry"
 )
 
 // ReconcileResult counts what Reconcile repaired.
@@ -16,8 +20,41 @@ type ReconcileResult struct {
 	// Reclaimed attempts were RUNNING past their lease (their process died); they are
 	// PENDING again at a new generation, with the same attempt number and idempotency key.
 	Reclaimed int
-	// Requeued attempts were due PENDING attempts whose job may be missing.
+	// Requeued attempts were due PENDING attempts without a live job.
 	Requeued int
+	// Exhausted attempts were reclaimed MaxReclaims times without ever finishing; their
+	// executions went to the DLQ (LEASE_EXHAUSTED).
+	Exhausted int
+}
+
+// MaxReclaims: an attempt whose process died while running it this many times goes to the
+// DLQ instead of running again (a step that kills its process must not loop forever).
+const MaxReclaims = 3
+
+// liveJobStates are River job states in which a job will still run its attempt.
+const liveJobStates = "'available', 'scheduled', 'retryable', 'pending'"
+
+// orphans returns due PENDING attempts (due more than PendingGrace ago) that have no live
+// job: none waiting in the queue, and none taken by a worker within PendingGrace (a worker
+// claims its attempt right after taking the job, so a job taken longer ago whose attempt
+// is still PENDING belonged to a process that died).
+func (e *Engine) orphans(ctx context.Context, now time.Time) ([]models.StepAttempt, error) {
+	grace := now.Add(-e.cfg.PendingGrace)
+	var match, taken string
+	if e.db.Dialect == models.Postgres {
+		match = "j.args->>'attempt_id' = s.id::text AND (j.args->>'generation')::int = s.generation"
+		taken = "j.attempted_at > ?"
+	} else {
+		match = "json_extract(j.args, '$.attempt_id') = s.id AND json_extract(j.args, '$.generation') = s.generation"
+		taken = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
+	}
+	var due []models.StepAttempt
+	err := e.db.Conn(ctx).Table("step_executions s").Select("s.*").
+		Where("s.status = ? AND s.scheduled_at < ?", models.StepPending, grace).
+		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'run_attempt' AND "+match+
+			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+taken+")))", grace.UTC()).
+		Order("s.scheduled_at").Limit(500).Find(&due).Error
+	return due, err
 }
 
 // Reconcile repairs executions stuck between the database and the queue (seed 001,
@@ -35,15 +72,26 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	}
 	for i := range stuck {
 		a := &stuck[i]
+		if a.Reclaims+1 >= MaxReclaims {
+			err := e.exhaust(ctx, a)
+			switch {
+			case errors.Is(err, errLost):
+			case err != nil:
+				return res, err
+			default:
+				res.Exhausted++
+			}
+			continue
+		}
 		err := e.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
 			err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
-				"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
+				"reclaims": a.Reclaims + 1, "started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
 			if err != nil {
 				return nil, err
 			}
 			if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: audit.System, Action: "execution.reclaimed",
 				EntityType: "workflow_execution", EntityID: a.ExecutionID, At: now,
-				Details: map[string]any{"stepId": a.StepID, "attempt": a.Attempt, "idempotencyKey": a.IdempotencyKey}}); err != nil {
+				Details: map[string]any{"stepId": a.StepID, "attempt": a.Attempt, "idempotencyKey": a.IdempotencyKey, "reclaims": a.Reclaims + 1}}); err != nil {
 				return nil, err
 			}
 			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
@@ -55,17 +103,17 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 		default:
 			res.Reclaimed++
 			e.log.WarnContext(ctx, "reclaimed an attempt left running by a dead process", "execution_id", a.ExecutionID,
-				"step_id", a.StepID, "attempt", a.Attempt)
+				"step_id", a.StepID, "attempt", a.Attempt, "reclaims", a.Reclaims+1)
 		}
 	}
 
-	// A due attempt still PENDING after PendingGrace has lost its job: never enqueued (a
-	// crash between commit and enqueue), or taken by a process that died before claiming it
-	// (River then holds that job as running for a long time). Move it to the next generation
-	// and enqueue that: any older job becomes a no-op, and the new job is unique.
-	var due []models.StepAttempt
-	if err := e.db.Conn(ctx).Where("status = ? AND scheduled_at < ?", models.StepPending, now.Add(-e.cfg.PendingGrace)).
-		Order("scheduled_at").Limit(500).Find(&due).Error; err != nil {
+	// A due attempt still PENDING after PendingGrace with no live job lost it: never
+	// enqueued (a crash between commit and enqueue), or taken by a process that died before
+	// claiming it (River then holds that job as running for a long time). Move it to the
+	// next generation and enqueue that: any older job becomes a no-op. An attempt whose job
+	// is still waiting in the queue (a backlog) is left alone, keeping its place.
+	due, err := e.orphans(ctx, now)
+	if err != nil {
 		return res, err
 	}
 	for i := range due {
@@ -90,4 +138,51 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// exhaust sends an attempt that was reclaimed MaxReclaims times to the DLQ: its process
+// died every time it ran it, so running it again would likely kill the next one too.
+func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
+	var ex models.Execution
+	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", a.OrganizationID, a.ExecutionID).First(&ex).Error; err != nil {
+		return err
+	}
+	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	if a.StepIndex >= len(def.Steps) {
+		return fmt.Errorf("attempt %s: step %d is not in workflow %s v%d", a.ID, a.StepIndex, ex.WorkflowID, ex.WorkflowVersion)
+	}
+	c := classify.Result{Type: classify.Internal, Code: "LEASE_EXHAUSTED",
+		Message: fmt.Sprintf("The process running this step stopped %d times before the step finished (its lease ran out each time); it was not run again.", MaxReclaims)}
+	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
+		if err != nil {
+			return nil, err
+		}
+		if err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepDLQ, "reclaims": a.Reclaims + 1,
+			"error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
+			"finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+			return nil, err
+		}
+		rec, created, err := e.errorRecord(tx, &ex, a, c, "", json.RawMessage(a.Input), policy, now)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.recorded",
+				EntityType: "workflow_execution_error", EntityID: rec.ID, At: now,
+				Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "errorType": c.Type, "errorCode": c.Code, "message": c.Message}}); err != nil {
+				return nil, err
+			}
+		}
+		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
+		return nil, e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, now)
+	})
+	if err == nil {
+		e.log.ErrorContext(ctx, "an attempt's process died too often; execution moved to the dead-letter queue",
+			"execution_id", a.ExecutionID, "step_id", a.StepID, "attempt", a.Attempt, "reclaims", a.Reclaims+1)
+	}
+	return err
 }

@@ -31,10 +31,17 @@ const (
 	OutcomeDLQ       Outcome = "dlq"       // the step failed for good; the execution is in the DLQ
 	OutcomeReleased  Outcome = "released"  // shutdown interrupted the attempt; it was put back to run again
 	OutcomeLost      Outcome = "lost"      // the lease was taken over while the step ran; the result was discarded
+	OutcomeDeferred  Outcome = "deferred"  // the job came before the attempt's time; it was re-queued for that time
 )
 
+// commitTimeout bounds the commits that record an attempt's result. They run on a context
+// that shutdown does not cancel: a step that has finished is always recorded.
+const commitTimeout = 30 * time.Second
+
 // RunAttempt claims the attempt at this generation, runs its step and records the result.
-// It returns an error only when the database failed; the job should then be retried.
+// It returns an error only when the database failed; the job should then be retried. A job
+// that comes before its attempt's time by the database clock (the application's clock may
+// be off) does not run it: the attempt is re-queued for its time (OutcomeDeferred).
 func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
 	var a models.StepAttempt
 	if err := e.db.Conn(ctx).Where("id = ?", attemptID).First(&a).Error; err != nil {
@@ -60,11 +67,14 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
 
-	// Claim: compare-and-set PENDING → RUNNING at this generation.
+	// Claim: compare-and-set PENDING → RUNNING at this generation, once due by the database clock.
 	claimed := false
 	now, err := e.now(ctx)
 	if err != nil {
 		return "", err
+	}
+	if a.ScheduledAt.Sub(now) > dueTolerance {
+		return e.deferAttempt(ctx, &a, generation)
 	}
 	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
 		lease := now.Add(timeout + e.cfg.LeaseGrace)
@@ -99,30 +109,36 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	}
 	var input json.RawMessage
 	out, runErr := func() (any, error) {
+		t, ok := e.steps.Get(step.Type)
+		if !ok {
+			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
+		}
 		cfg, err := tmpl.Render(step.Config, e.env(&ex, attempts))
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
 		input, _ = json.Marshal(cfg)
-		t, ok := e.steps.Get(step.Type)
-		if !ok {
-			return nil, classify.New(classify.Internal, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
-		}
 		cfgMap, _ := cfg.(map[string]any)
 		stepCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
 	}()
 
+	// What happens next is recorded even if the job's context ends now (shutdown).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
 	if runErr != nil && ctx.Err() != nil {
 		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
-		return e.release(context.WithoutCancel(ctx), &a, generation, log)
+		return e.release(rctx, &a, generation, log)
 	}
 	if runErr == nil {
-		return e.succeed(ctx, &ex, def, &a, generation, input, out, log)
+		return e.succeed(rctx, &ex, def, &a, generation, input, out, attempts, log)
 	}
-	return e.fail(ctx, &ex, def, &a, generation, input, runErr, attempts, log)
+	return e.fail(rctx, &ex, def, &a, generation, input, runErr, attempts, log)
 }
+
+// dueTolerance: a job may run this much before its attempt's time (clock granularity).
+const dueTolerance = 50 * time.Millisecond
 
 func safeRun(ctx context.Context, t steps.Type, in steps.Input) (out any, err error) {
 	defer func() {
@@ -175,9 +191,30 @@ func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[s
 	return nil
 }
 
+// deferAttempt moves a PENDING attempt that is not due yet to the next generation and
+// queues a job for its scheduled time (read from the database clock, as River compares it).
+func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, generation int) (Outcome, error) {
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
+			Updates(map[string]any{"generation": generation + 1, "updated_at": now})
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		if r.RowsAffected == 0 {
+			return nil, errLost
+		}
+		return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: a.ScheduledAt}}, nil
+	})
+	if errors.Is(err, errLost) {
+		return OutcomeSkipped, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return OutcomeDeferred, nil
+}
+
 func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
 			"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
@@ -197,11 +234,12 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 }
 
 func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, log *slog.Logger) (Outcome, error) {
+	input json.RawMessage, out any, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
 	}
+	input, output = cleanJSON(input), cleanJSON(output)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(input),
 			"output": models.JSON(output), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
@@ -232,6 +270,14 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	if errors.Is(err, errLost) {
 		return OutcomeLost, nil
 	}
+	if permanentStoreError(err) {
+		// The database refuses this result and always will: record the attempt as an
+		// internal failure that follows the retry policy, instead of running it forever.
+		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
+		storeErr := classify.New(classify.Internal, "STORE_RESULT",
+			"The step succeeded but the database refused to store its result: "+err.Error())
+		return e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, log)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -239,8 +285,9 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	return OutcomeSucceeded, nil
 }
 
-// Policy returns the effective retry policy of a step: the step's stored policy over the
-// workflow's over the organization default over the built-in default.
+// Policy returns the effective retry policy of a step of the workflow's latest version as
+// stored in retry_policies: the step's over the workflow's over the organization default
+// over the built-in default. Executions use PolicyFor, the policy of their own version.
 func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error) {
 	var rows []models.RetryPolicy
 	err := tx.Where("organization_id = ? AND ((workflow_id IS NULL AND step_id IS NULL) OR (workflow_id = ? AND (step_id IS NULL OR step_id = ?)))",
@@ -266,15 +313,54 @@ func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Po
 	return retry.ResolveLevels(org, wf, st), nil
 }
 
+// PolicyFor returns the retry policy an execution's step retries under: the step's and the
+// workflow's policies as written in the definition version the execution started on (a
+// later save does not change them), over the organization default, over the built-in one.
+func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition, stepIndex int) (retry.Policy, error) {
+	var rows []models.RetryPolicy
+	if err := tx.Where("organization_id = ? AND workflow_id IS NULL AND step_id IS NULL", orgID).Limit(1).Find(&rows).Error; err != nil {
+		return retry.Policy{}, err
+	}
+	var org *retry.Spec
+	if len(rows) == 1 {
+		var s retry.Spec
+		if err := json.Unmarshal(rows[0].Spec, &s); err != nil {
+			return retry.Policy{}, fmt.Errorf("retry policy %s: %w", rows[0].ID, err)
+		}
+		org = &s
+	}
+	var st *retry.Spec
+	if stepIndex >= 0 && stepIndex < len(def.Steps) {
+		st = def.Steps[stepIndex].RetryPolicy
+	}
+	return retry.ResolveLevels(org, def.Settings.RetryPolicy, st), nil
+}
+
+// fail records a failed attempt and schedules its retry or dead-letters the execution. What
+// it stores is made storable first; if the database still refuses it for good, the failure
+// is recorded again with a plain internal error, so the attempt never loops.
 func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	input json.RawMessage, runErr error, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
-	trace := traceOf(runErr)
+	c.Code = cleanText(c.Code, maxErrorCode)
+	c.Message = cleanText(c.Message, maxErrorMessage)
+	out, err := e.failWith(ctx, ex, def, a, generation, cleanJSON(input), runErr, c, cleanText(traceOf(runErr), maxTrace), attempts, log)
+	if permanentStoreError(err) {
+		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
+		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",
+			Message: cleanText("The step failed and the database refused to store its error: "+err.Error(), maxErrorMessage)}
+		return e.failWith(ctx, ex, def, a, generation, nil, runErr, c, "", attempts, log)
+	}
+	return out, err
+}
+
+func (e *Engine) failWith(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+	input json.RawMessage, runErr error, c classify.Result, trace string, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
 	outcome := OutcomeRetrying
 	var delay time.Duration
 	var decision retry.Decision
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		policy, err := e.Policy(tx, ex.OrganizationID, ex.WorkflowID, a.StepID)
+		policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
 		if err != nil {
 			return nil, err
 		}

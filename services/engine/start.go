@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,6 +166,9 @@ func normalizeInput(raw []byte) ([]byte, error) {
 	if _, ok := v.(map[string]any); !ok {
 		return nil, models.Invalid("The input must be a JSON object.", map[string]string{"input": "must be a JSON object, like {\"clientNip\": \"5260250274\"}"})
 	}
+	if problem := unstorable(v, "input"); problem != "" {
+		return nil, models.Invalid("The input cannot be stored.", map[string]string{"input": problem})
+	}
 	if len(raw) > 1<<20 {
 		return nil, models.Invalid("The input is too large.", map[string]string{"input": "must be at most 1 MiB"})
 	}
@@ -179,4 +184,36 @@ func isUniqueViolation(err error) bool {
 	}
 	s := strings.ToLower(err.Error())
 	return strings.Contains(s, "unique") || strings.Contains(s, "duplicate key")
+}
+
+// unstorable names the first value in v that a database would refuse or change: a NUL
+// character (PostgreSQL text and JSONB cannot hold it) or a number outside the range of a
+// float64 (JSONB refuses 1e1000000). Empty when v can be stored as it is.
+func unstorable(v any, path string) string {
+	switch x := v.(type) {
+	case string:
+		if strings.IndexByte(x, 0) >= 0 {
+			return path + " contains a NUL character (\\u0000), which cannot be stored"
+		}
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+			return fmt.Sprintf("%s is a number out of range (%.40s); send it as a string", path, string(x))
+		}
+	case map[string]any:
+		for k, val := range x {
+			if strings.IndexByte(k, 0) >= 0 {
+				return path + " has a key with a NUL character (\\u0000), which cannot be stored"
+			}
+			if p := unstorable(val, path+"."+k); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, val := range x {
+			if p := unstorable(val, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }

@@ -104,6 +104,19 @@ type Config struct {
 	Periodic []*river.PeriodicJob
 	// Register adds further workers.
 	Register func(*river.Workers)
+	// Clock is the application's clock, River's included (default time.Now). Lifeline never
+	// decides when an attempt is due by it: the database clock does. Tests skew it.
+	Clock func() time.Time
+}
+
+// clock adapts an application clock to River's time generator.
+type clock func() time.Time
+
+func (c clock) Now() time.Time { return c() }
+
+func (c clock) NowOrNil() *time.Time {
+	t := c().UTC()
+	return &t
 }
 
 // Runner owns the River client.
@@ -152,6 +165,9 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 		JobTimeout:        15 * time.Minute,
 		Middleware:        []rivertype.Middleware{&onTime{}},
 	}
+	if cfg.Clock != nil {
+		rc.Test.Time = clock(cfg.Clock)
+	}
 	r := &Runner{db: db, log: log}
 	var err error
 	if db.Dialect == models.Postgres {
@@ -166,30 +182,48 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	return r, nil
 }
 
-// Start starts working jobs.
+// Start starts working jobs. Cancelling ctx does not stop them (River would stop hard and
+// cancel running steps): call Stop, which lets them finish.
 func (r *Runner) Start(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
 	if r.pg != nil {
 		return r.pg.Start(ctx)
 	}
 	return r.sqlite.Start(ctx)
 }
 
-// Stop lets running jobs finish until ctx ends, then cancels them; a cancelled attempt is
-// released by the engine to run again elsewhere.
+// Stop stops taking jobs and lets running ones finish until shortly before ctx's deadline;
+// then it cancels what still runs (the engine hands those attempts back to run again) and
+// waits for that until the deadline. Without a deadline it waits for running jobs.
 func (r *Runner) Stop(ctx context.Context) error {
-	stop := func(soft, hard func(context.Context) error) error {
-		err := soft(ctx)
-		if err == nil {
-			return nil
-		}
-		hctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	soft, hard := r.client()
+	sctx := ctx
+	if dl, ok := ctx.Deadline(); ok {
+		// Keep a fifth of the time (at most 5 s) to cancel and release what still runs.
+		reserve := min(time.Until(dl)/5, 5*time.Second)
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
 		defer cancel()
-		return hard(hctx)
 	}
+	err := soft(sctx)
+	if err == nil {
+		return nil
+	}
+	hctx := ctx
+	if ctx.Err() != nil {
+		// No time left at all: still give cancelled jobs a moment to release their attempts.
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+	}
+	return hard(hctx)
+}
+
+func (r *Runner) client() (soft, hard func(context.Context) error) {
 	if r.pg != nil {
-		return stop(r.pg.Stop, r.pg.StopAndCancel)
+		return r.pg.Stop, r.pg.StopAndCancel
 	}
-	return stop(r.sqlite.Stop, r.sqlite.StopAndCancel)
+	return r.sqlite.Stop, r.sqlite.StopAndCancel
 }
 
 // Kill stops abruptly without waiting (tests of crashes).
@@ -207,7 +241,9 @@ func params(jobs []engine.Job) []river.InsertManyParams {
 	out := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
 		opts := AttemptArgs{}.InsertOpts()
-		if !j.RunAt.IsZero() && time.Until(j.RunAt) > 0 {
+		// RunAt is read from the database clock; River compares it with the same clock.
+		// (The application clock may be off: it never decides when an attempt is due.)
+		if !j.RunAt.IsZero() {
 			opts.ScheduledAt = j.RunAt
 		}
 		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation}, InsertOpts: &opts}

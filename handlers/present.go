@@ -13,9 +13,16 @@ import (
 	"lifeline/services/definition"
 )
 
-// checkID turns a malformed id into "not found" (PostgreSQL would reject it as a uuid).
+// checkID turns anything but a canonical id (a UUID in its 36-character lowercase form, as
+// ids are stored) into "not found", the same answer on every database: uuid.Parse also
+// accepts "urn:uuid:…", "{…}", 32 bare hex digits and upper case, which PostgreSQL reads as
+// the same uuid or refuses with an error, and SQLite compares as different text.
 func checkID(id, what string) error {
-	if _, err := uuid.Parse(id); err != nil {
+	if len(id) != 36 {
+		return models.NotFound(what)
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || u.String() != id {
 		return models.NotFound(what)
 	}
 	return nil

@@ -3,9 +3,11 @@ package models
 import (
 	"context"
 	"encoding/base64"
-	"gorm.io/gorm"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
 )
 
 // Every query here takes the organization id and never returns another organization's rows.
@@ -111,7 +113,11 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 	if f.WorkflowID != "" {
 		q = q.Where("workflow_executions.workflow_id = ?", f.WorkflowID)
 	}
-	if at, id, ok := decodeCursor(f.Cursor); ok {
+	at, id, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if id != "" {
 		q = q.Where("(workflow_executions.created_at < ? OR (workflow_executions.created_at = ? AND workflow_executions.id < ?))", at, at, id)
 	}
 	var rows []ExecutionRow
@@ -217,7 +223,11 @@ func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow,
 	if f.WorkflowID != "" {
 		q = q.Where("dead_letter_queue.workflow_id = ?", f.WorkflowID)
 	}
-	if at, id, ok := decodeCursor(f.Cursor); ok {
+	at, id, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if id != "" {
 		q = q.Where("(dead_letter_queue.created_at < ? OR (dead_letter_queue.created_at = ? AND dead_letter_queue.id < ?))", at, at, id)
 	}
 	var rows []DLQRow
@@ -272,21 +282,38 @@ func encodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
 }
 
-func decodeCursor(c string) (time.Time, string, bool) {
+// maxCursor bounds the length of a cursor (encodeCursor makes about 90 characters).
+const maxCursor = 200
+
+// decodeCursor reads a cursor made by encodeCursor. An empty cursor is the first page (zero
+// time, empty id). Anything else that encodeCursor could not have made (bad base64, no
+// separator, a time that is not RFC 3339 or outside years 1-9999, an id that is not a
+// canonical UUID) is an EINVALID error on the "cursor" field, the same on every database.
+func decodeCursor(c string) (time.Time, string, error) {
 	if c == "" {
-		return time.Time{}, "", false
+		return time.Time{}, "", nil
+	}
+	bad := func(why string) (time.Time, string, error) {
+		return time.Time{}, "", Invalid("The page cursor is not valid.",
+			map[string]string{"cursor": why + "; use the \"next\" value of the previous page, or leave it out for the first page"})
+	}
+	if len(c) > maxCursor {
+		return bad("is too long")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, "", false
+		return bad("is not a cursor this server made")
 	}
 	at, id, ok := strings.Cut(string(b), "|")
 	if !ok {
-		return time.Time{}, "", false
+		return bad("is not a cursor this server made")
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)
-	if err != nil {
-		return time.Time{}, "", false
+	if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
+		return bad("has an invalid time")
 	}
-	return t.UTC(), id, true
+	if u, err := uuid.Parse(id); err != nil || len(id) != 36 || u.String() != id {
+		return bad("has an invalid id")
+	}
+	return t, id, nil
 }

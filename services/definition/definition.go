@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"lifeline/models"
@@ -89,8 +92,19 @@ func (d *Definition) Index(id string) int {
 
 var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
 
-// Parse decodes and validates raw against the registered step types.
+// TemplateRoots are the names step templates may use: the environment the engine renders
+// them in (input, steps.<id>, execution). `{{ env.HOME }}` and any other name is refused
+// when the definition is saved.
+var TemplateRoots = []string{"execution", "input", "steps"}
+
+// Parse decodes and validates raw against the registered step types. Besides the rules of
+// Validate, raw must be exactly one JSON object (data after it is refused) holding nothing a
+// database cannot store as it is: no NUL character (\u0000) in any string or key, no number
+// out of the range of a float64 (1e1000000).
 func Parse(raw []byte, reg *steps.Registry) (*Definition, error) {
+	if field, problem := unstorable(raw); problem != "" {
+		return nil, models.Invalid("The definition cannot be stored.", map[string]string{field: problem})
+	}
 	var d Definition
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -98,7 +112,7 @@ func Parse(raw []byte, reg *steps.Registry) (*Definition, error) {
 		return nil, models.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": jsonProblem(err)})
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, models.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": "unexpected data after the JSON object"})
+		return nil, models.Invalid("The definition must be one JSON object.", map[string]string{"definition": "has data after the JSON object"})
 	}
 	if errs := d.Validate(reg); len(errs) > 0 {
 		return nil, models.Invalid("The workflow definition has errors.", errs)
@@ -173,7 +187,7 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 		for k, v := range t.Validate(s.Config) {
 			errs[p+".config."+k] = v
 		}
-		refs, terrs := tmpl.Check(s.Config)
+		refs, terrs := tmpl.Check(s.Config, TemplateRoots...)
 		for k, v := range terrs {
 			errs[joinPath(p+".config", k)] = v
 		}
@@ -193,10 +207,59 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 	return errs
 }
 
+// unstorable finds the first string or key holding a NUL character and the first number
+// out of float64 range in raw, and returns its field path ("steps[0].config.url",
+// "definition" for the root) and the problem; "" when there is none or raw is not JSON
+// (decoding then reports the problem).
+func unstorable(raw []byte) (field, problem string) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", ""
+	}
+	field, problem = walkUnstorable(v, "")
+	if field == "" {
+		field = "definition"
+	}
+	return field, problem
+}
+
+func walkUnstorable(v any, path string) (string, string) {
+	switch x := v.(type) {
+	case string:
+		if strings.IndexByte(x, 0) >= 0 {
+			return path, `contains a NUL character (\u0000), which cannot be stored`
+		}
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+			return path, fmt.Sprintf("is a number out of range (%.40s); write it as a string", string(x))
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if strings.IndexByte(k, 0) >= 0 {
+				return path, `has a key with a NUL character (\u0000), which cannot be stored`
+			}
+			if f, p := walkUnstorable(x[k], joinPath(path, k)); p != "" {
+				return f, p
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if f, p := walkUnstorable(e, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return f, p
+			}
+		}
+	}
+	return "", ""
+}
+
 func joinPath(prefix, p string) string {
 	switch {
 	case p == "":
 		return prefix
+	case prefix == "":
+		return p
 	case strings.HasPrefix(p, "["):
 		return prefix + p
 	}

@@ -41,7 +41,36 @@ func TestParse(t *testing.T) {
 		{"unknown key", `{"name": "x", "stepz": []}`, map[string]string{"definition": "stepz"}},
 		{"wrong type", `{"name": 5, "steps": []}`, map[string]string{"definition": "name"}},
 		{"not JSON", `{"name": `, map[string]string{"definition": ""}},
-		{"trailing data", `{"name": "x", "steps": [` + step(``) + `]} {}`, map[string]string{"definition": "after"}},
+		{"trailing data", `{"name": "x", "steps": [` + step(``) + `]} {}`, map[string]string{"definition": "has data after the JSON object"}},
+		{"trailing garbage", `{"name": "x", "steps": [` + step(``) + `]}]`, map[string]string{"definition": "has data after the JSON object"}},
+		{"trailing whitespace is fine", `{"name": "x", "steps": [` + step(``) + `]}` + "\n\t ", nil},
+		// Nothing PostgreSQL refuses: NUL anywhere, numbers out of float64 range.
+		{"NUL in name", `{"name": "VAT\u0000", "steps": [` + step(``) + `]}`, map[string]string{"name": "NUL"}},
+		{"NUL in description", `{"name": "x", "description": "a\u0000b", "steps": [` + step(``) + `]}`, map[string]string{"description": "NUL"}},
+		{"NUL in step name", `{"name": "x", "steps": [` + step(`, "name": "\u0000"`) + `]}`, map[string]string{"steps[0].name": "NUL"}},
+		{"NUL in config value", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"v": ["ok", "\u0000"]}}}]}`, map[string]string{"steps[0].config.output.v[1]": "NUL"}},
+		{"NUL in config key", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"k\u0000": 1}}}]}`, map[string]string{"steps[0].config.output": "key with a NUL"}},
+		{"huge number in config", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"n": 1e1000000}}}]}`, map[string]string{"steps[0].config.output.n": "out of range"}},
+		{"huge number in policy", `{"name": "x", "settings": {"retryPolicy": {"maxRetries": -1e1000000}}, "steps": [` + step(``) + `]}`, map[string]string{"settings.retryPolicy.maxRetries": "out of range"}},
+		// Templates may use input, steps and execution only.
+		{"env root", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ env.HOME }}"}}]}`, map[string]string{"steps[0].config.output": "unknown name env"}},
+		{"$env root", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"h": "x {{ $env.HOME }}"}}}]}`, map[string]string{"steps[0].config.output.h": "input, steps"}},
+		{"bare name", `{"name": "x", "steps": [` + step(``) + `, {"id": "b", "type": "transform", "config": {"output": "{{ HOME }}"}}]}`, map[string]string{"steps[1].config.output": "unknown name HOME"}},
+		{"$env computed", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ $env[input.k] }}"}}]}`, map[string]string{"steps[0].config.output": "unknown name"}},
+		{"allowed roots", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ input.a }} {{ execution.id }} {{ $env.input.b }} {{ len(input.tags ?? []) }} {{ filter(input.xs ?? [], # > 1) }}"}}]}`, nil},
+		// Headers without CR/LF; URLs only http and https.
+		{"CRLF in header value", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"X-A": "v\r\nX-Injected: 1"}}}]}`, map[string]string{"steps[0].config.headers.X-A": "control characters"}},
+		{"LF in header value", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"X-A": "v\n"}}}]}`, map[string]string{"steps[0].config.headers.X-A": "control characters"}},
+		{"CRLF in header name", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"X-A\r\nX-B": "v"}}}]}`, map[string]string{"steps[0].config.headers.X-A\r\nX-B": "header name"}},
+		{"space in header name", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"X A": "v"}}}]}`, map[string]string{"steps[0].config.headers.X A": "header name"}},
+		{"templated header ok", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"Authorization": "Bearer {{ input.token }}"}}}]}`, nil},
+		{"file URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "file:///etc/passwd"}}]}`, map[string]string{"steps[0].config.url": "http or https"}},
+		{"gopher URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "gopher://x.example:70/_HELO"}}]}`, map[string]string{"steps[0].config.url": "http or https"}},
+		{"scheme-relative URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "//x.example/a"}}]}`, map[string]string{"steps[0].config.url": "http or https"}},
+		{"file URL behind a placeholder", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "{{ '' }}file:///etc/passwd"}}]}`, map[string]string{"steps[0].config.url": "http:// or https://"}},
+		{"gopher URL with placeholder", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "gopher://{{ input.host }}/"}}]}`, map[string]string{"steps[0].config.url": "http:// or https://"}},
+		{"templated https URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "HTTPS://{{ input.host }}/v1"}}]}`, nil},
+		{"URL from input", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "{{ input.callbackUrl }}"}}]}`, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,9 +9,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/net/http/httpguts"
 
 	"lifeline/services/classify"
 	"lifeline/services/outbound"
@@ -63,12 +66,14 @@ func (h *HTTP) Validate(config map[string]any) map[string]string {
 	case !ok || strings.TrimSpace(u) == "":
 		add("url", "is required")
 	case !strings.Contains(u, "{{"):
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			add("url", "must be an absolute http or https URL")
+		if problem := checkURL(u); problem != "" {
+			add("url", problem)
 		}
-	case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "{{"):
-		add("url", "must start with http:// or https://")
+	case isSinglePlaceholder(u):
+		// The whole URL comes from the input or an earlier step: its scheme is checked
+		// when the step runs (a scheme other than http or https fails for good).
+	case !hasHTTPPrefix(u):
+		add("url", "must start with http:// or https:// (or be a single {{ … }} placeholder)")
 	}
 	if hv, ok := config["headers"]; ok {
 		hm, isMap := hv.(map[string]any)
@@ -76,8 +81,14 @@ func (h *HTTP) Validate(config map[string]any) map[string]string {
 			add("headers", "must be an object of header names to strings")
 		}
 		for k, v := range hm {
-			if _, isStr := v.(string); !isStr {
+			str, isStr := v.(string)
+			switch {
+			case !httpguts.ValidHeaderFieldName(k):
+				add("headers."+k, "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only; no spaces, CR or LF)")
+			case !isStr:
 				add("headers."+k, "must be a string, not "+typeName(v))
+			case !httpguts.ValidHeaderFieldValue(str):
+				add("headers."+k, "must not contain control characters (CR, LF, NUL…)")
 			}
 		}
 	}
@@ -116,6 +127,10 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 		}
 		body = bytes.NewReader(b)
 	}
+	if _, perr := url.Parse(c.URL); perr == nil && checkURL(c.URL) != "" {
+		// Another scheme (file://, gopher://…) or no host: no retry can change that.
+		return nil, classify.New(classify.Permanent, "URL_SCHEME", fmt.Sprintf("http step url %q %s", c.URL, checkURL(c.URL)))
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.URL, body)
 	if err != nil {
 		return nil, classify.New(classify.Validation, "URL", fmt.Sprintf("http step url %q: %v", c.URL, err))
@@ -126,6 +141,10 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "Lifeline/1.0")
 	for k, v := range c.Headers {
+		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
+			// A rendered template put CR, LF or another control character in a header.
+			return nil, classify.New(classify.Permanent, "HEADER", fmt.Sprintf("http step header %q: invalid name or value (control characters such as CR or LF)", k))
+		}
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Idempotency-Key", in.IdempotencyKey)
@@ -165,6 +184,35 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 		return out, nil
 	}
 	return string(raw), nil
+}
+
+// checkURL returns why u cannot be called ("" when it can): it must be an absolute http or
+// https URL with a host.
+func checkURL(u string) string {
+	pu, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return "must be an absolute http or https URL"
+	case pu.Scheme != "http" && pu.Scheme != "https":
+		return "must be an absolute http or https URL (not " + strconv.Quote(pu.Scheme+":") + ")"
+	case pu.Host == "":
+		return "must be an absolute http or https URL with a host"
+	}
+	return ""
+}
+
+// hasHTTPPrefix reports whether u starts with http:// or https:// (any case) before its
+// first placeholder.
+func hasHTTPPrefix(u string) bool {
+	lit, _, _ := strings.Cut(u, "{{")
+	lit = strings.ToLower(lit)
+	return strings.HasPrefix(lit, "http://") || strings.HasPrefix(lit, "https://")
+}
+
+// isSinglePlaceholder reports whether u is one {{ … }} placeholder and nothing else.
+func isSinglePlaceholder(u string) bool {
+	u = strings.TrimSpace(u)
+	return strings.HasPrefix(u, "{{") && strings.HasSuffix(u, "}}") && strings.Count(u, "{{") == 1
 }
 
 func truncate(s string, n int) string {

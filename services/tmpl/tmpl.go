@@ -32,9 +32,11 @@
 //     there is no escape for a literal "{{".
 //   - NaN and ±Inf results are errors, because they have no JSON form.
 //
-// [Check] validates every placeholder without an environment and reports the
-// step ids referenced as steps.<id> or steps["<id>"], so callers can reject
-// references to unknown or later steps when a workflow is saved.
+// [Check] validates every placeholder without an environment, only against the
+// top-level names the environment will have (when given: a name outside them,
+// such as env.HOME, is an error), and reports the step ids referenced as
+// steps.<id> or steps["<id>"], so callers can reject references to unknown or
+// later steps when a workflow is saved.
 //
 // Compiled programs are cached per expression and set of environment names
 // for the life of the process; all functions are safe for concurrent use.
@@ -118,14 +120,25 @@ func RenderString(s string, env map[string]any) (string, error) {
 	return interpolate(segs, env, "")
 }
 
-// Check compiles every placeholder in v without an environment. errs maps the
-// JSON path of each string with invalid placeholders to a message (several
-// messages for one string are joined with "; "); it is nil when all compile.
-// refs lists, in walk order (object keys sorted), each distinct step id each
-// expression references as steps.<id> or steps["<id>"] (also via $env).
-// Dynamic references such as steps[name] cannot be resolved and are not
-// listed.
-func Check(v any) (refs []Ref, errs map[string]string) {
+// Check compiles every placeholder in v without an environment. When names are
+// given they are the only top-level names an expression may use (besides
+// expr's builtins and its own variables): any other name, like env in
+// `{{ env.HOME }}`, is an error naming the allowed ones; with no names every
+// name is accepted. errs maps the JSON path of each string with invalid
+// placeholders to a message (several messages for one string are joined with
+// "; "); it is nil when all compile. refs lists, in walk order (object keys
+// sorted), each distinct step id each expression references as steps.<id> or
+// steps["<id>"] (also via $env). Dynamic references such as steps[name] cannot
+// be resolved and are not listed.
+func Check(v any, names ...string) (refs []Ref, errs map[string]string) {
+	opts := []expr.Option{expr.Patch(nilSafe{})}
+	if len(names) > 0 {
+		shape := make(types.Map, len(names))
+		for _, n := range names {
+			shape[n] = types.Any
+		}
+		opts = append(opts, expr.Env(shape))
+	}
 	walkStrings(v, "", func(path, s string) {
 		segs, err := split(s)
 		if err != nil {
@@ -138,7 +151,14 @@ func Check(v any) (refs []Ref, errs map[string]string) {
 			}
 			ids, err := stepRefs(seg.text)
 			if err == nil {
-				_, err = expr.Compile(seg.text, expr.Patch(nilSafe{}))
+				_, err = expr.Compile(seg.text, opts...)
+				if err == nil && len(names) > 0 {
+					err = envNames(seg.text, names)
+				}
+				if err != nil && len(names) > 0 && strings.HasPrefix(err.Error(), "unknown name ") {
+					msg, _, _ := strings.Cut(err.Error(), "\n")
+					err = fmt.Errorf("%s; templates can use only %s", msg, strings.Join(names, ", "))
+				}
 			}
 			if err != nil {
 				addErr(&errs, path, (&Error{Expr: seg.text, Path: path, Err: err}).Error())
@@ -436,6 +456,40 @@ func stepRefs(src string) ([]string, error) {
 	c := &refCollector{}
 	ast.Walk(&tree.Node, c)
 	return c.ids, nil
+}
+
+// envNames returns an "unknown name" error when src reads a name outside names through
+// $env ($env.HOME, $env["HOME"]), which compiling against the names does not catch.
+func envNames(src string, names []string) error {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return err
+	}
+	c := &envCollector{names: names}
+	ast.Walk(&tree.Node, c)
+	return c.err
+}
+
+type envCollector struct {
+	names []string
+	err   error
+}
+
+func (c *envCollector) Visit(node *ast.Node) {
+	m, ok := (*node).(*ast.MemberNode)
+	if !ok || c.err != nil {
+		return
+	}
+	if id, ok := m.Node.(*ast.IdentifierNode); !ok || id.Value != "$env" {
+		return
+	}
+	if s, ok := m.Property.(*ast.StringNode); !ok || !slices.Contains(c.names, s.Value) {
+		name := "(computed)"
+		if ok {
+			name = s.Value
+		}
+		c.err = fmt.Errorf("unknown name %s", name)
+	}
 }
 
 type refCollector struct{ ids []string }

@@ -305,3 +305,23 @@ func TestConcurrentRender(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckNames(t *testing.T) {
+	t.Parallel()
+	names := []string{"execution", "input", "steps"}
+	for _, src := range []string{"{{ env.HOME }}", "{{ $env.HOME }}", `{{ $env["PATH"] }}`, "{{ $env[input.k] }}", "x {{ HOME }}", "{{ os }}"} {
+		_, errs := Check(src, names...)
+		if !strings.Contains(errs[""], "unknown name") || !strings.Contains(errs[""], "input, steps") {
+			t.Errorf("Check(%q) = %v, want an unknown-name error listing the allowed names", src, errs)
+		}
+		if _, errs := Check(src); strings.HasPrefix(src, "{{ $env") && errs != nil {
+			t.Errorf("Check(%q) without names = %v, want no error", src, errs)
+		}
+	}
+	for _, src := range []string{"{{ input.a }}", "{{ execution.id }}", "{{ $env.input.a }}", "{{ steps.a.output }}", "{{ len(input.xs ?? []) }}",
+		"{{ map(input.xs ?? [], # * 2) }}", "{{ let v = input.a; v + 1 }}", "{{ filter(input.xs ?? [], .ok) }}", "{{ $env }}"} {
+		if _, errs := Check(src, names...); errs != nil {
+			t.Errorf("Check(%q) = %v, want nil", src, errs)
+		}
+	}
+}

@@ -59,6 +59,9 @@ type Config struct {
 	IdempotencyTTL time.Duration
 	// RedactKeys lists the secret-looking keys redacted in snapshots.
 	RedactKeys []string
+	// Sealer, when set, encrypts secret values in execution inputs and attempt inputs and
+	// outputs at rest; they are decrypted only in memory, when a step needs them.
+	Sealer Sealer
 }
 
 func (c Config) withDefaults() Config {

@@ -113,7 +113,11 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
-		cfg, err := tmpl.Render(step.Config, e.env(&ex, attempts))
+		env, err := e.env(&ex, attempts)
+		if err != nil {
+			return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+		}
+		cfg, err := tmpl.Render(step.Config, env)
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
@@ -155,18 +159,21 @@ func (p *panicError) Error() string            { return "step panicked: " + p.ms
 func (p *panicError) ErrorType() classify.Type { return classify.Internal }
 func (p *panicError) ErrorCode() string        { return "PANIC" }
 
-// env is what templates see: input, the outputs of succeeded steps, the execution.
-func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) map[string]any {
-	var input any
-	_ = json.Unmarshal(ex.Input, &input)
+// env is what templates see: input, the outputs of succeeded steps, the execution. Secret
+// values are decrypted here, in memory only.
+func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) (map[string]any, error) {
+	input, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
+	if err != nil {
+		return nil, err
+	}
 	stepsEnv := map[string]any{}
 	for _, at := range attempts {
 		if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
 			continue
 		}
-		var out any
-		if len(at.Output) > 0 {
-			_ = json.Unmarshal(at.Output, &out)
+		out, err := e.open(at.Output, tableAttempts, at.ID, "output")
+		if err != nil {
+			return nil, err
 		}
 		stepsEnv[at.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt}
 	}
@@ -174,7 +181,7 @@ func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) map[st
 		"input":     input,
 		"steps":     stepsEnv,
 		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
-	}
+	}, nil
 }
 
 // finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.
@@ -239,10 +246,17 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
 	}
-	input, output = cleanJSON(input), cleanJSON(output)
+	sealedIn, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
+	if err != nil {
+		return "", err
+	}
+	sealedOut, err := e.seal(cleanJSON(output), tableAttempts, a.ID, "output")
+	if err != nil {
+		return "", err
+	}
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(input),
-			"output": models.JSON(output), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
+			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
 			return nil, err
 		}
 		// A step that recovers by retrying resolves its error record.
@@ -344,7 +358,11 @@ func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition
 	c := classify.Classify(runErr)
 	c.Code = cleanText(c.Code, maxErrorCode)
 	c.Message = cleanText(c.Message, maxErrorMessage)
-	out, err := e.failWith(ctx, ex, def, a, generation, cleanJSON(input), runErr, c, cleanText(traceOf(runErr), maxTrace), attempts, log)
+	input, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
+	if err != nil {
+		return "", err
+	}
+	out, err := e.failWith(ctx, ex, def, a, generation, input, runErr, c, cleanText(traceOf(runErr), maxTrace), attempts, log)
 	if permanentStoreError(err) {
 		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
 		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",

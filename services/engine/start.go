@@ -96,13 +96,18 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 				return nil, err
 			}
 		}
+		id := models.NewID()
+		sealed, err := e.seal(input, tableExecutions, id, "input")
+		if err != nil {
+			return nil, err
+		}
 		ex = models.Execution{
-			ID:              models.NewID(),
+			ID:              id,
 			OrganizationID:  wf.OrganizationID,
 			WorkflowID:      wf.ID,
 			WorkflowVersion: wf.Version,
 			Status:          models.ExecPending,
-			Input:           models.JSON(input),
+			Input:           models.JSON(sealed),
 			TriggerType:     r.Trigger,
 			CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
 			CreatedAt:       now,

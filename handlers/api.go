@@ -151,6 +151,10 @@ func (s *Server) apiStart(c echo.Context) error {
 		}
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
+		return models.Invalid("The Idempotency-Key is not usable.",
+			map[string]string{"Idempotency-Key": "must be at most 255 printable ASCII characters"})
+	}
 	if strings.HasPrefix(key, webhookKeyPrefix) {
 		return models.Invalid("This Idempotency-Key is reserved.",
 			map[string]string{"Idempotency-Key": "must not start with \"" + webhookKeyPrefix + "\" (reserved for webhook deliveries)"})

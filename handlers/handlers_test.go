@@ -38,7 +38,7 @@ import (
 var fastHash = &argon2id.Params{Memory: 8 * 1024, Iterations: 1, Parallelism: 1, SaltLength: 16, KeyLength: 32}
 
 type app struct {
-	t   *testing.T
+	t   testing.TB
 	db  *models.DB
 	srv *httptest.Server
 	eng *engine.Engine
@@ -53,7 +53,7 @@ type tenant struct {
 	email, password                                                           string
 }
 
-func newApp(t *testing.T, db *models.DB) *app {
+func newApp(t testing.TB, db *models.DB) *app {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
@@ -139,7 +139,7 @@ type resp struct {
 	header http.Header
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(r.body), &m); err != nil {
@@ -148,7 +148,7 @@ func (r resp) json(t *testing.T) map[string]any {
 	return m
 }
 
-func do(t *testing.T, c *http.Client, method, u string, body string, hdr map[string]string) resp {
+func do(t testing.TB, c *http.Client, method, u string, body string, hdr map[string]string) resp {
 	t.Helper()
 	req, _ := http.NewRequest(method, u, strings.NewReader(body))
 	for k, v := range hdr {
@@ -272,7 +272,7 @@ func TestCSRF(t *testing.T) {
 	})
 }
 
-func count(t *testing.T, db *models.DB, table string) int64 {
+func count(t testing.TB, db *models.DB, table string) int64 {
 	var n int64
 	if err := db.Conn(context.Background()).Table(table).Count(&n).Error; err != nil {
 		t.Fatal(err)
@@ -490,4 +490,89 @@ func legacySign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// What PostgreSQL used to refuse with a 500 (NUL, numbers out of range, non-canonical ids,
+// forged cursors) and what used to be accepted at save and fail later (trailing data,
+// template names other than input/steps/execution, CR/LF in headers, non-http(s) URLs)
+// gets the same clear 4xx on both databases, with the field named.
+func TestBadInputIsTheSame4xxOnBothDatabases(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Input")
+		api := func(method, path, body string) resp {
+			return do(t, http.DefaultClient, method, a.srv.URL+path, body, bearer(tn.token))
+		}
+		// Ids: only the canonical form names a row; other spellings of the same uuid are 404.
+		for _, c := range []struct{ path, id string }{{"/api/v1/executions/", tn.execID}, {"/api/v1/workflows/", tn.wfID}, {"/api/v1/dlq/", tn.dlqID}} {
+			if r := api("GET", c.path+c.id, ""); r.status != 200 {
+				t.Fatalf("GET %s%s: %d", c.path, c.id, r.status)
+			}
+			for _, form := range []string{"urn:uuid:" + c.id, "{" + c.id + "}", strings.ToUpper(c.id), strings.ReplaceAll(c.id, "-", "")} {
+				if r := api("GET", c.path+url.PathEscape(form), ""); r.status != 404 || r.json(t)["error"].(map[string]any)["code"] != "not_found" {
+					t.Errorf("GET %s%s: %d %s, want 404", c.path, form, r.status, r.body)
+				}
+			}
+		}
+		// Forged cursors: 422 on the cursor field.
+		b64 := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+		for _, cur := range []string{"!!!", b64("2026-01-01T00:00:00Z|urn:uuid:" + tn.execID), b64("2026-01-01T00:00:00Z|x"), b64("when|" + tn.execID),
+			b64("9999-12-31T23:59:59-23:59|" + tn.execID), b64("2026-01-01T00:00:00Z|\x00"), strings.Repeat("A", 5000)} {
+			for _, p := range []string{"/api/v1/executions", "/api/v1/dlq"} {
+				r := api("GET", p+"?cursor="+url.QueryEscape(cur), "")
+				if f := fieldsOf(t, r); r.status != 422 || f["cursor"] == nil {
+					t.Errorf("GET %s?cursor=%.40s: %d %s, want 422 on cursor", p, cur, r.status, r.body)
+				}
+			}
+		}
+		if r := api("GET", "/api/v1/executions?cursor="+b64("2026-01-01T00:00:00Z|"+tn.execID), ""); r.status != 200 {
+			t.Errorf("a well-formed cursor: %d %s", r.status, r.body)
+		}
+		// Definitions: 422 with the field, nothing written.
+		step := `{"id": "a", "type": "http", "config": {"url": "https://x.example/a"}}`
+		before := count(t, db, "workflows")
+		for _, c := range []struct{ name, body, field, want string }{
+			{"NUL in name", `{"name": "VAT\u0000", "steps": [` + step + `]}`, "name", "NUL"},
+			{"NUL in step name", `{"name": "x", "steps": [{"id": "a", "name": "\u0000", "type": "delay", "config": {"ms": 1}}]}`, "steps[0].name", "NUL"},
+			{"NUL in config", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": {"a": "\u0000"}}}]}`, "steps[0].config.output.a", "NUL"},
+			{"huge number", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": 1e1000000}}]}`, "steps[0].config.output", "out of range"},
+			{"trailing data", `{"name": "x", "steps": [` + step + `]} {"name": "y"}`, "definition", "has data after the JSON object"},
+			{"env template", `{"name": "x", "steps": [{"id": "a", "type": "transform", "config": {"output": "{{ env.HOME }}"}}]}`, "steps[0].config.output", "unknown name env"},
+			{"CRLF header", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "https://x.example", "headers": {"X-A": "1\r\nX-B: 2"}}}]}`, "steps[0].config.headers.X-A", "control characters"},
+			{"file URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "file:///etc/passwd"}}]}`, "steps[0].config.url", "http or https"},
+			{"gopher URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "gopher://x.example/"}}]}`, "steps[0].config.url", "http or https"},
+			{"scheme after a placeholder", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "{{ '' }}file:///etc/passwd"}}]}`, "steps[0].config.url", "http:// or https://"},
+		} {
+			for _, m := range []struct{ method, path string }{{"POST", "/api/v1/workflows"}, {"PUT", "/api/v1/workflows/" + tn.wfID}} {
+				r := api(m.method, m.path, c.body)
+				msg, _ := fieldsOf(t, r)[c.field].(string)
+				if r.status != 422 || !strings.Contains(msg, c.want) {
+					t.Errorf("%s %s %s: %d %s, want 422 with %s containing %q", c.name, m.method, m.path, r.status, r.body, c.field, c.want)
+				}
+			}
+		}
+		if n := count(t, db, "workflows"); n != before {
+			t.Errorf("refused definitions wrote %d workflows", n-before)
+		}
+		// The start body: one JSON object, nothing after it.
+		execs := count(t, db, "workflow_executions")
+		for _, body := range []string{`{"input": {}} {"input": {}}`, `{"input": {}}]`, `{"input": {}}x`} {
+			r := api("POST", "/api/v1/workflows/"+tn.wfID+"/executions", body)
+			msg, _ := fieldsOf(t, r)["body"].(string)
+			if r.status != 422 || msg != "has data after the JSON object" {
+				t.Errorf("start body %q: %d %s", body, r.status, r.body)
+			}
+		}
+		if n := count(t, db, "workflow_executions"); n != execs {
+			t.Errorf("refused start bodies started %d executions", n-execs)
+		}
+	})
+}
+
+func fieldsOf(t *testing.T, r resp) map[string]any {
+	t.Helper()
+	e, _ := r.json(t)["error"].(map[string]any)
+	f, _ := e["fields"].(map[string]any)
+	return f
 }

@@ -3,9 +3,12 @@ package handlers_test
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,6 +72,44 @@ func TestWebhookReplayStartsOneExecution(t *testing.T) {
 		}
 		if n := count(t, db, "workflow_executions"); n != before+2 {
 			t.Fatalf("%d executions, want %d", n-before, 2)
+		}
+		// Six concurrent deliveries of one event start one execution too.
+		burst := signed(t, tn.webhookSecret, "msg_burst", time.Now(), body)
+		ids := make(chan string, 6)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// No t.Fatal off the test goroutine: failures become distinct answers.
+				req, _ := http.NewRequest("POST", u, strings.NewReader(string(body)))
+				for k, v := range burst {
+					req.Header.Set(k, v)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					ids <- err.Error()
+					return
+				}
+				defer res.Body.Close()
+				var out struct {
+					ExecutionID string `json:"executionId"`
+				}
+				if err := json.NewDecoder(res.Body).Decode(&out); err != nil || (res.StatusCode != 200 && res.StatusCode != 202) {
+					ids <- fmt.Sprintf("status %d (%v)", res.StatusCode, err)
+					return
+				}
+				ids <- out.ExecutionID
+			}()
+		}
+		wg.Wait()
+		close(ids)
+		seen := map[string]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		if len(seen) != 1 || count(t, db, "workflow_executions") != before+3 {
+			t.Fatalf("6 concurrent deliveries answered %v and started %d executions, want 1", seen, count(t, db, "workflow_executions")-before-2)
 		}
 		// The API cannot take over a webhook delivery's key.
 		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+tn.wfID+"/executions", `{"input": {}}`,

@@ -117,6 +117,30 @@ func TestUnstorableResultIsNormalised(t *testing.T) {
 	})
 }
 
+// Point 2: the same through a real HTTP step: a JSON response with NUL and 1e1000000.
+func TestUnstorableHTTPResponseIsNormalised(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		svc := &counter{status: 200, body: `{"name": "Kowal\u0000ski", "huge": 1e1000000, "ok": 12.5}`}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		h := newHarness(t, db)
+		ex := h.start(h.workflow(fmt.Sprintf(`{"name": "NUL", "steps": [
+		    {"id": "fetch", "type": "http", "config": {"url": %q}},
+		    {"id": "use", "type": "transform", "config": {"output": {"name": "{{ steps.fetch.output.name }}"}}}]}`, srv.URL)), `{}`)
+		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecSucceeded {
+			t.Fatalf("status %s, want SUCCEEDED; attempts %s", got.Status, h.describe(ex.ID))
+		}
+		if n := len(svc.Times()); n != 1 {
+			t.Fatalf("%d calls, want exactly 1", n)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(h.attempts(ex.ID)[0].Output, &out); err != nil || out["name"] != "Kowalski" || out["huge"] != "1e1000000" || out["ok"] != 12.5 {
+			t.Fatalf("stored output %s (%v)", h.attempts(ex.ID)[0].Output, err)
+		}
+	})
+}
+
 // Point 2: an error code longer than its column and a message with NUL are cut and cleaned;
 // the failure is recorded once and reaches the DLQ.
 func TestUnstorableErrorIsNormalised(t *testing.T) {
@@ -479,4 +503,23 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// Point 12: a URL whose scheme is not http or https is a permanent failure that no retry
+// policy retries, even one that retries permanent errors.
+func TestBadSchemeIsNeverRetried(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		ex := h.start(h.workflow(`{"name": "Scheme", "settings": {"retryPolicy": {"maxRetries": 3, "initialDelayMs": 1000,
+		    "retryOnErrors": ["permanent", "transient"]}},
+		  "steps": [{"id": "fetch", "type": "http", "config": {"url": "{{ input.target }}"}}]}`), `{"target": "file:///etc/passwd"}`)
+		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecDLQPending {
+			t.Fatalf("status %s, want DLQ_PENDING", got.Status)
+		}
+		as := h.attempts(ex.ID)
+		if len(as) != 1 || deref(as[0].ErrorCode) != "URL_SCHEME" || deref(as[0].ErrorType) != "permanent" {
+			t.Fatalf("attempts %s", h.describe(ex.ID))
+		}
+	})
 }

@@ -141,6 +141,10 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	return e.fail(rctx, &ex, def, &a, generation, input, runErr, attempts, log)
 }
 
+// neverRetried lists error codes no retry can fix, whatever the policy says (even one that
+// retries permanent errors): the step's destination or type cannot be used at all.
+var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true}
+
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).
 const dueTolerance = 50 * time.Millisecond
 
@@ -390,6 +394,9 @@ func (e *Engine) failWith(ctx context.Context, ex *models.Execution, def *defini
 			}
 		}
 		decision = policy.Decide(c.Type, retriesDone, def.UnknownRetry(), elapsed)
+		if neverRetried[c.Code] {
+			decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
+		}
 		upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
 			"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
 

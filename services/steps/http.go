@@ -179,8 +179,12 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return map[string]any{"status": resp.StatusCode}, nil
 	}
+	// A JSON response is the output, numbers digit for digit (the engine stores one that no
+	// float64 can hold, like 1e1000000, as a string); anything else is the text.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var out any
-	if json.Unmarshal(raw, &out) == nil {
+	if dec.Decode(&out) == nil && !dec.More() {
 		return out, nil
 	}
 	return string(raw), nil

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"lifeline/models"
 	"lifeline/services/outbound"
 	"lifeline/services/redact"
+	"lifeline/services/secrets"
 )
 
 // Config is everything Lifeline reads from its environment. This is the only place that
@@ -26,6 +29,11 @@ type Config struct {
 	LogLevel         string
 	ShutdownTimeout  time.Duration
 	LeaseGrace       time.Duration
+	// EncryptionKeys is LIFELINE_ENCRYPTION_KEYS ("id:base64key,…", the first active);
+	// empty means the key file in DataDir.
+	EncryptionKeys string
+	// DataDir holds the embedded database and the generated encryption key.
+	DataDir string
 }
 
 func loadConfig(getenv func(string) string) (Config, error) {
@@ -54,6 +62,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	if c.Workers, err = strconv.Atoi(or(getenv("LIFELINE_WORKERS"), "20")); err != nil || c.Workers < 1 || c.Workers > 1000 {
 		return c, fmt.Errorf("LIFELINE_WORKERS: must be a number from 1 to 1000")
 	}
+	c.EncryptionKeys = strings.TrimSpace(getenv("LIFELINE_ENCRYPTION_KEYS"))
+	if c.EncryptionKeys != "" {
+		if _, err := secrets.ParseRing(c.EncryptionKeys); err != nil {
+			return c, fmt.Errorf("LIFELINE_ENCRYPTION_KEYS: %w", err)
+		}
+	}
+	c.DataDir = dataDir(c.DatabaseURL)
 	_, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return c, fmt.Errorf("LIFELINE_ADDR %q: %w", c.Addr, err)
@@ -64,6 +79,21 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		c.OutboundAllow = append(c.OutboundAllow, netip.MustParsePrefix("127.0.0.1/32"))
 	}
 	return c, nil
+}
+
+// dataDir is the folder of the embedded SQLite database, or ./data for PostgreSQL.
+func dataDir(databaseURL string) string {
+	if strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://") {
+		return filepath.Dir(models.DefaultSQLitePath)
+	}
+	p := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite://"), "file:")
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" {
+		p = models.DefaultSQLitePath
+	}
+	return filepath.Dir(p)
 }
 
 // SandboxBase is where the demo's workflows reach the sandbox.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,14 +17,20 @@ import (
 	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
+	"lifeline/services/redact"
 	"lifeline/services/sandbox"
+	"lifeline/services/secrets"
 	"lifeline/services/workflows"
 )
 
 func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
 	reg := stepRegistry(cfg)
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys})
+	sealer, err := keyRing(cfg, log)
+	if err != nil {
+		return err
+	}
+	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys, Sealer: sealer})
 	wfs := &workflows.Service{DB: db, Steps: reg}
 	as := &auth.Service{DB: db}
 
@@ -94,4 +102,25 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	<-httpDone
 	log.Info("stopped")
 	return nil
+}
+
+// keyRing returns the sealer of secret values at rest: LIFELINE_ENCRYPTION_KEYS, or a key
+// generated into the data folder on first start and reused after.
+func keyRing(cfg Config, log *slog.Logger) (engine.Sealer, error) {
+	var ring *secrets.Ring
+	var err error
+	if cfg.EncryptionKeys != "" {
+		ring, err = secrets.ParseRing(cfg.EncryptionKeys)
+	} else {
+		path := filepath.Join(cfg.DataDir, "encryption.key")
+		var created bool
+		ring, created, err = secrets.LoadOrCreate(path)
+		if created {
+			log.Warn("generated an encryption key for secrets at rest; back it up with the database, or set LIFELINE_ENCRYPTION_KEYS", "path", path)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encryption keys: %w", err)
+	}
+	return secrets.JSONSealer{Ring: ring, IsSecret: redact.New(cfg.RedactKeys).Match}, nil
 }

@@ -23,6 +23,7 @@ import (
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
 	"lifeline/services/outbound"
+	"lifeline/services/secrets"
 	"lifeline/services/steps"
 	"lifeline/services/workflows"
 )
@@ -104,7 +105,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 				cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$", "-test.timeout=5m")
 				cmd.Env = append(os.Environ(), serveChildEnv+"=1", "DATABASE_URL="+url, "LIFELINE_ADDR=127.0.0.1:0",
-					"LIFELINE_OUTBOUND_ALLOW=127.0.0.0/8", "LIFELINE_SHUTDOWN_TIMEOUT="+tc.timeout.String(), "LIFELINE_DEMO=false")
+					"LIFELINE_OUTBOUND_ALLOW=127.0.0.0/8", "LIFELINE_SHUTDOWN_TIMEOUT="+tc.timeout.String(), "LIFELINE_DEMO=false", "LIFELINE_ENCRYPTION_KEYS="+testKeys(t))
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &out
 				if err := cmd.Start(); err != nil {
@@ -200,4 +201,14 @@ func prepareExecution(t *testing.T, url, def string) (*models.DB, string) {
 		t.Fatal(err)
 	}
 	return db, ex.ID
+}
+
+// testKeys is a fresh key ring spec, so no key file is written next to the tests.
+func testKeys(t *testing.T) string {
+	t.Helper()
+	spec, err := secrets.NewKeySpec("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }

@@ -16,6 +16,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/redact"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
 	"lifeline/services/tmpl"
@@ -108,6 +109,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		return "", err
 	}
 	var input json.RawMessage
+	var secretVals []string
 	out, runErr := func() (any, error) {
 		t, ok := e.steps.Get(step.Type)
 		if !ok {
@@ -117,10 +119,14 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		if err != nil {
 			return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 		}
+		// What the attempt's templates produce under secret-looking keys (and the secrets of
+		// the execution's input) is masked wherever it appears in the error text stored.
+		secretVals = append(e.redactor.SecretValues(env["input"]), e.redactor.SecretValues(step.Config)...)
 		cfg, err := tmpl.Render(step.Config, env)
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
+		secretVals = append(e.redactor.SecretValues(cfg), secretVals...)
 		input, _ = json.Marshal(cfg)
 		cfgMap, _ := cfg.(map[string]any)
 		stepCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -136,9 +142,15 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		return e.release(rctx, &a, generation, log)
 	}
 	if runErr == nil {
-		return e.succeed(rctx, &ex, def, &a, generation, input, out, attempts, log)
+		return e.succeed(rctx, &ex, def, &a, generation, input, out, attempts, secretVals, log)
 	}
-	return e.fail(rctx, &ex, def, &a, generation, input, runErr, attempts, log)
+	return e.fail(rctx, &ex, def, &a, generation, input, runErr, attempts, secretVals, log)
+}
+
+// maskText hides secrets in error text: the attempt's own secret values, and the values
+// of secret-looking query parameters in URLs.
+func (e *Engine) maskText(s string, secretVals []string) string {
+	return e.redactor.Text(redact.MaskValues(s, secretVals))
 }
 
 // neverRetried lists error codes no retry can fix, whatever the policy says (even one that
@@ -245,7 +257,7 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 }
 
 func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
+	input json.RawMessage, out any, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
@@ -294,7 +306,7 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		return e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, log)
+		return e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
 	}
 	if err != nil {
 		return "", err
@@ -358,19 +370,20 @@ func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition
 // it stores is made storable first; if the database still refuses it for good, the failure
 // is recorded again with a plain internal error, so the attempt never loops.
 func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, runErr error, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
+	input json.RawMessage, runErr error, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
 	c.Code = cleanText(c.Code, maxErrorCode)
-	c.Message = cleanText(c.Message, maxErrorMessage)
+	c.Message = cleanText(e.maskText(c.Message, secretVals), maxErrorMessage)
+	trace := cleanText(e.maskText(traceOf(runErr), secretVals), maxTrace)
 	input, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
 	if err != nil {
 		return "", err
 	}
-	out, err := e.failWith(ctx, ex, def, a, generation, input, runErr, c, cleanText(traceOf(runErr), maxTrace), attempts, log)
+	out, err := e.failWith(ctx, ex, def, a, generation, input, runErr, c, trace, attempts, log)
 	if permanentStoreError(err) {
 		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
 		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",
-			Message: cleanText("The step failed and the database refused to store its error: "+err.Error(), maxErrorMessage)}
+			Message: cleanText(e.maskText("The step failed and the database refused to store its error: "+err.Error(), secretVals), maxErrorMessage)}
 		return e.failWith(ctx, ex, def, a, generation, nil, runErr, c, "", attempts, log)
 	}
 	return out, err

@@ -11,8 +11,10 @@
 //   - The whole value under a matching key is replaced by the string
 //     [Placeholder], whatever its type (object, array, number, null…). In an
 //     http.Header or map[string][]string it becomes []string{Placeholder}.
-//   - Only keys are inspected, never values: a secret inside a free-text
-//     string is not found.
+//   - Keys are inspected, and in string values the query parameters of URLs
+//     ("?api_key=…"), which are masked by the same key rules (see [Redactor.Text]);
+//     a secret elsewhere inside a free-text string is not found by key:
+//     [MaskValues] masks known secret values in text.
 //   - Inputs are never modified: [Redactor.Value] returns a deep copy of
 //     map[string]any, []any, map[string]string, map[string][]string and
 //     http.Header; other values (strings, numbers, json.Number…) are returned
@@ -127,6 +129,8 @@ func (r *Redactor) Value(v any) any {
 		return http.Header(r.multi(v))
 	case map[string][]string:
 		return r.multi(v)
+	case string:
+		return r.Text(v)
 	default:
 		return v
 	}

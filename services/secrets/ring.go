@@ -1,0 +1,384 @@
+// Package secrets keeps secret values encrypted at rest: AES-256-GCM under a versioned key
+// ring, each ciphertext bound to the identity of the row it belongs to.
+//
+// The contract:
+//
+//   - A ring holds one or more 32-byte keys, each with an id. The first is the active key:
+//     Seal always uses it. Open accepts any key of the ring, so keys can be rotated by
+//     putting a new key first and keeping the old ones until everything is re-sealed.
+//   - An envelope is the text "enc:v1:<key id>:<base64url(nonce | ciphertext)>". It is
+//     bound to an associated-data string (the row's identity, e.g.
+//     "step_executions:<id>:output"): opening it with any other aad fails.
+//   - SealJSON replaces every value under a secret-looking key (any depth, any JSON type)
+//     by the envelope of that value's JSON; OpenJSON reverses it. Numbers are kept digit
+//     for digit; the output is compact JSON with sorted keys.
+//
+// The package imports nothing from Lifeline.
+package secrets
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Prefix starts every envelope.
+const Prefix = "enc:v1:"
+
+// Key is one key of a ring.
+type Key struct {
+	ID   string
+	aead cipher.AEAD
+}
+
+// Ring is a versioned key ring. It is immutable and safe for concurrent use.
+type Ring struct {
+	keys []Key // keys[0] is active
+	byID map[string]cipher.AEAD
+}
+
+// ErrNotSealed is returned by Open for text that is not an envelope.
+var ErrNotSealed = errors.New("secrets: not an envelope")
+
+// ParseRing parses "id:base64key[,id:base64key…]" (standard or URL base64, 32-byte keys);
+// the first key is the active one. Key ids are letters, digits, '-' and '_'.
+func ParseRing(spec string) (*Ring, error) {
+	r := &Ring{byID: map[string]cipher.AEAD{}}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, b64, ok := strings.Cut(part, ":")
+		if !ok || !validID(id) {
+			return nil, fmt.Errorf("secrets: key %q: want id:base64key with an id of letters, digits, - or _", clip(part))
+		}
+		raw, err := decodeKey(b64)
+		if err != nil || len(raw) != 32 {
+			return nil, fmt.Errorf("secrets: key %q: want 32 bytes in base64 (openssl rand -base64 32)", id)
+		}
+		if _, dup := r.byID[id]; dup {
+			return nil, fmt.Errorf("secrets: key id %q appears twice", id)
+		}
+		block, err := aes.NewCipher(raw)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		r.keys = append(r.keys, Key{ID: id, aead: aead})
+		r.byID[id] = aead
+	}
+	if len(r.keys) == 0 {
+		return nil, errors.New("secrets: no key given")
+	}
+	return r, nil
+}
+
+// NewKeySpec returns "id:base64key" for a new random key.
+func NewKeySpec(id string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return id + ":" + base64.StdEncoding.EncodeToString(b), nil
+}
+
+// LoadOrCreate reads a ring from the file at path (the same format as ParseRing), creating
+// the file with one new key (mode 0600) when it does not exist. It reports whether it
+// created the file.
+func LoadOrCreate(path string) (*Ring, bool, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		r, err := ParseRing(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		return r, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, err
+	}
+	spec, err := NewKeySpec("k1")
+	if err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // another process created it first
+		return LoadOrCreate(path)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := f.WriteString(spec + "\n"); err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, false, err
+	}
+	r, err := ParseRing(spec)
+	return r, true, err
+}
+
+// ActiveKeyID is the id of the key Seal uses.
+func (r *Ring) ActiveKeyID() string { return r.keys[0].ID }
+
+// Seal encrypts plain under the active key, bound to aad.
+func (r *Ring) Seal(plain []byte, aad string) (string, error) {
+	k := r.keys[0]
+	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(plain)+k.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	sealed := k.aead.Seal(nonce, nonce, plain, []byte(aad))
+	return Prefix + k.ID + ":" + base64.RawURLEncoding.EncodeToString(sealed), nil
+}
+
+// IsSealed reports whether s is an envelope.
+func IsSealed(s string) bool { return strings.HasPrefix(s, Prefix) }
+
+// Open decrypts an envelope bound to aad. ErrNotSealed for text that is not an envelope;
+// another error when the key is unknown, the aad differs or the envelope was altered.
+func (r *Ring) Open(envelope, aad string) ([]byte, error) {
+	id, data, err := split(envelope)
+	if err != nil {
+		return nil, err
+	}
+	aead, ok := r.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("secrets: key %q is not in the key ring (LIFELINE_ENCRYPTION_KEYS)", id)
+	}
+	if len(data) < aead.NonceSize() {
+		return nil, errors.New("secrets: envelope too short")
+	}
+	plain, err := aead.Open(nil, data[:aead.NonceSize()], data[aead.NonceSize():], []byte(aad))
+	if err != nil {
+		return nil, errors.New("secrets: envelope does not open (altered, or it belongs to another row)")
+	}
+	return plain, nil
+}
+
+// Reseal opens an envelope and, when it was sealed under a key other than the active one,
+// seals it again under the active key (rotation). It reports whether it changed.
+func (r *Ring) Reseal(envelope, aad string) (string, bool, error) {
+	id, _, err := split(envelope)
+	if err != nil {
+		return "", false, err
+	}
+	if id == r.keys[0].ID {
+		return envelope, false, nil
+	}
+	plain, err := r.Open(envelope, aad)
+	if err != nil {
+		return "", false, err
+	}
+	out, err := r.Seal(plain, aad)
+	return out, err == nil, err
+}
+
+// SealJSON returns raw with the value under every key for which isSecret is true (any
+// depth) replaced by the envelope of that value's JSON. Values already sealed stay as they
+// are. Empty raw is returned as it is; raw that is not one JSON value is an error.
+func (r *Ring) SealJSON(raw []byte, aad string, isSecret func(key string) bool) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return raw, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	v, err = r.sealValue(v, aad, isSecret)
+	if err != nil {
+		return nil, err
+	}
+	return encode(v)
+}
+
+func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			if s, ok := val.(string); ok && IsSealed(s) {
+				out[k] = s
+				continue
+			}
+			if isSecret(k) {
+				b, err := encode(val)
+				if err != nil {
+					return nil, err
+				}
+				env, err := r.Seal(b, aad)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = env
+				continue
+			}
+			sv, err := r.sealValue(val, aad, isSecret)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = sv
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, val := range x {
+			sv, err := r.sealValue(val, aad, isSecret)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = sv
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// OpenJSON reverses SealJSON: every envelope string (any depth) is replaced by the JSON
+// value it holds. Raw without envelopes comes back equal (re-encoded compactly).
+func (r *Ring) OpenJSON(raw []byte, aad string) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || !bytes.Contains(raw, []byte(Prefix)) {
+		return raw, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	v, err = r.openValue(v, aad)
+	if err != nil {
+		return nil, err
+	}
+	return encode(v)
+}
+
+func (r *Ring) openValue(v any, aad string) (any, error) {
+	switch x := v.(type) {
+	case string:
+		if !IsSealed(x) {
+			return x, nil
+		}
+		b, err := r.Open(x, aad)
+		if err != nil {
+			return nil, err
+		}
+		return decode(b)
+	case map[string]any:
+		for k, val := range x {
+			ov, err := r.openValue(val, aad)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = ov
+		}
+		return x, nil
+	case []any:
+		for i, val := range x {
+			ov, err := r.openValue(val, aad)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = ov
+		}
+		return x, nil
+	}
+	return v, nil
+}
+
+func split(envelope string) (string, []byte, error) {
+	rest, ok := strings.CutPrefix(envelope, Prefix)
+	if !ok {
+		return "", nil, ErrNotSealed
+	}
+	id, b64, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", nil, ErrNotSealed
+	}
+	data, err := base64.RawURLEncoding.DecodeString(b64)
+	if err != nil {
+		return "", nil, errors.New("secrets: envelope is not base64")
+	}
+	return id, data, nil
+}
+
+func decode(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("secrets: not JSON: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("secrets: data after the JSON value")
+	}
+	return v, nil
+}
+
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func decodeKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 32 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(s string) string {
+	if len(s) > 8 {
+		return s[:8] + "…"
+	}
+	return s
+}
+
+// JSONSealer seals the values under the keys IsSecret matches, with Ring: the shape the
+// engine and the models layer take (Seal and Open of raw JSON bound to an aad).
+type JSONSealer struct {
+	Ring     *Ring
+	IsSecret func(key string) bool
+}
+
+// Seal is Ring.SealJSON with IsSecret.
+func (s JSONSealer) Seal(raw []byte, aad string) ([]byte, error) {
+	return s.Ring.SealJSON(raw, aad, s.IsSecret)
+}
+
+// Open is Ring.OpenJSON.
+func (s JSONSealer) Open(raw []byte, aad string) ([]byte, error) { return s.Ring.OpenJSON(raw, aad) }

@@ -46,7 +46,7 @@ type apiWorkflow struct {
 
 func (s *Server) apiWorkflowOf(c echo.Context, wf *models.Workflow, full bool) (apiWorkflow, error) {
 	out := apiWorkflow{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: wf.Version,
-		Definition: json.RawMessage(wf.Definition), CreatedAt: rfc(wf.CreatedAt), UpdatedAt: rfc(wf.UpdatedAt)}
+		Definition: s.definitionFor(principal(c), wf.Definition), CreatedAt: rfc(wf.CreatedAt), UpdatedAt: rfc(wf.UpdatedAt)}
 	if full {
 		p, err := s.Engine.Policy(s.DB.Conn(c.Request().Context()), wf.OrganizationID, wf.ID, "")
 		if err != nil {

@@ -31,6 +31,8 @@ import (
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
 	"lifeline/services/outbound"
+	"lifeline/services/redact"
+	"lifeline/services/secrets"
 	"lifeline/services/steps"
 	"lifeline/services/workflows"
 )
@@ -53,11 +55,23 @@ type tenant struct {
 	email, password                                                           string
 }
 
-func newApp(t testing.TB, db *models.DB) *app {
+func newApp(t testing.TB, db *models.DB) *app { return newAppWith(t, db, io.Discard) }
+
+// newAppWith builds the app with its log written to logw and secrets sealed at rest under
+// a fresh key ring, as `lifeline serve` runs.
+func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.NewJSONHandler(logw, nil))
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	eng := engine.New(db, reg, log, engine.Config{})
+	spec, err := secrets.NewKeySpec("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := secrets.ParseRing(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(db, reg, log, engine.Config{Sealer: secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}})
 	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond}, log)
 	if err != nil {
 		t.Fatal(err)

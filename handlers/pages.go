@@ -116,8 +116,9 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	if err != nil {
 		return err
 	}
+	shown := s.definitionFor(p, wf.Definition)
 	var def definition.Definition
-	if err := json.Unmarshal(wf.Definition, &def); err != nil {
+	if err := json.Unmarshal(shown, &def); err != nil {
 		return err
 	}
 	tx := s.DB.Conn(ctx)
@@ -129,7 +130,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	policyJSON, _ := json.MarshalIndent(spec, "", "  ")
 	vm := pages.WorkflowVM{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: fmt.Sprint(wf.Version),
 		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
-		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(wf.Definition),
+		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(models.JSON(shown)),
 		ExecutionsURL: s.url("executions") + "?workflowId=" + wf.ID}
 	for i, st := range def.Steps {
 		pol, err := s.Engine.Policy(tx, p.OrganizationID, wf.ID, st.ID)

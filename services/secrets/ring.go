@@ -10,7 +10,9 @@
 //     bound to an associated-data string (the row's identity, e.g.
 //     "step_executions:<id>:output"): opening it with any other aad fails.
 //   - SealJSON replaces every value under a secret-looking key (any depth, any JSON type)
-//     by the envelope of that value's JSON; OpenJSON reverses it. Numbers are kept digit
+//     by the envelope of that value's JSON, and the value of every secret-looking query
+//     parameter inside a string (a URL's "?api_key=…") by a text envelope
+//     ("enc:t1:<key id>:…"); OpenJSON reverses both. Numbers are kept digit
 //     for digit; the output is compact JSON with sorted keys.
 //
 // The package imports nothing from Lifeline.
@@ -25,8 +27,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -138,14 +142,16 @@ func LoadOrCreate(path string) (*Ring, bool, error) {
 func (r *Ring) ActiveKeyID() string { return r.keys[0].ID }
 
 // Seal encrypts plain under the active key, bound to aad.
-func (r *Ring) Seal(plain []byte, aad string) (string, error) {
+func (r *Ring) Seal(plain []byte, aad string) (string, error) { return r.seal(Prefix, plain, aad) }
+
+func (r *Ring) seal(prefix string, plain []byte, aad string) (string, error) {
 	k := r.keys[0]
 	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(plain)+k.aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
 	sealed := k.aead.Seal(nonce, nonce, plain, []byte(aad))
-	return Prefix + k.ID + ":" + base64.RawURLEncoding.EncodeToString(sealed), nil
+	return prefix + k.ID + ":" + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
 // IsSealed reports whether s is an envelope.
@@ -153,8 +159,10 @@ func IsSealed(s string) bool { return strings.HasPrefix(s, Prefix) }
 
 // Open decrypts an envelope bound to aad. ErrNotSealed for text that is not an envelope;
 // another error when the key is unknown, the aad differs or the envelope was altered.
-func (r *Ring) Open(envelope, aad string) ([]byte, error) {
-	id, data, err := split(envelope)
+func (r *Ring) Open(envelope, aad string) ([]byte, error) { return r.open(Prefix, envelope, aad) }
+
+func (r *Ring) open(prefix, envelope, aad string) ([]byte, error) {
+	id, data, err := split(prefix, envelope)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +183,7 @@ func (r *Ring) Open(envelope, aad string) ([]byte, error) {
 // Reseal opens an envelope and, when it was sealed under a key other than the active one,
 // seals it again under the active key (rotation). It reports whether it changed.
 func (r *Ring) Reseal(envelope, aad string) (string, bool, error) {
-	id, _, err := split(envelope)
+	id, _, err := split(Prefix, envelope)
 	if err != nil {
 		return "", false, err
 	}
@@ -246,14 +254,69 @@ func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, er
 			out[i] = sv
 		}
 		return out, nil
+	case string:
+		return r.sealQuery(x, aad, isSecret)
 	}
 	return v, nil
+}
+
+// queryParam finds "name=value" pairs of URL queries inside a string.
+var queryParam = regexp.MustCompile(`([?&;])([^=&;#\s?]{1,100})=([^&;#\s"'<>]*)`)
+
+// sealQuery seals, in place, the values of secret-looking query parameters inside s
+// (a URL with "?api_key=…"): each becomes a text envelope ("enc:t1:…").
+func (r *Ring) sealQuery(s, aad string, isSecret func(string) bool) (string, error) {
+	if !strings.Contains(s, "=") || !strings.ContainsAny(s, "?&;") {
+		return s, nil
+	}
+	var err error
+	out := queryParam.ReplaceAllStringFunc(s, func(m string) string {
+		p := queryParam.FindStringSubmatch(m)
+		name := p[2]
+		if u, uerr := url.QueryUnescape(name); uerr == nil {
+			name = u
+		}
+		if err != nil || p[3] == "" || strings.HasPrefix(p[3], textPrefix) || !isSecret(name) {
+			return m
+		}
+		env, serr := r.seal(textPrefix, []byte(p[3]), aad)
+		if serr != nil {
+			err = serr
+			return m
+		}
+		return p[1] + p[2] + "=" + env
+	})
+	return out, err
+}
+
+// textPrefix starts an envelope of a fragment of text (a query parameter's value) inside a
+// string; Prefix starts an envelope of a whole JSON value.
+const textPrefix = "enc:t1:"
+
+// textEnvelope finds text envelopes inside a string.
+var textEnvelope = regexp.MustCompile(`enc:t1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9_-]+`)
+
+// openText replaces every text envelope inside s by its text.
+func (r *Ring) openText(s, aad string) (string, error) {
+	if !strings.Contains(s, textPrefix) {
+		return s, nil
+	}
+	var err error
+	out := textEnvelope.ReplaceAllStringFunc(s, func(m string) string {
+		plain, oerr := r.open(textPrefix, m, aad)
+		if oerr != nil {
+			err = oerr
+			return m
+		}
+		return string(plain)
+	})
+	return out, err
 }
 
 // OpenJSON reverses SealJSON: every envelope string (any depth) is replaced by the JSON
 // value it holds. Raw without envelopes comes back equal (re-encoded compactly).
 func (r *Ring) OpenJSON(raw []byte, aad string) ([]byte, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || !bytes.Contains(raw, []byte(Prefix)) {
+	if len(bytes.TrimSpace(raw)) == 0 || !bytes.Contains(raw, []byte("enc:")) {
 		return raw, nil
 	}
 	v, err := decode(raw)
@@ -271,7 +334,7 @@ func (r *Ring) openValue(v any, aad string) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !IsSealed(x) {
-			return x, nil
+			return r.openText(x, aad)
 		}
 		b, err := r.Open(x, aad)
 		if err != nil {
@@ -300,8 +363,8 @@ func (r *Ring) openValue(v any, aad string) (any, error) {
 	return v, nil
 }
 
-func split(envelope string) (string, []byte, error) {
-	rest, ok := strings.CutPrefix(envelope, Prefix)
+func split(prefix, envelope string) (string, []byte, error) {
+	rest, ok := strings.CutPrefix(envelope, prefix)
 	if !ok {
 		return "", nil, ErrNotSealed
 	}

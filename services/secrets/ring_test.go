@@ -123,12 +123,14 @@ func TestRotation(t *testing.T) {
 func TestSealJSON(t *testing.T) {
 	r := ring(t, "k1")
 	raw := []byte(`{"headers": {"Authorization": "Bearer CANARY", "Accept": "application/json"},
-		"body": {"items": [{"apiToken": {"v": 12345678901234567890}}, {"amount": 1234.50}]}, "password": null, "n": 1e300}`)
+		"body": {"items": [{"apiToken": {"v": 12345678901234567890}}, {"amount": 1234.50}]}, "password": null, "n": 1e300,
+		"url": "https://bank.example/v1?page=2&access_token=QUERYCANARY&x=1"}`)
 	sealed, err := r.SealJSON(raw, "row", isSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(sealed), "CANARY") || strings.Contains(string(sealed), "12345678901234567890") {
+	if strings.Contains(string(sealed), "CANARY") || strings.Contains(string(sealed), "12345678901234567890") ||
+		!strings.Contains(string(sealed), "https://bank.example/v1?page=2&access_token=enc:t1:k1:") || !strings.Contains(string(sealed), "&x=1") {
 		t.Fatalf("secret in clear: %s", sealed)
 	}
 	if !strings.Contains(string(sealed), `"Accept":"application/json"`) || !strings.Contains(string(sealed), `1234.50`) {

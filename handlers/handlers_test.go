@@ -71,7 +71,9 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(db, reg, log, engine.Config{Sealer: secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}})
+	sealer := secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}
+	db.Sealer = sealer
+	eng := engine.New(db, reg, log, engine.Config{Sealer: sealer})
 	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond}, log)
 	if err != nil {
 		t.Fatal(err)

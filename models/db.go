@@ -44,6 +44,9 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Now returns the database clock. Tests may replace it.
 	Now func(ctx context.Context) (time.Time, error)
+	// Sealer, when set, keeps secret values of workflow definitions encrypted at rest;
+	// the queries here return them decrypted.
+	Sealer Sealer
 }
 
 // DefaultSQLitePath is where the embedded database lives when DATABASE_URL is unset.

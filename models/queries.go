@@ -21,7 +21,7 @@ func (db *DB) GetWorkflow(ctx context.Context, orgID, id string) (*Workflow, err
 		}
 		return nil, err
 	}
-	return &wf, nil
+	return &wf, db.openWorkflows(&wf)
 }
 
 // WorkflowByWebhookToken finds the workflow an inbound webhook token belongs to.
@@ -33,7 +33,7 @@ func (db *DB) WorkflowByWebhookToken(ctx context.Context, token string) (*Workfl
 		}
 		return nil, err
 	}
-	return &wf, nil
+	return &wf, db.openWorkflows(&wf)
 }
 
 // WorkflowStats summarizes a workflow's executions.
@@ -47,8 +47,15 @@ type WorkflowStats struct {
 // Workflows returns the organization's workflows by name.
 func (db *DB) Workflows(ctx context.Context, orgID string) ([]Workflow, error) {
 	var wfs []Workflow
-	err := db.Conn(ctx).Where("organization_id = ?", orgID).Order("name, id").Find(&wfs).Error
-	return wfs, err
+	if err := db.Conn(ctx).Where("organization_id = ?", orgID).Order("name, id").Find(&wfs).Error; err != nil {
+		return nil, err
+	}
+	for i := range wfs {
+		if err := db.openWorkflows(&wfs[i]); err != nil {
+			return nil, err
+		}
+	}
+	return wfs, nil
 }
 
 // ListWorkflows returns the organization's workflows by name with their execution stats
@@ -184,7 +191,7 @@ func (db *DB) WorkflowVersionDef(ctx context.Context, orgID, workflowID string, 
 	if err := db.Conn(ctx).Where("organization_id = ? AND workflow_id = ? AND version = ?", orgID, workflowID, version).First(&v).Error; err != nil {
 		return nil, err
 	}
-	return v.Definition, nil
+	return db.Open(v.Definition, VersionAAD(workflowID, version))
 }
 
 // DLQFilter narrows ListDLQ.

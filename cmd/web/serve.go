@@ -30,6 +30,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
+	db.Sealer = sealer
 	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys, Sealer: sealer})
 	wfs := &workflows.Service{DB: db, Steps: reg}
 	as := &auth.Service{DB: db}

@@ -39,11 +39,15 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, r
 		Definition: models.JSON(def.JSON()), UnknownErrors: unknownSetting(def), WebhookToken: randomHex(20),
 		WebhookSecret: NewWebhookSecret(), CreatedAt: now, UpdatedAt: now,
 	}
+	stored := wf
+	if stored.Definition, err = s.DB.Seal(wf.Definition, models.WorkflowAAD(wf.ID)); err != nil {
+		return nil, err
+	}
 	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Create(&wf).Error; err != nil {
+		if err := tx.Create(&stored).Error; err != nil {
 			return err
 		}
-		if err := saveVersion(tx, &wf, now); err != nil {
+		if err := s.saveVersion(tx, &wf, now); err != nil {
 			return err
 		}
 		if err := savePolicies(tx, &wf, def, now); err != nil {
@@ -75,10 +79,15 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 		now := time.Now().UTC()
 		wf.Version++
 		wf.Name, wf.Description, wf.Definition, wf.UnknownErrors, wf.UpdatedAt = def.Name, def.Description, models.JSON(def.JSON()), unknownSetting(def), now
-		if err := tx.Save(&wf).Error; err != nil {
+		stored := wf
+		var err error
+		if stored.Definition, err = s.DB.Seal(wf.Definition, models.WorkflowAAD(wf.ID)); err != nil {
 			return err
 		}
-		if err := saveVersion(tx, &wf, now); err != nil {
+		if err := tx.Save(&stored).Error; err != nil {
+			return err
+		}
+		if err := s.saveVersion(tx, &wf, now); err != nil {
 			return err
 		}
 		if err := savePolicies(tx, &wf, def, now); err != nil {
@@ -100,9 +109,14 @@ func unknownSetting(def *definition.Definition) string {
 	return definition.UnknownNoRetry
 }
 
-func saveVersion(tx *gorm.DB, wf *models.Workflow, now time.Time) error {
+// saveVersion stores wf's definition (plain, sealed here) as its current version.
+func (s *Service) saveVersion(tx *gorm.DB, wf *models.Workflow, now time.Time) error {
+	def, err := s.DB.Seal(wf.Definition, models.VersionAAD(wf.ID, wf.Version))
+	if err != nil {
+		return err
+	}
 	return tx.Create(&models.WorkflowVersion{ID: models.NewID(), OrganizationID: wf.OrganizationID, WorkflowID: wf.ID,
-		Version: wf.Version, Definition: wf.Definition, CreatedAt: now}).Error
+		Version: wf.Version, Definition: def, CreatedAt: now}).Error
 }
 
 // savePolicies replaces the workflow's stored policies with the definition's.

@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: help run build test test-short bench generate verify migrate lint clean
+.PHONY: help run build test test-short test-race bench generate verify migrate lint clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -17,6 +17,9 @@ build: ## Build bin/lifeline
 test: ## Run the whole suite on SQLite and PostgreSQL (starts a throwaway PostgreSQL unless TEST_DATABASE_URL is set)
 	./scripts/with-postgres.sh $(GO) test -count=1 -timeout 20m ./...
 
+test-race: ## The engine, jobs and handlers packages under the race detector (-short), on SQLite and PostgreSQL
+	CGO_ENABLED=1 ./scripts/with-postgres.sh $(GO) test -race -short -count=1 -timeout 20m ./services/engine/ ./services/jobs/ ./handlers/
+
 test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
 
@@ -28,6 +31,11 @@ generate: ## Regenerate templ components
 
 verify: generate ## Check that generated code is committed
 	git diff --exit-code -- views
+
+lint: ## go vet, staticcheck, and go.mod/go.sum as `go mod tidy` leaves them
+	$(GO) vet ./...
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck ./...
+	./scripts/check-tidy.sh
 
 migrate: ## Apply migrations to DATABASE_URL (default ./data/lifeline.db)
 	$(GO) run ./cmd/web migrate

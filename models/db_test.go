@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,10 +37,23 @@ func TestMigrateAndRoundTrip(t *testing.T) {
 		if string(got.Spec) == "" {
 			t.Fatal("spec lost")
 		}
-		// A CHECK constraint holds on both dialects.
-		bad := models.Membership{ID: models.NewID(), OrganizationID: org.ID, UserID: models.NewID(), Role: "god"}
-		if err := db.Conn(ctx).Create(&bad).Error; err == nil {
+		// The role CHECK constraint holds on both dialects: with a real user and organization,
+		// only the role can make the insert fail.
+		user := models.User{ID: models.NewID(), Email: "anna@biuro.example", Name: "anna", PasswordHash: "x"}
+		if err := db.Conn(ctx).Create(&user).Error; err != nil {
+			t.Fatal(err)
+		}
+		bad := models.Membership{ID: models.NewID(), OrganizationID: org.ID, UserID: user.ID, Role: "god"}
+		err := db.Conn(ctx).Create(&bad).Error
+		if err == nil {
 			t.Fatal("role outside the CHECK list was accepted")
+		}
+		if msg := strings.ToLower(err.Error()); !strings.Contains(msg, "check") || strings.Contains(msg, "foreign") {
+			t.Fatalf("refused for another reason than the role CHECK: %v", err)
+		}
+		good := models.Membership{ID: models.NewID(), OrganizationID: org.ID, UserID: user.ID, Role: models.RoleViewer}
+		if err := db.Conn(ctx).Create(&good).Error; err != nil {
+			t.Fatalf("a valid role was refused: %v", err)
 		}
 		now, err := db.Now(ctx)
 		if err != nil || time.Since(now) > time.Minute || now.Location() != time.UTC {

@@ -2,8 +2,13 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -52,6 +57,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return models.Errorf(models.EUNAUTHORIZED, "Please log in.")
 		}
 		c.Set(principalKey, p)
+		noStore(c)
 		return next(c)
 	}
 }
@@ -69,6 +75,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 			c.Set(principalKey, p)
+			noStore(c)
 			return next(c)
 		}
 		p, err := s.sessionPrincipal(c)
@@ -79,6 +86,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 			return models.Errorf(models.EUNAUTHORIZED, "Authentication required: send Authorization: Bearer <API token>.")
 		}
 		c.Set(principalKey, p)
+		noStore(c)
 		return next(c)
 	}
 }
@@ -102,24 +110,49 @@ func (s *Server) loginPage(c echo.Context) error {
 	return render(c, http.StatusOK, pages.Login(s.page(c, "Log in", ""), pages.LoginVM{Action: s.url("login"), Next: c.QueryParam("next")}))
 }
 
+// login checks the credentials, at most 10 attempts a minute per client address and 5
+// failures a quarter-hour per account (then 429 with Retry-After).
 func (s *Server) login(c echo.Context) error {
 	ctx := c.Request().Context()
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
+	loginPage := func(status int, msg string) error {
+		return render(c, status, pages.Login(s.page(c, "Log in", ""),
+			pages.LoginVM{Action: s.url("login"), Email: email, Next: next, Error: msg}))
+	}
+	if ok, wait := s.throttle.Allow(c.RealIP(), email); !ok {
+		secs := int(math.Ceil(wait.Seconds()))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+		return loginPage(http.StatusTooManyRequests, fmt.Sprintf("Too many login attempts. Try again in %s.", waitText(secs)))
+	}
 	p, err := s.Auth.Login(ctx, email, password)
 	if err != nil {
 		var me *models.Error
 		if errors.As(err, &me) && me.Code == models.EUNAUTHORIZED {
-			return render(c, http.StatusUnauthorized, pages.Login(s.page(c, "Log in", ""),
-				pages.LoginVM{Action: s.url("login"), Email: email, Next: next, Error: me.Message}))
+			s.throttle.Failed(email)
+			return loginPage(http.StatusUnauthorized, me.Message)
 		}
 		return err
 	}
+	s.throttle.Succeeded(email)
 	if err := s.sessions.RenewToken(ctx); err != nil {
 		return err
 	}
 	s.sessions.Put(ctx, "user_id", p.UserID)
 	s.sessions.Put(ctx, "org_id", p.OrganizationID)
+	s.renewCSRF(c)
 	return c.Redirect(http.StatusSeeOther, safeNext(next, s.url("workflows")))
+}
+
+func waitText(secs int) string {
+	if secs >= 90 {
+		return fmt.Sprintf("%d minutes", (secs+59)/60)
+	}
+	return fmt.Sprintf("%d seconds", secs)
+}
+
+// noStore keeps authenticated responses out of browser and proxy caches.
+func noStore(c echo.Context) {
+	c.Response().Header().Set("Cache-Control", "no-store")
 }
 
 func (s *Server) logout(c echo.Context) error {
@@ -129,10 +162,31 @@ func (s *Server) logout(c echo.Context) error {
 	return redirect(c, s.url("login"))
 }
 
-// safeNext allows only local paths as a post-login destination.
+// safeNext allows only a local path as a post-login destination: a relative reference
+// with no scheme and no host, starting with one "/", without control characters or
+// backslashes (raw or percent-encoded: browsers treat "\" as "/" and drop tabs and newlines,
+// which turns "/%09/evil.example" into "//evil.example").
 func safeNext(next, fallback string) string {
-	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.HasPrefix(next, "/\\") {
-		return next
+	if next == "" || len(next) > 2000 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return fallback
 	}
-	return fallback
+	decoded, err := url.PathUnescape(next)
+	if err != nil {
+		return fallback
+	}
+	for _, v := range []string{next, decoded} {
+		for _, r := range v {
+			if r < 0x20 || r == 0x7f || r == '\\' || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+				return fallback
+			}
+		}
+		if strings.HasPrefix(v, "//") {
+			return fallback
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return fallback
+	}
+	return next
 }

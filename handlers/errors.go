@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -40,10 +41,13 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		if m, ok := he.Message.(string); ok && he.Code < 500 {
 			msg = m
 		}
-		// Echo's CSRF middleware answers 400 (token missing) or 403 (token wrong, or a
-		// cross-site request): both are a 403 for the user, with one explanation.
+		// The CSRF check answers 403 (token missing or not the session's, or a cross-site
+		// request): one explanation for the user.
 		if (he.Code == http.StatusBadRequest || he.Code == http.StatusForbidden) && strings.Contains(strings.ToLower(msg), "csrf") {
 			return http.StatusForbidden, apiErrorBody{Code: "csrf", Message: "The form expired or came from another site. Reload the page and try again."}
+		}
+		if he.Code == http.StatusRequestEntityTooLarge {
+			msg = fmt.Sprintf("The request body is too large: at most %d KiB.", MaxBody>>10)
 		}
 		return he.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg}
 	}

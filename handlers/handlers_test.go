@@ -95,7 +95,9 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 		fmt.Fprint(w, `{"ok": true}`)
 	}))
 	t.Cleanup(a.ext.Close)
-	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test"}))
+	// Tests log in often from one address: the login limits get their own tests.
+	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test",
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
 	t.Cleanup(a.srv.Close)
 	return a
 }
@@ -197,6 +199,11 @@ func (a *app) browser(tn *tenant) (*http.Client, string) {
 	r = do(a.t, c, "POST", a.srv.URL+"/login", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/workflows" {
 		a.t.Fatalf("login: %d %s %s", r.status, r.header.Get("Location"), r.body)
+	}
+	// Login gives the session a new CSRF token: pages carry it.
+	r = do(a.t, c, "GET", a.srv.URL+"/workflows", "", nil)
+	if m = csrfInput.FindStringSubmatch(r.body); m == nil {
+		a.t.Fatalf("no CSRF field on the workflows page: %.300s", r.body)
 	}
 	return c, m[1]
 }

@@ -13,7 +13,9 @@ func (s *Server) healthz(c echo.Context) error {
 func (s *Server) readyz(c echo.Context) error {
 	if s.Ready != nil {
 		if err := s.Ready(c.Request().Context()); err != nil {
-			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+			// The reason is for the operator's log, not for whoever asks.
+			s.Log.Warn("not ready", "err", err)
+			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})

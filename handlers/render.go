@@ -7,6 +7,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"lifeline/models"
 	"lifeline/views/layouts"
 )
 
@@ -40,6 +41,9 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 		{Label: "Workflows", URL: s.url("workflows"), Active: active == "workflows"},
 		{Label: "Executions", URL: s.url("executions"), Active: active == "executions"},
 		{Label: "Dead letters", URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
+	}
+	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
+		p.Nav = append(p.Nav, layouts.NavItem{Label: "API tokens", URL: s.url("tokens"), Active: active == "tokens"})
 	}
 	return p
 }

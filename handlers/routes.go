@@ -35,6 +35,11 @@ func (s *Server) routes() {
 	app.GET("/executions/:id", s.executionPage).Name = "execution"
 	app.GET("/dlq", s.dlqPage).Name = "dlq"
 	app.GET("/dlq/:id", s.dlqItemPage).Name = "dlq.item"
+	tokens := NewTokensHandler(s, s.Auth)
+	admin := requireRole(models.RoleAdmin)
+	app.GET("/settings/tokens", tokens.List, admin).Name = "tokens"
+	app.POST("/settings/tokens", tokens.Create, admin).Name = "tokens.create"
+	app.POST("/settings/tokens/:id/revoke", tokens.Revoke, admin).Name = "tokens.revoke"
 
 	api := e.Group("/api/v1", s.requireAPI)
 	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"

@@ -111,6 +111,8 @@ type APIToken struct {
 	TokenHash      string
 	CreatedAt      time.Time
 	LastUsedAt     *time.Time
+	ExpiresAt      *time.Time // nil: never
+	RevokedAt      *time.Time
 }
 
 func (APIToken) TableName() string { return "api_tokens" }

@@ -5,7 +5,8 @@
 //	web migrate                                   apply migrations and exit
 //	web create-org --name NAME                    print the new organization's id
 //	web create-user --org ID --email E --password P --role ROLE
-//	web create-token --org ID --role ROLE [--name NAME]   print the token
+//	web create-token --org ID --role ROLE [--name NAME] [--expires 90d|720h|never]   print the token
+//	web revoke-token --token TOKEN | --org ID --id TOKEN_ID
 package main
 
 import (
@@ -17,10 +18,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"lifeline/models"
+	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/definition"
 	"lifeline/services/outbound"
@@ -95,17 +99,65 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		org := fs.String("org", "", "organization id")
 		role := fs.String("role", "", "owner, admin, accountant or viewer")
 		name := fs.String("name", "", "a name to recognise the token by")
+		expires := fs.String("expires", "90d", "validity: days (30d), a Go duration (720h), or never")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
-		tok, _, err := as.CreateToken(ctx, *org, *role, *name)
+		ttl, err := parseExpiry(*expires)
+		if err != nil {
+			return err
+		}
+		tok, _, err := as.IssueToken(ctx, auth.TokenRequest{OrganizationID: *org, Role: *role, Name: *name, TTL: ttl, Actor: audit.System})
 		if err != nil {
 			return userError(err)
 		}
 		fmt.Fprintln(stdout, tok)
 		return nil
+	case "revoke-token":
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		org := fs.String("org", "", "organization id (with --id)")
+		id := fs.String("id", "", "token id (with --org)")
+		plain := fs.String("token", "", "the token itself (instead of --org and --id)")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		var t *models.APIToken
+		switch {
+		case *plain != "":
+			t, err = as.RevokePlainToken(ctx, *plain)
+		case *org != "" && *id != "":
+			t, err = as.RevokeToken(ctx, *org, *id, audit.System)
+		default:
+			return errors.New("revoke-token needs --token TOKEN, or --org ORG_ID --id TOKEN_ID")
+		}
+		if err != nil {
+			return userError(err)
+		}
+		fmt.Fprintf(stdout, "revoked %s (%s)\n", t.ID, t.Name)
+		return nil
 	}
-	return fmt.Errorf("unknown command %q (serve, migrate, create-org, create-user, create-token)", cmd)
+	return fmt.Errorf("unknown command %q (serve, migrate, create-org, create-user, create-token, revoke-token)", cmd)
+}
+
+// parseExpiry reads a token's validity: "30d", a Go duration ("720h"), or "never" (0).
+func parseExpiry(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "never" || v == "0" {
+		return 0, nil
+	}
+	if d, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--expires %q: want days like 30d, a duration like 720h, or never", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--expires %q: want days like 30d, a duration like 720h, or never", v)
+	}
+	return d, nil
 }
 
 // userError spells out field errors for the command line.

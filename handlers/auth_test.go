@@ -1,0 +1,339 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"lifeline/handlers"
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/auth"
+)
+
+var form = map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+
+// loginForm posts the login form from a fresh client and returns the response.
+func loginForm(t *testing.T, base, email, password, next string) resp {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	m := csrfInput.FindStringSubmatch(do(t, c, "GET", base+"/login", "", nil).body)
+	if m == nil {
+		t.Fatal("no CSRF field on the login page")
+	}
+	v := url.Values{"email": {email}, "password": {password}, "_csrf": {m[1]}, "next": {next}}
+	return do(t, c, "POST", base+"/login", v.Encode(), form)
+}
+
+// Point 7: after login, next= leads only to a local path.
+func TestLoginNextIsLocal(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Next")
+		for _, next := range []string{
+			"/\t/evil.example", "/\t\\evil.example", "/\n/evil.example", "/\r/evil.example", "/%09/evil.example", "/%09%5Cevil.example",
+			"/%0a/evil.example", "/%5C%5Cevil.example", "/\\evil.example", "//evil.example", "https://evil.example/", "/%2F/evil.example",
+			"javascript:alert(1)", "/\x00/evil.example", "/\u00a0/evil.example", "/%E2%80%8B/evil.example", "evil.example", "///evil.example",
+		} {
+			r := loginForm(t, a.srv.URL, tn.email, tn.password, next)
+			if loc := r.header.Get("Location"); r.status != http.StatusSeeOther || loc != "/workflows" {
+				t.Errorf("next=%q: %d → %q, want /workflows", next, r.status, loc)
+			}
+		}
+		for _, next := range []string{"/executions?status=DLQ_PENDING", "/dlq/" + tn.dlqID, "/workflows/" + tn.wfID + "#start"} {
+			if r := loginForm(t, a.srv.URL, tn.email, tn.password, next); r.header.Get("Location") != next {
+				t.Errorf("local next=%q → %q", next, r.header.Get("Location"))
+			}
+		}
+	})
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Add(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// Point 8: login attempts are limited per client address and per account; 429 with
+// Retry-After beyond them.
+func TestLoginThrottle(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Limit")
+		clock := &fakeClock{now: time.Now()}
+		serve := func(th *auth.Throttle) string {
+			srv := httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), LoginThrottle: th}))
+			t.Cleanup(srv.Close)
+			return srv.URL
+		}
+
+		// Per address: 10 attempts a minute, whatever the accounts.
+		base := serve(&auth.Throttle{Now: clock.Now})
+		for i := range 10 {
+			if r := loginForm(t, base, fmt.Sprintf("nobody%d@example.com", i), "wrong password", ""); r.status != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d", i+1, r.status)
+			}
+		}
+		r := loginForm(t, base, tn.email, tn.password, "")
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "Too many login attempts") {
+			t.Fatalf("11th attempt: %d Retry-After=%q", r.status, r.header.Get("Retry-After"))
+		}
+		clock.Add(61 * time.Second)
+		if r := loginForm(t, base, tn.email, tn.password, ""); r.status != http.StatusSeeOther {
+			t.Fatalf("a minute later: %d", r.status)
+		}
+
+		// Per account: 5 failures a quarter-hour, then even the right password waits.
+		base = serve(&auth.Throttle{Now: clock.Now, PerAddress: 1000})
+		for i := range 5 {
+			if r := loginForm(t, base, tn.email, "wrong password", ""); r.status != http.StatusUnauthorized {
+				t.Fatalf("failure %d: %d", i+1, r.status)
+			}
+		}
+		r = loginForm(t, base, tn.email, tn.password, "")
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+			t.Fatalf("after 5 failures: %d", r.status)
+		}
+		if r := loginForm(t, base, "other@example.com", "wrong password", ""); r.status != http.StatusUnauthorized {
+			t.Fatalf("another account is not locked: %d", r.status)
+		}
+		clock.Add(15*time.Minute + time.Second)
+		if r := loginForm(t, base, tn.email, tn.password, ""); r.status != http.StatusSeeOther {
+			t.Fatalf("a quarter-hour later: %d", r.status)
+		}
+	})
+}
+
+// Point 11: a NUL byte in the login email is the same 401 on both databases.
+func TestLoginOddEmail(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		for _, email := range []string{"anna\x00@example.com", "\xff\xfe@example.com", strings.Repeat("a", 5000) + "@example.com"} {
+			if r := loginForm(t, a.srv.URL, email, "whatever password", ""); r.status != http.StatusUnauthorized {
+				t.Errorf("email %.20q: %d", email, r.status)
+			}
+		}
+	})
+}
+
+// Point 12: one body limit for every route; nothing is saved from a refused body.
+func TestBodyLimitEverywhere(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Body")
+		b, tok := a.browser(tn)
+		before := count(t, db, "workflows")
+		big := strings.Repeat("x", 2<<20)
+		r := do(t, b, "POST", a.srv.URL+"/workflows", url.Values{"definition": {`{"name": "` + big + `"}`}, "_csrf": {tok}}.Encode(), form)
+		if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, "too large") {
+			t.Fatalf("2 MiB form: %d %.200s", r.status, r.body)
+		}
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", `{"name": "`+big+`"}`, bearer(tn.token))
+		if r.status != http.StatusRequestEntityTooLarge || r.json(t)["error"] == nil {
+			t.Fatalf("2 MiB API body: %d %.200s", r.status, r.body)
+		}
+		if n := count(t, db, "workflows"); n != before {
+			t.Fatalf("a refused body saved a workflow (%d → %d)", before, n)
+		}
+	})
+}
+
+// Point 12: the CSRF token belongs to its session.
+func TestCSRFTokenIsTheSessions(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Sesja")
+		ctx := context.Background()
+		other := *tn
+		other.email = "druga@sesja.example"
+		if _, err := a.as.CreateUser(ctx, tn.org, other.email, tn.password, models.RoleAdmin); err != nil {
+			t.Fatal(err)
+		}
+		alice, aliceTok := a.browser(tn)
+		bob, bobTok := a.browser(&other)
+		if aliceTok == bobTok {
+			t.Fatal("two sessions share a CSRF token")
+		}
+		start := a.srv.URL + "/workflows/" + tn.wfID + "/executions"
+		before := count(t, db, "workflow_executions")
+		hdr := func(tok string) map[string]string {
+			return map[string]string{"Content-Type": form["Content-Type"], "X-CSRF-Token": tok, "HX-Request": "true"}
+		}
+		if r := do(t, bob, "POST", start, "input=%7B%7D", hdr(aliceTok)); r.status != http.StatusForbidden {
+			t.Fatalf("Bob's session with Alice's token: %d", r.status)
+		}
+		if n := count(t, db, "workflow_executions"); n != before {
+			t.Fatal("a refused request started an execution")
+		}
+		if r := do(t, bob, "POST", start, "input=%7B%7D", hdr(bobTok)); r.status != http.StatusNoContent {
+			t.Fatalf("Bob with his own token: %d %s", r.status, r.body)
+		}
+		// After logout, the old token is worth nothing, even in a new session of the same browser.
+		if r := do(t, alice, "POST", a.srv.URL+"/logout", url.Values{"_csrf": {aliceTok}}.Encode(), form); r.status >= 400 {
+			t.Fatalf("logout: %d", r.status)
+		}
+		if r := do(t, alice, "POST", a.srv.URL+"/login", url.Values{"email": {tn.email}, "password": {tn.password}, "_csrf": {aliceTok}}.Encode(), form); r.status != http.StatusForbidden {
+			t.Fatalf("the token of an ended session was accepted: %d", r.status)
+		}
+	})
+}
+
+// Point 12: authenticated responses are not cached; /readyz does not show internal errors;
+// webhook tokens stay out of the request log.
+func TestNoStoreReadyzAndLogs(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		var logs syncBuffer
+		a := newAppWith(t, db, &logs)
+		tn := a.tenant("Biuro Cache")
+		b, _ := a.browser(tn)
+		for _, p := range []string{"/workflows", "/executions/" + tn.execID, "/settings/tokens"} {
+			if r := do(t, b, "GET", a.srv.URL+p, "", nil); r.header.Get("Cache-Control") != "no-store" {
+				t.Errorf("page %s: Cache-Control %q", p, r.header.Get("Cache-Control"))
+			}
+		}
+		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/workflows", "", bearer(tn.token)); r.header.Get("Cache-Control") != "no-store" {
+			t.Errorf("API: Cache-Control %q", r.header.Get("Cache-Control"))
+		}
+
+		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+			Log: slog.New(slog.NewJSONHandler(&logs, nil)),
+			Ready: func(context.Context) error { return errors.New("dial tcp 10.1.2.3:5432: connect: connection refused") }}))
+		defer srv.Close()
+		r := do(t, http.DefaultClient, "GET", srv.URL+"/readyz", "", nil)
+		if r.status != http.StatusServiceUnavailable || strings.Contains(r.body, "10.1.2.3") || strings.Contains(r.body, "refused") {
+			t.Fatalf("readyz: %d %s", r.status, r.body)
+		}
+		do(t, http.DefaultClient, "POST", a.srv.URL+"/hooks/"+tn.webhookToken, `{}`, nil)
+		if strings.Contains(logs.String(), tn.webhookToken) {
+			t.Fatal("the request log shows a webhook token")
+		}
+		if !strings.Contains(logs.String(), "/hooks/[token]") {
+			t.Fatal("the webhook request is not logged at all")
+		}
+	})
+}
+
+var plainToken = regexp.MustCompile(`llt_[0-9a-f]{64}`)
+
+// Point 12: API tokens expire and can be revoked; admins manage them on a page.
+func TestAPITokensExpireAndRevoke(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Tokeny")
+		other := a.tenant("Biuro Obcy")
+		ctx := context.Background()
+		b, tok := a.browser(tn)
+
+		// Create from the page: the plain token is shown once and works.
+		r := do(t, b, "POST", a.srv.URL+"/settings/tokens", url.Values{"_csrf": {tok}, "name": {"ERP export"}, "role": {"accountant"}, "expires": {"30"}}.Encode(), form)
+		plain := plainToken.FindString(r.body)
+		if r.status != http.StatusCreated || plain == "" || !strings.Contains(r.body, `data-testid="token-created"`) {
+			t.Fatalf("create: %d %.300s", r.status, r.body)
+		}
+		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/workflows", "", bearer(plain)); r.status != 200 {
+			t.Fatalf("new token: %d", r.status)
+		}
+		if list := do(t, b, "GET", a.srv.URL+"/settings/tokens", "", nil).body; plainToken.MatchString(list) || !strings.Contains(list, "ERP export") {
+			t.Fatal("the list must show the token's name and never its value")
+		}
+		// Bad input: 422 with field messages, nothing created.
+		n := count(t, db, "api_tokens")
+		for _, bad := range []url.Values{
+			{"name": {""}, "role": {"viewer"}, "expires": {"30"}},
+			{"name": {"x"}, "role": {"owner"}, "expires": {"30"}}, // above an admin's own role
+			{"name": {"x"}, "role": {"viewer"}, "expires": {"forever"}},
+		} {
+			bad.Set("_csrf", tok)
+			if r := do(t, b, "POST", a.srv.URL+"/settings/tokens", bad.Encode(), form); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, `class="field-error"`) && !strings.Contains(r.body, "field-error") {
+				t.Errorf("bad token form %v: %d", bad, r.status)
+			}
+		}
+		if count(t, db, "api_tokens") != n {
+			t.Fatal("a refused form created a token")
+		}
+
+		// Revoke from the page: the token stops working with a clear message.
+		var row models.APIToken
+		db.Conn(ctx).Where("organization_id = ? AND name = ?", tn.org, "ERP export").First(&row)
+		if r := do(t, b, "POST", a.srv.URL+"/settings/tokens/"+row.ID+"/revoke", url.Values{"_csrf": {tok}}.Encode(), form); r.status != http.StatusSeeOther {
+			t.Fatalf("revoke: %d", r.status)
+		}
+		r = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/workflows", "", bearer(plain))
+		if r.status != 401 || !strings.Contains(r.body, "revoked") {
+			t.Fatalf("revoked token: %d %s", r.status, r.body)
+		}
+		// Another organization's token: 404, and it keeps working.
+		var foreign models.APIToken
+		db.Conn(ctx).Where("organization_id = ?", other.org).First(&foreign)
+		if r := do(t, b, "POST", a.srv.URL+"/settings/tokens/"+foreign.ID+"/revoke", url.Values{"_csrf": {tok}}.Encode(), form); r.status != 404 {
+			t.Fatalf("revoke another organization's token: %d", r.status)
+		}
+		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/workflows", "", bearer(other.token)); r.status != 200 {
+			t.Fatalf("the other organization's token: %d", r.status)
+		}
+		// Roles: an accountant cannot see or use the page.
+		acc := *tn
+		acc.email = "ksiegowa@tokeny.example"
+		if _, err := a.as.CreateUser(ctx, tn.org, acc.email, tn.password, models.RoleAccountant); err != nil {
+			t.Fatal(err)
+		}
+		ab, atok := a.browser(&acc)
+		if r := do(t, ab, "GET", a.srv.URL+"/settings/tokens", "", nil); r.status != 403 {
+			t.Fatalf("accountant GET: %d", r.status)
+		}
+		if r := do(t, ab, "POST", a.srv.URL+"/settings/tokens", url.Values{"_csrf": {atok}, "name": {"x"}, "role": {"viewer"}, "expires": {"30"}}.Encode(), form); r.status != 403 {
+			t.Fatalf("accountant POST: %d", r.status)
+		}
+
+		// Expiry: a token past its time is refused with the date.
+		clock := &fakeClock{now: time.Now()}
+		svc := &auth.Service{DB: db, Now: clock.Now}
+		exp, _, err := svc.IssueToken(ctx, auth.TokenRequest{OrganizationID: tn.org, Role: models.RoleViewer, Name: "short", TTL: 24 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.TokenPrincipal(ctx, exp); err != nil {
+			t.Fatalf("fresh token: %v", err)
+		}
+		clock.Add(25 * time.Hour)
+		if _, err := svc.TokenPrincipal(ctx, exp); models.ErrorCode(err) != models.EUNAUTHORIZED || !strings.Contains(err.Error(), "expired") {
+			t.Fatalf("expired token: %v", err)
+		}
+		// The default for new tokens is 90 days.
+		if _, t2, _ := svc.CreateToken(ctx, tn.org, models.RoleViewer, "default"); t2.ExpiresAt == nil || t2.ExpiresAt.Sub(clock.Now()) != auth.DefaultTokenTTL {
+			t.Fatalf("default expiry %v", t2.ExpiresAt)
+		}
+	})
+}

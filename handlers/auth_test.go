@@ -227,7 +227,7 @@ func TestNoStoreReadyzAndLogs(t *testing.T) {
 		}
 
 		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
-			Log: slog.New(slog.NewJSONHandler(&logs, nil)),
+			Log:   slog.New(slog.NewJSONHandler(&logs, nil)),
 			Ready: func(context.Context) error { return errors.New("dial tcp 10.1.2.3:5432: connect: connection refused") }}))
 		defer srv.Close()
 		r := do(t, http.DefaultClient, "GET", srv.URL+"/readyz", "", nil)

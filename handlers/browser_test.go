@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -103,5 +104,27 @@ func TestBrowserJourney(t *testing.T) {
 	row, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=dlq-row]`))
 	if !strings.Contains(row, "400") || !strings.Contains(row, "submit") {
 		t.Fatalf("dlq row %q", row)
+	}
+	// The admin creates an API token from the nav's page, sees it once, and revokes it.
+	step("tokens page", chromedp.Click(`[data-testid=nav-api-tokens]`), chromedp.WaitVisible(`[data-testid=new-token] summary`),
+		chromedp.Click(`[data-testid=new-token] summary`), chromedp.WaitVisible(`[data-testid=token-form]`),
+		chromedp.SetValue(`#token-name`, "Eksport do ERP"),
+		chromedp.SetValue(`#token-expires`, "30"),
+		chromedp.Click(`[data-testid=token-form] button[type=submit]`),
+		chromedp.WaitVisible(`[data-testid=token-plain]`))
+	plain, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=token-plain]`))
+	if !strings.HasPrefix(strings.TrimSpace(plain), "llt_") {
+		t.Fatalf("token shown %q", plain)
+	}
+	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/workflows", "", bearer(strings.TrimSpace(plain))); r.status != 200 {
+		t.Fatalf("the token from the page: %d", r.status)
+	}
+	step("revoke", chromedp.Click(`[data-testid=token-row] [data-testid=token-revoke]`),
+		chromedp.WaitVisible(`[data-testid=token-row][data-status=revoked]`))
+	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/workflows", "", bearer(strings.TrimSpace(plain))); r.status != 401 {
+		t.Fatalf("the revoked token: %d", r.status)
+	}
+	if shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil && os.Getenv("LIFELINE_SCREENSHOTS") != "" {
+		_ = os.WriteFile(os.Getenv("LIFELINE_SCREENSHOTS")+"/tokens.png", shot, 0o644)
 	}
 }

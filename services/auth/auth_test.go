@@ -1,0 +1,122 @@
+package auth
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/argon2id"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// Point 8: the dummy hash for unknown emails is not made at start-up (it cost 64 MiB there),
+// but on the first login with an unknown email, at the parameters of new hashes.
+func TestDummyHashIsLazy(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		s := &Service{DB: db}
+		if s.dummy != "" {
+			t.Fatal("a new service already holds a dummy hash")
+		}
+		if _, err := s.Login(context.Background(), "nobody@example.com", "whatever password"); models.ErrorCode(err) != models.EUNAUTHORIZED {
+			t.Fatalf("unknown email: %v", err)
+		}
+		p, _, _, err := argon2id.DecodeHash(s.dummy)
+		if err != nil {
+			t.Fatalf("dummy hash %q: %v", s.dummy, err)
+		}
+		if p.Memory != 19456 || p.Iterations != 2 || p.Parallelism != 1 {
+			t.Fatalf("dummy hash parameters %+v, want m=19456 t=2 p=1", p)
+		}
+	})
+}
+
+// Point 8: new password hashes use OWASP's argon2id parameters; hashes stored with other
+// parameters (argon2id's defaults, 64 MiB) still verify.
+func TestPasswordHashParameters(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		s := &Service{DB: db}
+		org, err := s.CreateOrg(ctx, "Biuro Hash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.CreateUser(ctx, org.ID, "nowa@hash.example", "correct horse", models.RoleAdmin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(u.PasswordHash, "$argon2id$v=19$m=19456,t=2,p=1$") {
+			t.Fatalf("new hash %q, want OWASP parameters", u.PasswordHash)
+		}
+		if _, err := s.Login(ctx, "nowa@hash.example", "correct horse"); err != nil {
+			t.Fatalf("login: %v", err)
+		}
+		old, err := argon2id.CreateHash("old password", argon2id.DefaultParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.CreateUser(ctx, org.ID, "stara@hash.example", "placeholder", models.RoleViewer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Conn(ctx).Model(v).Update("password_hash", old).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Login(ctx, "stara@hash.example", "old password"); err != nil {
+			t.Fatalf("a hash with other parameters no longer verifies: %v", err)
+		}
+		if _, err := s.Login(ctx, "stara@hash.example", "wrong password"); models.ErrorCode(err) != models.EUNAUTHORIZED {
+			t.Fatalf("wrong password: %v", err)
+		}
+	})
+}
+
+// Point 8: at most NumCPU password hashes run at a time; a waiter gives up with its context.
+func TestHashingAtMostNumCPU(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	n := runtime.NumCPU()
+	var running, peak atomic.Int32
+	release := make(chan struct{})
+	var started, wg sync.WaitGroup
+	started.Add(n)
+	for range 3 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = s.hashing(context.Background(), func() {
+				cur := running.Add(1)
+				for {
+					p := peak.Load()
+					if cur <= p || peak.CompareAndSwap(p, cur) {
+						break
+					}
+				}
+				if cur <= int32(n) {
+					started.Done()
+				}
+				<-release
+				running.Add(-1)
+			})
+		}()
+	}
+	started.Wait() // n hashes hold every slot
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ran := false
+	if err := s.hashing(ctx, func() { ran = true }); err == nil || ran {
+		t.Fatalf("a hash ran while %d were running (err %v)", n, err)
+	}
+	close(release)
+	wg.Wait()
+	if p := peak.Load(); p > int32(n) {
+		t.Fatalf("%d hashes at once, want at most %d", p, n)
+	}
+}

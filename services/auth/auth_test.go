@@ -85,8 +85,8 @@ func TestHashingAtMostNumCPU(t *testing.T) {
 	n := runtime.NumCPU()
 	var running, peak atomic.Int32
 	release := make(chan struct{})
-	var started, wg sync.WaitGroup
-	started.Add(n)
+	entered := make(chan struct{}, 3*n)
+	var wg sync.WaitGroup
 	for range 3 * n {
 		wg.Add(1)
 		go func() {
@@ -99,15 +99,15 @@ func TestHashingAtMostNumCPU(t *testing.T) {
 						break
 					}
 				}
-				if cur <= int32(n) {
-					started.Done()
-				}
+				entered <- struct{}{}
 				<-release
 				running.Add(-1)
 			})
 		}()
 	}
-	started.Wait() // n hashes hold every slot
+	for range n { // n hashes hold every slot
+		<-entered
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	ran := false

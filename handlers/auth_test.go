@@ -161,6 +161,10 @@ func TestBodyLimitEverywhere(t *testing.T) {
 		if r.status != http.StatusRequestEntityTooLarge || r.json(t)["error"] == nil {
 			t.Fatalf("2 MiB API body: %d %.200s", r.status, r.body)
 		}
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/hooks/"+tn.webhookToken, `{"x": "`+big+`"}`, map[string]string{"Content-Type": "application/json"})
+		if r.status != http.StatusRequestEntityTooLarge || r.json(t)["error"] == nil {
+			t.Fatalf("2 MiB webhook body: %d %.200s", r.status, r.body)
+		}
 		if n := count(t, db, "workflows"); n != before {
 			t.Fatalf("a refused body saved a workflow (%d → %d)", before, n)
 		}
@@ -303,18 +307,29 @@ func TestAPITokensExpireAndRevoke(t *testing.T) {
 		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/workflows", "", bearer(other.token)); r.status != 200 {
 			t.Fatalf("the other organization's token: %d", r.status)
 		}
-		// Roles: an accountant cannot see or use the page.
-		acc := *tn
-		acc.email = "ksiegowa@tokeny.example"
-		if _, err := a.as.CreateUser(ctx, tn.org, acc.email, tn.password, models.RoleAccountant); err != nil {
-			t.Fatal(err)
+		// The audit log records both, with the admin as actor.
+		var events []models.AuditEntry
+		db.Conn(ctx).Where("organization_id = ? AND entity_id = ?", tn.org, row.ID).Order("created_at, action").Find(&events)
+		if len(events) != 2 || events[0].Action != "token.created" || events[1].Action != "token.revoked" || events[1].ActorType != "user" {
+			t.Fatalf("audit events %+v", events)
 		}
-		ab, atok := a.browser(&acc)
-		if r := do(t, ab, "GET", a.srv.URL+"/settings/tokens", "", nil); r.status != 403 {
-			t.Fatalf("accountant GET: %d", r.status)
-		}
-		if r := do(t, ab, "POST", a.srv.URL+"/settings/tokens", url.Values{"_csrf": {atok}, "name": {"x"}, "role": {"viewer"}, "expires": {"30"}}.Encode(), form); r.status != 403 {
-			t.Fatalf("accountant POST: %d", r.status)
+		// Roles: accountants and viewers cannot see or use the page.
+		for i, role := range []string{models.RoleAccountant, models.RoleViewer} {
+			acc := *tn
+			acc.email = fmt.Sprintf("%s%d@tokeny.example", role, i)
+			if _, err := a.as.CreateUser(ctx, tn.org, acc.email, tn.password, role); err != nil {
+				t.Fatal(err)
+			}
+			ab, atok := a.browser(&acc)
+			if r := do(t, ab, "GET", a.srv.URL+"/settings/tokens", "", nil); r.status != 403 {
+				t.Fatalf("%s GET: %d", role, r.status)
+			}
+			if r := do(t, ab, "POST", a.srv.URL+"/settings/tokens", url.Values{"_csrf": {atok}, "name": {"x"}, "role": {"viewer"}, "expires": {"30"}}.Encode(), form); r.status != 403 {
+				t.Fatalf("%s POST: %d", role, r.status)
+			}
+			if r := do(t, ab, "POST", a.srv.URL+"/settings/tokens/"+row.ID+"/revoke", url.Values{"_csrf": {atok}}.Encode(), form); r.status != 403 {
+				t.Fatalf("%s revoke: %d", role, r.status)
+			}
 		}
 
 		// Expiry: a token past its time is refused with the date.

@@ -196,6 +196,12 @@ func TestCSRFTokenIsTheSessions(t *testing.T) {
 		if r := do(t, bob, "POST", start, "input=%7B%7D", hdr(aliceTok)); r.status != http.StatusForbidden {
 			t.Fatalf("Bob's session with Alice's token: %d", r.status)
 		}
+		// Nor with a CSRF cookie planted to match it (a cookie token is not the session's).
+		planted := hdr(aliceTok)
+		planted["Cookie"] = "lifeline_csrf=" + aliceTok + "; _csrf=" + aliceTok
+		if r := do(t, bob, "POST", start, "input=%7B%7D", planted); r.status != http.StatusForbidden {
+			t.Fatalf("Bob's session with Alice's token and a planted CSRF cookie: %d", r.status)
+		}
 		if n := count(t, db, "workflow_executions"); n != before {
 			t.Fatal("a refused request started an execution")
 		}

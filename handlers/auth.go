@@ -15,6 +15,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
+	"lifeline/views/layouts"
 	"lifeline/views/pages"
 )
 
@@ -107,7 +108,14 @@ func (s *Server) loginPage(c echo.Context) error {
 	if p, _ := s.sessionPrincipal(c); p != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next"), s.url("workflows")))
 	}
-	return render(c, http.StatusOK, pages.Login(s.page(c, "Log in", ""), pages.LoginVM{Action: s.url("login"), Next: c.QueryParam("next")}))
+	return render(c, http.StatusOK, pages.Login(s.loginLayout(c), pages.LoginVM{Action: s.url("login"), Next: c.QueryParam("next")}))
+}
+
+// loginLayout is the login page's layout, with the session's CSRF token for its form.
+func (s *Server) loginLayout(c echo.Context) layouts.Page {
+	p := s.page(c, "Log in", "")
+	p.CSRFToken = csrfToken(c)
+	return p
 }
 
 // login checks the credentials, at most 10 attempts a minute per client address and 5
@@ -116,7 +124,7 @@ func (s *Server) login(c echo.Context) error {
 	ctx := c.Request().Context()
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
 	loginPage := func(status int, msg string) error {
-		return render(c, status, pages.Login(s.page(c, "Log in", ""),
+		return render(c, status, pages.Login(s.loginLayout(c),
 			pages.LoginVM{Action: s.url("login"), Email: email, Next: next, Error: msg}))
 	}
 	if ok, wait := s.throttle.Allow(c.RealIP(), email); !ok {

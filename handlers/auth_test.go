@@ -218,6 +218,32 @@ func TestCSRFTokenIsTheSessions(t *testing.T) {
 	})
 }
 
+// The session's CSRF token is made when a page needs it: a visitor who gets no form (a 404,
+// a redirect to the login page) writes no session; the login page does.
+func TestCSRFTokenOnlyForForms(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for _, p := range []string{"/no-such-page", "/workflows", "/static/no-such.css"} {
+			if r := do(t, c, "GET", a.srv.URL+p, "", nil); r.header.Get("Set-Cookie") != "" {
+				t.Errorf("GET %s: %d sets %q", p, r.status, r.header.Get("Set-Cookie"))
+			}
+		}
+		if n := count(t, db, "sessions"); n != 0 {
+			t.Fatalf("%d sessions stored for visitors without a form", n)
+		}
+		r := do(t, c, "GET", a.srv.URL+"/login", "", nil)
+		if !strings.Contains(r.header.Get("Set-Cookie"), "lifeline_session=") || csrfInput.FindStringSubmatch(r.body) == nil {
+			t.Fatalf("login page: no session or no CSRF field (%q)", r.header.Get("Set-Cookie"))
+		}
+		// A session without a token cannot post anything.
+		if r := do(t, c, "POST", a.srv.URL+"/logout", url.Values{"_csrf": {"x"}}.Encode(), form); r.status != http.StatusForbidden {
+			t.Fatalf("post without a session: %d", r.status)
+		}
+	})
+}
+
 // Point 12: authenticated responses are not cached; /readyz does not show internal errors;
 // webhook tokens stay out of the request log.
 func TestNoStoreReadyzAndLogs(t *testing.T) {

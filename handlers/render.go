@@ -23,18 +23,28 @@ func isHTMX(c echo.Context) bool {
 	return c.Request().Header.Get("HX-Request") == "true" && c.Request().Header.Get("HX-History-Restore-Request") != "true"
 }
 
+// csrfToken returns the session's CSRF token for a page's forms, making it on first use.
 func csrfToken(c echo.Context) string {
-	t, _ := c.Get("csrf").(string)
-	return t
+	switch t := c.Get(csrfKey).(type) {
+	case string:
+		return t
+	case func() string:
+		tok := t()
+		c.Set(csrfKey, tok)
+		return tok
+	}
+	return ""
 }
 
 // page builds the layout's view model for the current user.
 func (s *Server) page(c echo.Context, title, active string) layouts.Page {
-	p := layouts.Page{Title: title, CSRFToken: csrfToken(c), LogoutURL: s.url("logout")}
+	p := layouts.Page{Title: title, LogoutURL: s.url("logout")}
 	pr := principal(c)
 	if pr == nil {
+		// Anonymous pages have no forms, except the login page, which asks for its token.
 		return p
 	}
+	p.CSRFToken = csrfToken(c)
 	p.OrgName, p.UserEmail, p.Role = pr.OrgName, pr.Email, pr.Role
 	dlq, _ := s.DB.CountDLQPending(c.Request().Context(), pr.OrganizationID)
 	p.Nav = []layouts.NavItem{

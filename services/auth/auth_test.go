@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -118,5 +119,33 @@ func TestHashingAtMostNumCPU(t *testing.T) {
 	wg.Wait()
 	if p := peak.Load(); p > int32(n) {
 		t.Fatalf("%d hashes at once, want at most %d", p, n)
+	}
+}
+
+// Point 8: the per-address limit counts an IPv6 client by its /64, and forgets nothing by
+// mapping IPv4 into IPv6.
+func TestThrottleAddressKey(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	th := &Throttle{Now: func() time.Time { return now }}
+	for i := range 10 {
+		if ok, _ := th.Allow(fmt.Sprintf("2001:db8:1:2::%x", i+1), fmt.Sprintf("u%d@example.com", i)); !ok {
+			t.Fatalf("attempt %d refused", i+1)
+		}
+	}
+	if ok, wait := th.Allow("2001:db8:1:2:ffff::1", "x@example.com"); ok || wait <= 0 || wait > time.Minute {
+		t.Fatalf("11th attempt from the same /64: ok=%v wait=%v", ok, wait)
+	}
+	if ok, _ := th.Allow("2001:db8:1:3::1", "x@example.com"); !ok {
+		t.Fatal("another /64 is limited too")
+	}
+	for i := range 10 {
+		th.Allow("192.0.2.7", fmt.Sprintf("v%d@example.com", i))
+	}
+	if ok, _ := th.Allow("::ffff:192.0.2.7", "x@example.com"); ok {
+		t.Fatal("an IPv4-mapped address escapes the IPv4 address's limit")
+	}
+	if ok, _ := th.Allow("192.0.2.8", "x@example.com"); !ok {
+		t.Fatal("the next IPv4 address is limited too")
 	}
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,10 @@ func (t *Throttle) now() time.Time {
 }
 
 // Allow records a login attempt from addr for email and reports whether it may proceed;
-// when not, how long to wait.
+// when not, how long to wait. IPv6 addresses count by their /64 network (one host's
+// allocation), so one client cannot get a fresh limit from every address it holds.
 func (t *Throttle) Allow(addr, email string) (bool, time.Duration) {
+	addr = addressKey(addr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -104,6 +107,20 @@ func live(ts []time.Time, now time.Time, window time.Duration) []time.Time {
 		ts = ts[1:]
 	}
 	return ts
+}
+
+// addressKey is what the per-address limit counts by: an IPv4 address, or an IPv6 /64.
+func addressKey(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.WithZone("").Prefix(64)
+	return p.String()
 }
 
 func account(email string) string { return strings.ToLower(strings.TrimSpace(email)) }

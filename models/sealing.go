@@ -1,6 +1,9 @@
 package models
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Sealer keeps secret values of JSON columns encrypted at rest: Seal replaces the values
 // under secret-looking keys by envelopes bound to aad (the row's identity); Open reverses
@@ -52,4 +55,90 @@ func (db *DB) openWorkflows(wfs ...*Workflow) error {
 		wf.Definition = def
 	}
 	return nil
+}
+
+// SealedColumn names a JSON column whose secret values are sealed, and the aad of a row.
+type SealedColumn struct {
+	Table, Column string
+	AAD           func(id string) string
+}
+
+// ResealColumns opens and seals again (under the sealer's active key) every value of the
+// columns that holds an envelope, in batches; a row changed meanwhile is left for the next
+// run. It returns how many values it rewrote.
+func (db *DB) ResealColumns(ctx context.Context, s Sealer, cols []SealedColumn) (int, error) {
+	n := 0
+	for _, c := range cols {
+		last := ""
+		for {
+			var rows []struct {
+				ID  string
+				Val string
+			}
+			q := fmt.Sprintf(`SELECT CAST(id AS TEXT) AS id, CAST(%[1]s AS TEXT) AS val FROM %[2]s
+				WHERE CAST(id AS TEXT) > ? AND CAST(%[1]s AS TEXT) LIKE '%%enc:%%' ORDER BY CAST(id AS TEXT) LIMIT 500`, c.Column, c.Table)
+			if err := db.Conn(ctx).Raw(q, last).Scan(&rows).Error; err != nil {
+				return n, fmt.Errorf("reseal %s.%s: %w", c.Table, c.Column, err)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				last = r.ID
+				plain, err := s.Open([]byte(r.Val), c.AAD(r.ID))
+				if err != nil {
+					return n, fmt.Errorf("reseal %s.%s of %s: %w", c.Table, c.Column, r.ID, err)
+				}
+				sealed, err := s.Seal(plain, c.AAD(r.ID))
+				if err != nil {
+					return n, err
+				}
+				res := db.Conn(ctx).Exec(fmt.Sprintf(`UPDATE %[2]s SET %[1]s = ? WHERE id = ? AND CAST(%[1]s AS TEXT) = ?`, c.Column, c.Table),
+					JSON(sealed), r.ID, r.Val)
+				if res.Error != nil {
+					return n, res.Error
+				}
+				n += int(res.RowsAffected)
+			}
+		}
+	}
+	return n, nil
+}
+
+// ResealDefinitions re-seals workflow definitions and their versions with db.Sealer.
+func (db *DB) ResealDefinitions(ctx context.Context) (int, error) {
+	if db.Sealer == nil {
+		return 0, nil
+	}
+	n, err := db.ResealColumns(ctx, db.Sealer, []SealedColumn{{Table: "workflows", Column: "definition", AAD: WorkflowAAD}})
+	if err != nil {
+		return n, err
+	}
+	// A version's aad names its workflow and number, not its id.
+	last := ""
+	for {
+		var vs []WorkflowVersion
+		if err := db.Conn(ctx).Where("CAST(id AS TEXT) > ? AND CAST(definition AS TEXT) LIKE ?", last, "%enc:%").Order("CAST(id AS TEXT)").Limit(500).Find(&vs).Error; err != nil {
+			return n, err
+		}
+		if len(vs) == 0 {
+			return n, nil
+		}
+		for _, v := range vs {
+			last = v.ID
+			aad := VersionAAD(v.WorkflowID, v.Version)
+			plain, err := db.Sealer.Open(v.Definition, aad)
+			if err != nil {
+				return n, fmt.Errorf("reseal workflow %s version %d: %w", v.WorkflowID, v.Version, err)
+			}
+			sealed, err := db.Sealer.Seal(plain, aad)
+			if err != nil {
+				return n, err
+			}
+			if err := db.Conn(ctx).Model(&WorkflowVersion{}).Where("id = ?", v.ID).Update("definition", JSON(sealed)).Error; err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
 }

@@ -1,12 +1,25 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/audit"
+	"lifeline/services/engine"
+	"lifeline/services/jobs"
+	"lifeline/services/outbound"
+	"lifeline/services/redact"
+	"lifeline/services/secrets"
+	"lifeline/services/steps"
+	"lifeline/services/workflows"
 )
 
 func TestEncryptionKeysConfig(t *testing.T) {
@@ -55,5 +68,77 @@ func TestEncryptionKeysConfig(t *testing.T) {
 	}
 	if resealed, _ := s3.Seal([]byte(`{"apiToken": "x"}`), "row"); !strings.Contains(string(resealed), "enc:v1:k2:") {
 		t.Fatalf("new values must use the first key: %s", resealed)
+	}
+}
+
+// Rotation: after a new key is put first, `reseal` re-encrypts everything under it, and the
+// old key can then be dropped.
+func TestResealRotatesKeys(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range modeltest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := modeltest.URL(t, dialect)
+			k1, k2 := testKeys(t), strings.Replace(testKeys(t), "test:", "new:", 1)
+			sealerOf := func(spec string) secrets.JSONSealer {
+				r, err := secrets.ParseRing(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return secrets.JSONSealer{Ring: r, IsSecret: redact.New(nil).Match}
+			}
+			db, err := models.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.Sealer = sealerOf(k1)
+			reg := steps.Builtins(outbound.NewClient(outbound.Options{}))
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			eng := engine.New(db, reg, log, engine.Config{Sealer: db.Sealer})
+			if _, err := jobs.New(db, eng, jobs.Config{}, log); err != nil {
+				t.Fatal(err)
+			}
+			org := models.Organization{ID: models.NewID(), Name: "Biuro Klucze"}
+			if err := db.Conn(ctx).Create(&org).Error; err != nil {
+				t.Fatal(err)
+			}
+			wf, err := (&workflows.Service{DB: db, Steps: reg}).Create(ctx, org.ID, audit.System, []byte(`{"name": "Rotacja",
+			  "steps": [{"id": "t", "type": "transform", "config": {"output": {"apiKey": "LITERAL-KEY-1"}}}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID, Input: []byte(`{"apiToken": "INPUT-TOKEN-1"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			env := func(k string) string {
+				return map[string]string{"DATABASE_URL": url, "LIFELINE_ENCRYPTION_KEYS": k2 + "," + k1}[k]
+			}
+			var out, errb bytes.Buffer
+			if err := run(ctx, []string{"reseal"}, env, &out, &errb); err != nil {
+				t.Fatalf("reseal: %v %s", err, errb.String())
+			}
+			if !strings.Contains(out.String(), "re-encrypted 3 values") {
+				t.Fatalf("reseal said %q, want 3 values (definition, its version, the input)", out.String())
+			}
+			// Only the new key now: everything still opens.
+			db.Sealer = sealerOf(k2)
+			got, err := db.GetWorkflow(ctx, org.ID, wf.ID)
+			if err != nil || !strings.Contains(string(got.Definition), "LITERAL-KEY-1") {
+				t.Fatalf("definition under the new key: %s %v", got.Definition, err)
+			}
+			if def, err := db.WorkflowVersionDef(ctx, org.ID, wf.ID, 1); err != nil || !strings.Contains(string(def), "LITERAL-KEY-1") {
+				t.Fatalf("version under the new key: %s %v", def, err)
+			}
+			var stored models.Execution
+			db.Conn(ctx).First(&stored, "id = ?", ex.ID)
+			plain, err := db.Sealer.Open(stored.Input, "workflow_executions:"+ex.ID+":input")
+			if err != nil || !strings.Contains(string(plain), "INPUT-TOKEN-1") || strings.Contains(string(stored.Input), "INPUT-TOKEN-1") {
+				t.Fatalf("input under the new key: %s %v", plain, err)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@
 //	web create-user --org ID --email E --password P --role ROLE
 //	web create-token --org ID --role ROLE [--name NAME] [--expires 90d|720h|never]   print the token
 //	web revoke-token --token TOKEN | --org ID --id TOKEN_ID
+//	web reseal                                    re-encrypt secrets at rest under the first key
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/definition"
+	"lifeline/services/engine"
 	"lifeline/services/outbound"
 	"lifeline/services/steps"
 )
@@ -113,6 +115,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		fmt.Fprintln(stdout, tok)
 		return nil
+	case "reseal":
+		log := newLogger(stderr, cfg.LogLevel)
+		sealer, err := keyRing(cfg, log)
+		if err != nil {
+			return err
+		}
+		db.Sealer = sealer
+		n, err := engine.New(db, stepRegistry(cfg), log, engine.Config{RedactKeys: cfg.RedactKeys, Sealer: sealer}).Reseal(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "re-encrypted %d values under the first key of LIFELINE_ENCRYPTION_KEYS\n", n)
+		return nil
 	case "revoke-token":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -137,7 +152,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "revoked %s (%s)\n", t.ID, t.Name)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (serve, migrate, create-org, create-user, create-token, revoke-token)", cmd)
+	return fmt.Errorf("unknown command %q (serve, migrate, create-org, create-user, create-token, revoke-token, reseal)", cmd)
 }
 
 // parseExpiry reads a token's validity: "30d", a Go duration ("720h"), or "never" (0).

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"lifeline/models"
+)
+
+// Reseal re-encrypts every sealed value at rest under the Sealer's active key: execution
+// inputs, attempt inputs and outputs (here) and workflow definitions (models). Run it after
+// putting a new key first in LIFELINE_ENCRYPTION_KEYS; afterwards the old keys can go. It
+// returns how many column values it rewrote. Safe to run while Lifeline serves: each value
+// is rewritten with a compare-and-set on its old content.
+func (e *Engine) Reseal(ctx context.Context) (int, error) {
+	if e.cfg.Sealer == nil {
+		return 0, fmt.Errorf("reseal: no encryption keys configured")
+	}
+	n, err := e.db.ResealColumns(ctx, e.cfg.Sealer, []models.SealedColumn{
+		{Table: tableExecutions, Column: "input", AAD: func(id string) string { return aad(tableExecutions, id, "input") }},
+		{Table: tableAttempts, Column: "input", AAD: func(id string) string { return aad(tableAttempts, id, "input") }},
+		{Table: tableAttempts, Column: "output", AAD: func(id string) string { return aad(tableAttempts, id, "output") }},
+	})
+	if err != nil {
+		return n, err
+	}
+	m, err := e.db.ResealDefinitions(ctx)
+	return n + m, err
+}

@@ -280,6 +280,31 @@ func TestNoStoreReadyzAndLogs(t *testing.T) {
 	})
 }
 
+// Point 12: a webhook request that fails on our side is logged without its token either.
+func TestWebhookTokenNotInErrorLog(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Log")
+		var logs syncBuffer
+		broken := modeltest.New(t, db.Dialect)
+		_ = broken.Close() // every query fails: the webhook answers 500
+		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: broken, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+			Log: slog.New(slog.NewJSONHandler(&logs, nil))}))
+		defer srv.Close()
+		r := do(t, http.DefaultClient, "POST", srv.URL+"/hooks/"+tn.webhookToken, `{}`, map[string]string{"Content-Type": "application/json"})
+		if r.status != http.StatusInternalServerError {
+			t.Fatalf("webhook on a closed database: %d %s", r.status, r.body)
+		}
+		if !strings.Contains(logs.String(), "request failed") {
+			t.Fatalf("the failure is not logged: %s", logs.String())
+		}
+		if strings.Contains(logs.String(), tn.webhookToken) || strings.Contains(r.body, tn.webhookToken) {
+			t.Fatalf("the webhook token is in the log or the answer: %s", logs.String())
+		}
+	})
+}
+
 var plainToken = regexp.MustCompile(`llt_[0-9a-f]{64}`)
 
 // Point 12: API tokens expire and can be revoked; admins manage them on a page.

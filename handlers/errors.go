@@ -51,7 +51,7 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		}
 		return he.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg}
 	}
-	s.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	s.Log.Error("request failed", "method", c.Request().Method, "path", logPath(c.Request().URL.Path), "err", err)
 	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "Something went wrong on our side. It has been logged; please try again."}
 }
 

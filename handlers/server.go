@@ -100,10 +100,15 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, "/sandbox/") || p == "/healthz" {
 			return nil
 		}
-		if strings.HasPrefix(p, "/hooks/") {
-			p = "/hooks/[token]" // the token in a webhook URL is a credential
-		}
-		s.Log.Info("http", "method", c.Request().Method, "path", p, "status", c.Response().Status, "remote", c.RealIP())
+		s.Log.Info("http", "method", c.Request().Method, "path", logPath(p), "status", c.Response().Status, "remote", c.RealIP())
 		return nil
 	}
+}
+
+// logPath is a request path as logs may show it: the token in a webhook URL is a credential.
+func logPath(p string) string {
+	if strings.HasPrefix(p, "/hooks/") {
+		return "/hooks/[token]"
+	}
+	return p
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -35,6 +36,54 @@ func loginForm(t *testing.T, base, email, password, next string) resp {
 	}
 	v := url.Values{"email": {email}, "password": {password}, "_csrf": {m[1]}, "next": {next}}
 	return do(t, c, "POST", base+"/login", v.Encode(), form)
+}
+
+// loginVia posts the login form as a request forwarded for client by a proxy.
+func loginVia(t *testing.T, base, client, email, password string) resp {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	m := csrfInput.FindStringSubmatch(do(t, c, "GET", base+"/login", "", nil).body)
+	if m == nil {
+		t.Fatal("no CSRF field on the login page")
+	}
+	v := url.Values{"email": {email}, "password": {password}, "_csrf": {m[1]}}
+	return do(t, c, "POST", base+"/login", v.Encode(), map[string]string{"Content-Type": form["Content-Type"], "X-Forwarded-For": client})
+}
+
+// Point 8 behind a reverse proxy: from a trusted proxy, the per-address limit counts the
+// forwarded client; from anyone else, X-Forwarded-For is ignored (it cannot buy new tries).
+func TestLoginThrottleBehindProxy(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		serve := func(trusted []netip.Prefix) string {
+			srv := httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil)), LoginThrottle: &auth.Throttle{}, TrustedProxies: trusted}))
+			t.Cleanup(srv.Close)
+			return srv.URL
+		}
+		proxied := serve([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+		for i := range 10 {
+			if r := loginVia(t, proxied, "203.0.113.7", fmt.Sprintf("p%d@example.com", i), "wrong password"); r.status != http.StatusUnauthorized {
+				t.Fatalf("attempt %d: %d", i+1, r.status)
+			}
+		}
+		if r := loginVia(t, proxied, "203.0.113.7", "p@example.com", "wrong password"); r.status != http.StatusTooManyRequests {
+			t.Fatalf("11th attempt of one client: %d", r.status)
+		}
+		if r := loginVia(t, proxied, "203.0.113.8", "p@example.com", "wrong password"); r.status != http.StatusUnauthorized {
+			t.Fatalf("another client behind the proxy: %d", r.status)
+		}
+
+		direct := serve(nil)
+		for i := range 10 {
+			loginVia(t, direct, fmt.Sprintf("198.51.100.%d", i), fmt.Sprintf("d%d@example.com", i), "wrong password")
+		}
+		if r := loginVia(t, direct, "198.51.100.99", "d@example.com", "wrong password"); r.status != http.StatusTooManyRequests {
+			t.Fatalf("a forged X-Forwarded-For bought an 11th attempt: %d", r.status)
+		}
+	})
 }
 
 // Point 7: after login, next= leads only to a local path.

@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/alexedwards/scs/v2"
@@ -36,6 +38,10 @@ type Deps struct {
 	// LoginThrottle limits login attempts (10 a minute per address, 5 failures a
 	// quarter-hour per account when nil).
 	LoginThrottle *auth.Throttle
+	// TrustedProxies are the networks of the reverse proxies in front of the app: from them,
+	// the client is the address X-Forwarded-For names (for the login limits and the request
+	// log). Empty: proxy headers are ignored and the client is the TCP peer.
+	TrustedProxies []netip.Prefix
 }
 
 // Server holds the handlers' dependencies.
@@ -50,8 +56,17 @@ type Server struct {
 func New(d Deps) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// Trust no proxy headers: the client address is the TCP peer.
+	// Trust no proxy headers unless configured: the client address is the TCP peer.
 	e.IPExtractor = echo.ExtractIPDirect()
+	if len(d.TrustedProxies) > 0 {
+		// Echo trusts loopback and private networks by default: only the configured ones.
+		trust := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+		for _, p := range d.TrustedProxies {
+			p = p.Masked()
+			trust = append(trust, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+		}
+		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
+	}
 	s := &Server{Deps: d, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}

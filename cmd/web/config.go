@@ -18,10 +18,12 @@ import (
 // Config is everything Lifeline reads from its environment. This is the only place that
 // reads it.
 type Config struct {
-	DatabaseURL      string
-	Addr             string
-	BaseURL          string
-	OutboundAllow    []netip.Prefix
+	DatabaseURL   string
+	Addr          string
+	BaseURL       string
+	OutboundAllow []netip.Prefix
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client.
+	TrustedProxies   []netip.Prefix
 	Demo             bool
 	DemoTrafficEvery time.Duration
 	RedactKeys       []string
@@ -46,6 +48,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	var err error
 	if c.OutboundAllow, err = outbound.ParseAllow(getenv("LIFELINE_OUTBOUND_ALLOW")); err != nil {
 		return c, fmt.Errorf("LIFELINE_OUTBOUND_ALLOW: %w", err)
+	}
+	if c.TrustedProxies, err = parsePrefixes(getenv("LIFELINE_TRUSTED_PROXIES")); err != nil {
+		return c, fmt.Errorf("LIFELINE_TRUSTED_PROXIES: %w", err)
 	}
 	if c.Demo, err = parseBool(getenv("LIFELINE_DEMO"), false); err != nil {
 		return c, fmt.Errorf("LIFELINE_DEMO: %w", err)
@@ -79,6 +84,31 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		c.OutboundAllow = append(c.OutboundAllow, netip.MustParsePrefix("127.0.0.1/32"))
 	}
 	return c, nil
+}
+
+// parsePrefixes reads comma-separated CIDRs (a bare address is its /32 or /128).
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			a, err := netip.ParseAddr(part)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an address or CIDR", part)
+			}
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR like 10.0.0.0/8", part)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // dataDir is the folder of the embedded SQLite database, or ./data for PostgreSQL.

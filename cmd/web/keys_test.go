@@ -142,3 +142,19 @@ func TestResealRotatesKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestTrustedProxiesConfig(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string { return map[string]string{"LIFELINE_TRUSTED_PROXIES": v}[k] }
+	}
+	cfg, err := loadConfig(env(" 10.0.0.0/8, 127.0.0.1 ,::1"))
+	if err != nil || len(cfg.TrustedProxies) != 3 || cfg.TrustedProxies[1].String() != "127.0.0.1/32" || cfg.TrustedProxies[2].String() != "::1/128" {
+		t.Fatalf("trusted proxies %v %v", cfg.TrustedProxies, err)
+	}
+	if _, err := loadConfig(env("10.0.0.0/33")); err == nil || !strings.Contains(err.Error(), "LIFELINE_TRUSTED_PROXIES") {
+		t.Fatalf("bad CIDR: %v", err)
+	}
+	if cfg, err := loadConfig(env("")); err != nil || len(cfg.TrustedProxies) != 0 {
+		t.Fatalf("default: %v %v", cfg.TrustedProxies, err)
+	}
+}

@@ -523,3 +523,46 @@ func TestBadSchemeIsNeverRetried(t *testing.T) {
 		}
 	})
 }
+
+// Throughput: a succeeded step claims its successor in the same commit and the same worker
+// runs it, with no queue round trip; after the chain budget (25 steps) the next step goes
+// back to the queue, so a long execution yields to others. (Before chaining, every step
+// had its own job: 50.)
+func TestChainedStepsYieldAfterBudget(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		var stepsDef []string
+		for i := range 50 {
+			stepsDef = append(stepsDef, fmt.Sprintf(`{"id": "s%d", "type": "transform", "config": {"output": {"n": %d}}}`, i, i))
+		}
+		ex := h.start(h.workflow(`{"name": "Long", "steps": [`+strings.Join(stepsDef, ",")+`]}`), `{}`)
+		if got := h.wait(ex.ID, 30*time.Second); got.Status != models.ExecSucceeded {
+			t.Fatalf("status %s", got.Status)
+		}
+		as := h.attempts(ex.ID)
+		if len(as) != 50 {
+			t.Fatalf("%d attempts, want 50", len(as))
+		}
+		ids := make([]any, len(as))
+		for i, a := range as {
+			if a.Status != models.StepSucceeded || a.Attempt != 1 {
+				t.Fatalf("attempt %+v", a)
+			}
+			ids[i] = a.ID
+		}
+		where := "kind = 'run_attempt' AND json_extract(args, '$.attempt_id') IN ?"
+		if db.Dialect == models.Postgres {
+			where = "kind = 'run_attempt' AND args->>'attempt_id' IN ?"
+		}
+		var jobs int64
+		if err := db.Conn(context.Background()).Table("river_job").Where(where, ids).Count(&jobs).Error; err != nil {
+			t.Fatal(err)
+		}
+		// One job for the first step, then one each time the budget ran out: 50 steps in
+		// chains of at most 25 need at least 2 jobs, and far fewer than one per step.
+		if jobs < 2 || jobs > 15 {
+			t.Fatalf("%d queue jobs for 50 steps: want chains (≥ 2 jobs: the budget yields; ≤ 15: steps are chained)", jobs)
+		}
+	})
+}

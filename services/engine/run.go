@@ -101,13 +101,49 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	if err != nil || !claimed {
 		return OutcomeSkipped, err
 	}
-	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
-
-	// Run the step outside any transaction.
+	// Run the step outside any transaction; then, while the chain budget lasts, the steps
+	// that its success claimed in the same commit.
 	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
 	if err != nil {
 		return "", err
 	}
+	chain := &chainBudget{started: time.Now()}
+	for {
+		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, chain)
+		if next == nil || err != nil {
+			return outcome, err
+		}
+		attempts = append(attempts, a) // a is now the SUCCEEDED attempt, with its stored output
+		a, generation = *next, next.Generation
+	}
+}
+
+// Chain budget: a worker runs at most chainSteps steps of one execution, or for chainTime,
+// before the next step goes back to the queue, so one long execution never starves others.
+const (
+	chainSteps = 25
+	chainTime  = 2 * time.Second
+)
+
+// chainBudget counts the steps a worker ran in a row for one execution.
+type chainBudget struct {
+	started time.Time
+	steps   int
+}
+
+// more reports whether the worker may claim and run one more step now.
+func (c *chainBudget) more(ctx context.Context) bool {
+	return ctx.Err() == nil && c.steps < chainSteps && time.Since(c.started) < chainTime
+}
+
+// runClaimed runs a claimed (RUNNING at generation) attempt and records its result. When the
+// step succeeded and its successor was claimed in the same commit, it returns that attempt:
+// the caller runs it next. On return a holds what was stored (status, output).
+func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+	attempts []models.StepAttempt, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
+	step := def.Steps[a.StepIndex]
+	timeout := time.Duration(step.Timeout()) * time.Millisecond
+	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 	var input json.RawMessage
 	var secretVals []string
 	out, runErr := func() (any, error) {
@@ -115,7 +151,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
-		env, err := e.env(&ex, attempts)
+		env, err := e.env(ex, attempts)
 		if err != nil {
 			return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 		}
@@ -133,18 +169,22 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		defer cancel()
 		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
 	}()
+	chain.steps++
 
 	// What happens next is recorded even if the job's context ends now (shutdown).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	if runErr != nil && ctx.Err() != nil {
 		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
-		return e.release(rctx, &a, generation, log)
+		outcome, err := e.release(rctx, a, generation, log)
+		return outcome, nil, err
 	}
 	if runErr == nil {
-		return e.succeed(rctx, &ex, def, &a, generation, input, out, attempts, secretVals, log)
+		claimNext := chain.more(ctx)
+		return e.succeed(rctx, ex, def, a, generation, input, out, attempts, secretVals, claimNext, log)
 	}
-	return e.fail(rctx, &ex, def, &a, generation, input, runErr, attempts, secretVals, log)
+	outcome, err := e.fail(rctx, ex, def, a, generation, input, runErr, attempts, secretVals, log)
+	return outcome, nil, err
 }
 
 // maskText hides secrets in error text: the attempt's own secret values, and the values
@@ -257,34 +297,45 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 }
 
 func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
+	input json.RawMessage, out any, attempts []models.StepAttempt, secretVals []string, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
 	}
 	sealedIn, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	sealedOut, err := e.seal(cleanJSON(output), tableAttempts, a.ID, "output")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	var claimed *models.StepAttempt
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
 			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
 			return nil, err
 		}
-		// A step that recovers by retrying resolves its error record.
-		if err := tx.Model(&models.ExecutionError{}).
-			Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
-			Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
-			return nil, err
+		// A step that recovers by retrying resolves its error record (a first attempt has none).
+		if a.Attempt > 1 {
+			if err := tx.Model(&models.ExecutionError{}).
+				Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
+				Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+				return nil, err
+			}
 		}
 		next := a.StepIndex + 1
 		if next < len(def.Steps) {
 			step := def.Steps[next]
 			na := newAttempt(ex, step, next, 1, e.scheduleFor(step, now))
+			// The next step is runnable now: claim it in this commit (RUNNING, leased by the
+			// database clock) and run it in this worker, with no queue round trip. A crash
+			// leaves a leased row the reconciler reclaims with the same idempotency key.
+			chain := claimNext && !na.ScheduledAt.After(now)
+			if chain {
+				started, lease := now, now.Add(time.Duration(step.Timeout())*time.Millisecond+e.cfg.LeaseGrace)
+				na.Status, na.StartedAt, na.LeaseExpiresAt = models.StepRunning, &started, &lease
+			}
 			if err := tx.Create(&na).Error; err != nil {
 				return nil, err
 			}
@@ -292,13 +343,17 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 				Updates(map[string]any{"current_step_id": step.ID, "updated_at": now}).Error; err != nil {
 				return nil, err
 			}
+			if chain {
+				claimed = &na
+				return nil, nil
+			}
 			return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: na.ScheduledAt}}, nil
 		}
 		return nil, tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
 			Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error
 	})
 	if errors.Is(err, errLost) {
-		return OutcomeLost, nil
+		return OutcomeLost, nil, nil
 	}
 	if permanentStoreError(err) {
 		// The database refuses this result and always will: record the attempt as an
@@ -306,13 +361,15 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		return e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
+		outcome, err := e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
+		return outcome, nil, err
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	log.InfoContext(ctx, "step succeeded")
-	return OutcomeSucceeded, nil
+	a.Status, a.Output, a.Input = models.StepSucceeded, models.JSON(sealedOut), models.JSON(sealedIn)
+	log.DebugContext(ctx, "step succeeded")
+	return OutcomeSucceeded, claimed, nil
 }
 
 // Policy returns the effective retry policy of a step of the workflow's latest version as

@@ -18,7 +18,7 @@ test: ## Run the whole suite on SQLite and PostgreSQL (starts a throwaway Postgr
 	./scripts/with-postgres.sh $(GO) test -count=1 -timeout 20m ./...
 
 test-race: ## The engine, jobs and handlers packages under the race detector, on SQLite and PostgreSQL (~2 min)
-	CGO_ENABLED=1 ./scripts/with-postgres.sh $(GO) test -race -short -count=1 -timeout 20m ./services/engine/ ./services/jobs/ ./handlers/
+	CGO_ENABLED=1 ./scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 20m ./services/engine/ ./services/jobs/ ./handlers/
 
 test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...

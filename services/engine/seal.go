@@ -3,15 +3,13 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+
+	"lifeline/models"
 )
 
-// Sealer keeps secret values encrypted at rest. Seal replaces every value under a
-// secret-looking key of raw JSON with an envelope bound to aad (the row's identity); Open
-// reverses it and fails when an envelope was not sealed with that aad or with a known key.
-type Sealer interface {
-	Seal(raw []byte, aad string) ([]byte, error)
-	Open(raw []byte, aad string) ([]byte, error)
-}
+// Sealer keeps secret values encrypted at rest (models.Sealer: Seal and Open of raw JSON
+// bound to the row's identity).
+type Sealer = models.Sealer
 
 // aad names a JSON column of one row: what an envelope is bound to.
 func aad(table, id, column string) string { return table + ":" + id + ":" + column }

@@ -23,8 +23,8 @@ test-race: ## The engine, jobs and handlers packages under the race detector, on
 test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
 
-bench: ## Benchmarks: executions per second, retry lateness (SQLite and PostgreSQL)
-	./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 1x ./... | ./scripts/bench-table.sh
+bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL)
+	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 1x ./... | ./scripts/bench-table.sh
 
 generate: ## Regenerate templ components
 	$(GO) tool templ generate -path views

@@ -188,7 +188,7 @@ func (db *DB) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 func (db *DB) Conn(ctx context.Context) *gorm.DB { return db.Gorm.WithContext(ctx) }
 
 // NewID returns a new random UUID string.
-func NewID() string { return uuid.NewString() }
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // IsNotFound reports whether err is GORM's record-not-found.
 func IsNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }

@@ -3,6 +3,8 @@
 # When TEST_DATABASE_URL is already set, the command runs against it unchanged. Otherwise a
 # throwaway cluster is created in a temporary folder on a free port, started as an
 # unprivileged user (PostgreSQL refuses to run as root), and removed when the command ends.
+# The cluster trades durability for speed (fsync off) unless PG_DURABLE=1: benchmarks run on
+# a cluster configured as production would be (fsync, synchronous_commit, full_page_writes on).
 set -euo pipefail
 
 if [[ -n "${TEST_DATABASE_URL:-}" ]]; then
@@ -45,12 +47,14 @@ trap cleanup EXIT INT TERM
 
 "${run_as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 \
   || { cat "$dir/initdb.log" >&2; exit 1; }
+durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+[[ "${PG_DURABLE:-}" == "1" ]] && durability="-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
 "${run_as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400 -c shared_buffers=128MB" \
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $durability -c max_connections=400 -c shared_buffers=128MB ${PG_OPTS:-}" \
   start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
 
 export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-echo "with-postgres: throwaway PostgreSQL on 127.0.0.1:$port" >&2
+echo "with-postgres: throwaway PostgreSQL on 127.0.0.1:$port ($([[ "${PG_DURABLE:-}" == "1" ]] && echo "durable: fsync on" || echo "fsync off"))" >&2
 set +e
 "$@"
 status=$?

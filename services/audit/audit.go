@@ -58,6 +58,16 @@ type Entry struct {
 
 // Record writes e with tx.
 func Record(tx *gorm.DB, e Entry) error {
+	row := Row(e)
+	if row.CreatedAt.IsZero() {
+		row.CreatedAt = time.Now().UTC()
+	}
+	return tx.Create(&row).Error
+}
+
+// Row is the audit_log row of e, for callers that write it in a statement of their own
+// (its CreatedAt is zero when e.At is).
+func Row(e Entry) models.AuditEntry {
 	row := models.AuditEntry{
 		ID:             models.NewID(),
 		OrganizationID: e.OrganizationID,
@@ -75,10 +85,7 @@ func Record(tx *gorm.DB, e Entry) error {
 		id := e.Actor.ID
 		row.ActorID = &id
 	}
-	if row.CreatedAt.IsZero() {
-		row.CreatedAt = time.Now().UTC()
-	}
-	return tx.Create(&row).Error
+	return row
 }
 
 func orEmpty(m map[string]any) map[string]any {

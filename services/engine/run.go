@@ -69,14 +69,53 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
 
 	// Claim: compare-and-set PENDING → RUNNING at this generation, once due by the database clock.
-	claimed := false
-	now, err := e.now(ctx)
+	var claimed bool
+	var now time.Time
+	if e.db.Dialect == models.Postgres {
+		claimed, now, err = e.claim(ctx, &ex, &a, generation, timeout)
+	} else {
+		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, timeout)
+	}
 	if err != nil {
 		return "", err
 	}
-	if a.ScheduledAt.Sub(now) > dueTolerance {
-		return e.deferAttempt(ctx, &a, generation)
+	if !claimed {
+		if a.ScheduledAt.Sub(now) > dueTolerance {
+			return e.deferAttempt(ctx, &a, generation)
+		}
+		return OutcomeSkipped, nil
 	}
+	// Run the step outside any transaction; then, while the chain budget lasts, the steps
+	// that its success claimed in the same commit.
+	var attempts []models.StepAttempt
+	if a.StepIndex > 0 || a.Attempt > 1 { // the first attempt of the first step has nothing before it
+		if attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
+			return "", err
+		}
+	}
+	chain := &chainBudget{started: time.Now()}
+	for {
+		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, chain)
+		if next == nil || err != nil {
+			return outcome, err
+		}
+		attempts = append(attempts, a) // a is now the SUCCEEDED attempt, with its stored output
+		a, generation = *next, next.Generation
+	}
+}
+
+// claimTx claims a due PENDING attempt in a transaction (SQLite): RUNNING, leased for the
+// step's timeout plus LeaseGrace, and its execution RUNNING. It returns whether it claimed
+// it, and the database time it compared the attempt's schedule with.
+func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, timeout time.Duration) (bool, time.Time, error) {
+	now, err := e.now(ctx)
+	if err != nil {
+		return false, now, err
+	}
+	if a.ScheduledAt.Sub(now) > dueTolerance {
+		return false, now, nil
+	}
+	claimed := false
 	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
 		lease := now.Add(timeout + e.cfg.LeaseGrace)
 		res := tx.Model(&models.StepAttempt{}).
@@ -98,24 +137,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		}
 		return tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error
 	})
-	if err != nil || !claimed {
-		return OutcomeSkipped, err
-	}
-	// Run the step outside any transaction; then, while the chain budget lasts, the steps
-	// that its success claimed in the same commit.
-	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
-	if err != nil {
-		return "", err
-	}
-	chain := &chainBudget{started: time.Now()}
-	for {
-		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, chain)
-		if next == nil || err != nil {
-			return outcome, err
-		}
-		attempts = append(attempts, a) // a is now the SUCCEEDED attempt, with its stored output
-		a, generation = *next, next.Generation
-	}
+	return claimed, now, err
 }
 
 // Chain budget: a worker runs at most chainSteps steps of one execution, or for chainTime,
@@ -310,48 +332,18 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	if err != nil {
 		return "", nil, err
 	}
-	var claimed *models.StepAttempt
-	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
-			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
-			return nil, err
-		}
-		// A step that recovers by retrying resolves its error record (a first attempt has none).
-		if a.Attempt > 1 {
-			if err := tx.Model(&models.ExecutionError{}).
-				Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
-				Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
-				return nil, err
+	var next *models.StepAttempt
+	var claimed bool
+	if e.db.Dialect == models.Postgres {
+		next, claimed, err = e.advance(ctx, ex, def, a, generation, sealedIn, sealedOut, claimNext)
+		if err == nil && next != nil && !claimed {
+			if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {
+				log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
 			}
 		}
-		next := a.StepIndex + 1
-		if next < len(def.Steps) {
-			step := def.Steps[next]
-			na := newAttempt(ex, step, next, 1, e.scheduleFor(step, now))
-			// The next step is runnable now: claim it in this commit (RUNNING, leased by the
-			// database clock) and run it in this worker, with no queue round trip. A crash
-			// leaves a leased row the reconciler reclaims with the same idempotency key.
-			chain := claimNext && !na.ScheduledAt.After(now)
-			if chain {
-				started, lease := now, now.Add(time.Duration(step.Timeout())*time.Millisecond+e.cfg.LeaseGrace)
-				na.Status, na.StartedAt, na.LeaseExpiresAt = models.StepRunning, &started, &lease
-			}
-			if err := tx.Create(&na).Error; err != nil {
-				return nil, err
-			}
-			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-				Updates(map[string]any{"current_step_id": step.ID, "updated_at": now}).Error; err != nil {
-				return nil, err
-			}
-			if chain {
-				claimed = &na
-				return nil, nil
-			}
-			return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: na.ScheduledAt}}, nil
-		}
-		return nil, tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-			Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error
-	})
+	} else {
+		next, claimed, err = e.advanceTx(ctx, ex, def, a, generation, sealedIn, sealedOut, claimNext)
+	}
 	if errors.Is(err, errLost) {
 		return OutcomeLost, nil, nil
 	}
@@ -369,7 +361,62 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	}
 	a.Status, a.Output, a.Input = models.StepSucceeded, models.JSON(sealedOut), models.JSON(sealedIn)
 	log.DebugContext(ctx, "step succeeded")
-	return OutcomeSucceeded, claimed, nil
+	if !claimed {
+		next = nil
+	}
+	return OutcomeSucceeded, next, nil
+}
+
+// advanceTx is advance as a transaction of several statements, for SQLite, where a
+// statement costs no round trip and the jobs are inserted in the same transaction.
+func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+	sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
+	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
+			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+			return nil, err
+		}
+		// A step that recovers by retrying resolves its error record (a first attempt has none).
+		if a.Attempt > 1 {
+			if err := tx.Model(&models.ExecutionError{}).
+				Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
+				Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+				return nil, err
+			}
+		}
+		i := a.StepIndex + 1
+		if i >= len(def.Steps) {
+			return nil, tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+				Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error
+		}
+		step := def.Steps[i]
+		na := newAttempt(ex, step, i, 1, e.scheduleFor(step, now))
+		na.CreatedAt, na.UpdatedAt = now, now
+		// The next step is runnable now: claim it in this commit (RUNNING, leased by the
+		// database clock) and run it in this worker, with no queue round trip. A crash
+		// leaves a leased row the reconciler reclaims with the same idempotency key.
+		claimed = chain && !na.ScheduledAt.After(now)
+		if claimed {
+			started, lease := now, now.Add(time.Duration(step.Timeout())*time.Millisecond+e.cfg.LeaseGrace)
+			na.Status, na.StartedAt, na.LeaseExpiresAt = models.StepRunning, &started, &lease
+		}
+		if err := tx.Create(&na).Error; err != nil {
+			return nil, err
+		}
+		if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+			Updates(map[string]any{"current_step_id": step.ID, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		next = &na
+		if claimed {
+			return nil, nil
+		}
+		return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: na.ScheduledAt}}, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return next, claimed, nil
 }
 
 // Policy returns the effective retry policy of a step of the workflow's latest version as

@@ -12,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/services/audit"
+	"lifeline/services/definition"
 )
 
 // Triggers.
@@ -76,6 +78,9 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 	if err != nil {
 		return nil, false, err
 	}
+	if r.IdempotencyKey == "" && e.db.Dialect == models.Postgres {
+		return e.startOne(ctx, wf, def, r, input)
+	}
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if r.IdempotencyKey != "" {
 			var k models.IdempotencyKey
@@ -96,32 +101,12 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 				return nil, err
 			}
 		}
-		id := models.NewID()
-		sealed, err := e.seal(input, tableExecutions, id, "input")
-		if err != nil {
+		var err error
+		if ex, err = e.newExecution(wf, def, r, input); err != nil {
 			return nil, err
 		}
-		ex = models.Execution{
-			ID:              id,
-			OrganizationID:  wf.OrganizationID,
-			WorkflowID:      wf.ID,
-			WorkflowVersion: wf.Version,
-			Status:          models.ExecPending,
-			Input:           models.JSON(sealed),
-			TriggerType:     r.Trigger,
-			CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
-			CreatedAt:       now,
-			UpdatedAt:       now,
-		}
-		if ex.TriggerType == "" {
-			ex.TriggerType = TriggerAPI
-		}
-		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
-			id := r.Actor.ID
-			ex.CreatedBy = &id
-		}
+		ex.CreatedAt, ex.UpdatedAt = now, now
 		first := def.Steps[0]
-		ex.CurrentStepID = &first.ID
 		if err := tx.Create(&ex).Error; err != nil {
 			return nil, err
 		}
@@ -136,9 +121,7 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 				return nil, err
 			}
 		}
-		if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: r.Actor, Action: "execution.started",
-			EntityType: "workflow_execution", EntityID: ex.ID, At: now,
-			Details: map[string]any{"workflowId": ex.WorkflowID, "version": ex.WorkflowVersion, "trigger": ex.TriggerType}}); err != nil {
+		if err := audit.Record(tx, startedEntry(&ex, r.Actor, now)); err != nil {
 			return nil, err
 		}
 		return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: a.ScheduledAt}}, nil
@@ -147,10 +130,95 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 		return nil, false, err
 	}
 	if !replayed {
-		e.log.InfoContext(ctx, "execution started", "execution_id", ex.ID, "correlation_id", ex.CorrelationID,
-			"workflow_id", ex.WorkflowID, "trigger", ex.TriggerType)
+		e.logStarted(ctx, &ex)
 	}
 	return &ex, replayed, nil
+}
+
+func (e *Engine) logStarted(ctx context.Context, ex *models.Execution) {
+	e.log.InfoContext(ctx, "execution started", "execution_id", ex.ID, "correlation_id", ex.CorrelationID,
+		"workflow_id", ex.WorkflowID, "trigger", ex.TriggerType)
+}
+
+// newExecution builds the PENDING execution of a start, its input sealed; the caller sets
+// its times from the database clock.
+func (e *Engine) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
+	id := models.NewID()
+	sealed, err := e.seal(input, tableExecutions, id, "input")
+	if err != nil {
+		return models.Execution{}, err
+	}
+	ex := models.Execution{
+		ID:              id,
+		OrganizationID:  wf.OrganizationID,
+		WorkflowID:      wf.ID,
+		WorkflowVersion: wf.Version,
+		Status:          models.ExecPending,
+		Input:           models.JSON(sealed),
+		TriggerType:     r.Trigger,
+		CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
+		CurrentStepID:   &def.Steps[0].ID,
+	}
+	if ex.TriggerType == "" {
+		ex.TriggerType = TriggerAPI
+	}
+	if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
+		id := r.Actor.ID
+		ex.CreatedBy = &id
+	}
+	return ex, nil
+}
+
+// startedEntry is the audit event of a start.
+func startedEntry(ex *models.Execution, actor audit.Actor, at time.Time) audit.Entry {
+	return audit.Entry{OrganizationID: ex.OrganizationID, Actor: actor, Action: "execution.started",
+		EntityType: "workflow_execution", EntityID: ex.ID, At: at,
+		Details: map[string]any{"workflowId": ex.WorkflowID, "version": ex.WorkflowVersion, "trigger": ex.TriggerType}}
+}
+
+// startOne starts an execution without an idempotency key on PostgreSQL in one statement
+// and one commit (the execution, its first attempt and the audit event), then queues the
+// attempt's job. What it writes is what start's transaction writes.
+func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (*models.Execution, bool, error) {
+	ex, err := e.newExecution(wf, def, r, input)
+	if err != nil {
+		return nil, false, err
+	}
+	first := def.Steps[0]
+	a := newAttempt(&ex, first, 0, 1, time.Time{})
+	zero := time.Time{}
+	delay := max(e.scheduleFor(first, zero).Sub(zero), 0)
+	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
+	const q = `WITH ex AS (
+  INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
+    current_step_id, created_by, created_at, updated_at)
+  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, now(), now())
+  RETURNING id),
+at AS (
+  INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, generation, reclaims,
+    idempotency_key, scheduled_at, created_at, updated_at)
+  SELECT @aid, @org, id, @step, 0, 1, @astatus, 1, 0, @key, now() + make_interval(secs => @delay), now(), now() FROM ex),
+au AS (
+  INSERT INTO audit_log (id, organization_id, actor_type, actor_id, action, entity_type, entity_id, details, created_at)
+  SELECT @auid, @org, @actortype, @actor, @action, @entitytype, id, @details, now() FROM ex)
+SELECT now()`
+	var now time.Time
+	err = e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
+		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
+		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy,
+		"aid": a.ID, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
+		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
+	}).Scan(&now)
+	if err != nil {
+		return nil, false, err
+	}
+	now = now.UTC()
+	ex.CreatedAt, ex.UpdatedAt = now, now
+	if err := e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.Add(delay)}}); err != nil {
+		e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
+	}
+	e.logStarted(ctx, &ex)
+	return &ex, false, nil
 }
 
 // normalizeInput checks that raw is one JSON object and returns it compacted with sorted

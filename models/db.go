@@ -102,6 +102,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		}
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	// SQLite runs in this process: a statement costs no round trip, and parsing its SQL is
+	// much of its cost. GORM keeps the statements it prepares (one connection, few shapes).
+	gcfg.PrepareStmt = true
 	g, err := gorm.Open(sqlite.Open(dsn), gcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

@@ -3,19 +3,30 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
+	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
+	"lifeline/services/jobs"
+	"lifeline/services/outbound"
+	"lifeline/services/steps"
 	"lifeline/services/workflows"
 )
 
@@ -23,14 +34,15 @@ import (
 // and one execution says little about throughput or lateness. One op is one batch; at the
 // default -benchtime a batch takes over a second, so each benchmark runs a single batch.
 const (
-	execBatch  = 500 // executions per op in BenchmarkExecutions
-	retryBatch = 50  // executions per op in BenchmarkRetryLateness
+	execBatch  = 500  // executions per op in BenchmarkExecutions
+	retryBatch = 1000 // executions per op in BenchmarkRetryLateness
 	noopSteps  = 8
 )
 
 // benchStack is an engine with its runner working, one organization and one workflow.
 type benchStack struct {
 	db  *models.DB
+	url string
 	eng *engine.Engine
 	org string
 	wf  string
@@ -41,8 +53,16 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	if dialect == models.Postgres && os.Getenv("TEST_DATABASE_URL") == "" {
 		b.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make bench` starts a throwaway server")
 	}
-	db := modeltest.New(b, dialect)
-	eng, runner, reg, err := newStack(db, testLogger(b))
+	url := modeltest.URL(b, dialect)
+	db, err := models.Open(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = db.Close() })
+	// The engine and queue as `lifeline serve` configures them (no test intervals).
+	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	eng := engine.New(db, reg, testLogger(b), engine.Config{})
+	runner, err := jobs.New(db, eng, benchQueue(), testLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,7 +83,23 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchStack{db: db, eng: eng, org: org.ID, wf: wf.ID}
+	return &benchStack{db: db, url: url, eng: eng, org: org.ID, wf: wf.ID}
+}
+
+// benchQueue is the queue's configuration: the default unless BENCH_WORKERS or
+// BENCH_POLL (a duration) say otherwise, for tuning.
+func benchQueue() jobs.Config {
+	var c jobs.Config
+	if n, err := strconv.Atoi(os.Getenv("BENCH_WORKERS")); err == nil {
+		c.Workers = n
+	}
+	if d, err := time.ParseDuration(os.Getenv("BENCH_POLL")); err == nil {
+		c.FetchPollInterval = d
+	}
+	if d, err := time.ParseDuration(os.Getenv("BENCH_COOLDOWN")); err == nil {
+		c.FetchCooldown = d
+	}
+	return c
 }
 
 // startMany starts n executions from a few goroutines and returns their ids.
@@ -134,35 +170,97 @@ func (s *benchStack) waitAll(b *testing.B, ids []string) time.Time {
 // BenchmarkExecutions measures throughput: executions of eight no-op (transform) steps,
 // started in a batch of execBatch and run to SUCCEEDED.
 func BenchmarkExecutions(b *testing.B) {
+	def := noopDef()
+	for _, dialect := range modeltest.Dialects {
+		b.Run(dialect, func(b *testing.B) {
+			s := newBenchStack(b, dialect, def)
+			runtime.GC()
+			idle := rssBytes()
+			peak := sampleRSS(b)
+			b.ResetTimer()
+			s.batches(b)
+			b.StopTimer()
+			if idle > 0 {
+				b.ReportMetric(float64(idle)/(1<<20), "idle-rss-MB")
+				b.ReportMetric(float64(peak())/(1<<20), "load-rss-MB")
+			}
+		})
+	}
+}
+
+// noopDef is a workflow of noopSteps transform steps that do nothing but return a value.
+func noopDef() string {
 	var ss []string
 	for i := range noopSteps {
 		ss = append(ss, fmt.Sprintf(`{"id": "s%d", "type": "transform", "config": {"output": {"i": %d}}}`, i+1, i+1))
 	}
-	def := fmt.Sprintf(`{"name": "No-op", "steps": [%s]}`, strings.Join(ss, ","))
-	for _, dialect := range modeltest.Dialects {
-		b.Run(dialect, func(b *testing.B) {
-			s := newBenchStack(b, dialect, def)
-			b.ResetTimer()
-			var elapsed, startTook time.Duration
-			for range b.N {
-				began, err := s.db.Now(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids := s.startMany(b, execBatch)
-				now, err := s.db.Now(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				startTook += now.Sub(began)
-				elapsed += s.waitAll(b, ids).Sub(began)
+	return fmt.Sprintf(`{"name": "No-op", "steps": [%s]}`, strings.Join(ss, ","))
+}
+
+// batches starts b.N batches of execBatch executions, one after the other, and reports how
+// long starting took, executions and steps per second. Each batch is timed by the database
+// clock, from before its first start to its last execution's finish.
+func (s *benchStack) batches(b *testing.B) {
+	var elapsed, startTook time.Duration
+	for range b.N {
+		began, err := s.db.Now(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := s.startMany(b, execBatch)
+		now, err := s.db.Now(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		startTook += now.Sub(began)
+		elapsed += s.waitAll(b, ids).Sub(began)
+	}
+	n := float64(b.N * execBatch)
+	b.ReportMetric(startTook.Seconds()/float64(b.N), "start-s")
+	b.ReportMetric(n/elapsed.Seconds(), "executions/s")
+	b.ReportMetric(n*noopSteps/elapsed.Seconds(), "steps/s")
+}
+
+// rssBytes is this process's resident memory now (0 where /proc is not there).
+func rssBytes() int64 {
+	raw, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(raw), &size, &resident); err != nil {
+		return 0
+	}
+	return resident * int64(os.Getpagesize())
+}
+
+// sampleRSS samples resident memory every 20 ms until b ends; peak returns the highest.
+func sampleRSS(b *testing.B) (peak func() int64) {
+	var mu sync.Mutex
+	var most int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				r := rssBytes()
+				mu.Lock()
+				most = max(most, r)
+				mu.Unlock()
 			}
-			b.ReportMetric(startTook.Seconds(), "start-s")
-			b.StopTimer()
-			n := float64(b.N * execBatch)
-			b.ReportMetric(n/elapsed.Seconds(), "executions/s")
-			b.ReportMetric(n*noopSteps/elapsed.Seconds(), "steps/s")
-		})
+		}
+	}()
+	b.Cleanup(func() { close(stop); <-done })
+	return func() int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return most
 	}
 }
 
@@ -190,30 +288,33 @@ func (f *firstFails) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `{"ok": true}`)
 }
 
-// BenchmarkRetryLateness measures how late retries run: a batch of retryBatch executions
-// whose one http step fails once with 503 and is retried after 1 s (no jitter). Lateness is
-// when the retry's request reached the service minus the scheduled_at of its attempt row.
+// BenchmarkRetryLateness measures how late retries run when many fall due together:
+// retryBatch executions whose one http step fails once with 503, each retry then moved to a
+// time within the same second (spread evenly over it), with its job. Lateness is when the
+// retry's request reached the service minus the scheduled_at of its attempt row.
 func BenchmarkRetryLateness(b *testing.B) {
 	for _, dialect := range modeltest.Dialects {
 		b.Run(dialect, func(b *testing.B) {
 			svc := &firstFails{arrived: map[string]time.Time{}}
 			srv := httptest.NewServer(svc)
 			b.Cleanup(srv.Close)
+			// A retry 5 minutes later: the benchmark moves it to the second under test.
 			def := fmt.Sprintf(`{"name": "Retry", "settings": {"retryPolicy": %s},
 			  "steps": [{"id": "call", "type": "http", "config": {"method": "POST", "url": %q, "body": {"n": "{{ input.n }}"}}}]}`,
-				`{"maxRetries": 3, "initialDelayMs": 1000, "backoffMultiplier": 1, "jitterRatio": 0}`, srv.URL)
+				`{"maxRetries": 3, "initialDelayMs": 300000, "backoffMultiplier": 1, "jitterRatio": 0}`, srv.URL)
 			s := newBenchStack(b, dialect, def)
+			ctx := context.Background()
 			var late []time.Duration
 			b.ResetTimer()
 			for range b.N {
+				b.StopTimer()
 				ids := s.startMany(b, retryBatch)
+				retries := s.waitRetries(b, ids)
+				b.StartTimer()
+				s.dueWithinASecond(b, retries)
 				s.waitAll(b, ids)
-				var retries []models.StepAttempt
-				if err := s.db.Conn(context.Background()).Where("execution_id IN ? AND attempt = 2", ids).Find(&retries).Error; err != nil {
+				if err := s.db.Conn(ctx).Where("execution_id IN ? AND attempt = 2", ids).Find(&retries).Error; err != nil {
 					b.Fatal(err)
-				}
-				if len(retries) != len(ids) {
-					b.Fatalf("%d retries for %d executions", len(retries), len(ids))
 				}
 				svc.mu.Lock()
 				for _, a := range retries {
@@ -234,6 +335,113 @@ func BenchmarkRetryLateness(b *testing.B) {
 			}
 			b.ReportMetric(pct(50), "p50-late-ms")
 			b.ReportMetric(pct(99), "p99-late-ms")
+		})
+	}
+}
+
+// waitRetries waits until every execution in ids has its retry (attempt 2) PENDING.
+func (s *benchStack) waitRetries(b *testing.B, ids []string) []models.StepAttempt {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var retries []models.StepAttempt
+		if err := s.db.Conn(context.Background()).Where("execution_id IN ? AND attempt = 2 AND status = ?", ids, models.StepPending).
+			Find(&retries).Error; err != nil {
+			b.Fatal(err)
+		}
+		if len(retries) == len(ids) {
+			return retries
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d retries scheduled after 5 minutes", len(retries), len(ids))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dueWithinASecond moves the retries, and their jobs, to times spread evenly over one second
+// starting half a second from now (database clock).
+func (s *benchStack) dueWithinASecond(b *testing.B, retries []models.StepAttempt) {
+	b.Helper()
+	ctx := context.Background()
+	now, err := s.db.Now(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := now.Add(500 * time.Millisecond)
+	attemptID := "args->>'attempt_id'"
+	if s.db.Dialect == models.SQLite {
+		attemptID = "json_extract(args, '$.attempt_id')"
+	}
+	err = s.db.Tx(ctx, func(tx *gorm.DB) error {
+		for i, a := range retries {
+			due := at.Add(time.Duration(i) * time.Second / time.Duration(len(retries)))
+			if err := tx.Model(&models.StepAttempt{}).Where("id = ?", a.ID).Update("scheduled_at", due).Error; err != nil {
+				return err
+			}
+			if err := tx.Exec("UPDATE river_job SET scheduled_at = ? WHERE kind = 'run_attempt' AND "+attemptID+" = ?", due, a.ID).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchChildEnv marks the re-executed test binary that plays a second engine process.
+const benchChildEnv = "LIFELINE_BENCH_CHILD"
+
+// TestBenchChild is not a test: it is the second engine process of BenchmarkProcesses, which
+// runs this binary again with LIFELINE_BENCH_CHILD=1 and DATABASE_URL set. It works jobs,
+// configured as `lifeline serve` is, until its stdin closes.
+func TestBenchChild(t *testing.T) {
+	if os.Getenv(benchChildEnv) != "1" {
+		t.Skip("helper process of BenchmarkProcesses")
+	}
+	ctx := context.Background()
+	db, err := models.Open(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	runner, err := jobs.New(db, engine.New(db, reg, log, engine.Config{}), benchQueue(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	stop, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = runner.Stop(stop)
+}
+
+// BenchmarkProcesses measures how throughput scales with engine processes on one PostgreSQL:
+// the work of BenchmarkExecutions with this process alone, and with a second process.
+func BenchmarkProcesses(b *testing.B) {
+	for _, procs := range []int{1, 2} {
+		b.Run(fmt.Sprintf("postgres-%d", procs), func(b *testing.B) {
+			s := newBenchStack(b, models.Postgres, noopDef())
+			if procs == 2 {
+				cmd := exec.Command(os.Args[0], "-test.run=^TestBenchChild$", "-test.bench=^$")
+				cmd.Env = append(os.Environ(), benchChildEnv+"=1", "DATABASE_URL="+s.url)
+				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+				time.Sleep(time.Second) // let it start its queue
+			}
+			b.ResetTimer()
+			s.batches(b)
 		})
 	}
 }

@@ -97,9 +97,15 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 
 // Config tunes the queue.
 type Config struct {
-	Workers           int           // concurrent jobs (default 20)
-	FetchPollInterval time.Duration // how often idle workers look for due jobs (default 100 ms)
-	ReconcileEvery    time.Duration // default 10 s
+	Workers int // concurrent jobs (default 20)
+	// FetchPollInterval is how often idle workers look for jobs that have fallen due
+	// (default 50 ms): a retry runs within about that much of its time.
+	FetchPollInterval time.Duration
+	// FetchCooldown is the least time between two fetches, at most FetchPollInterval
+	// (default 10 ms). A worker that finishes takes its next job at the next fetch, so the
+	// cooldown bounds how many jobs a second start: Workers per cooldown.
+	FetchCooldown  time.Duration
+	ReconcileEvery time.Duration // default 10 s
 	// Periodic lists further periodic jobs (demo traffic, retention).
 	Periodic []*river.PeriodicJob
 	// Register adds further workers.
@@ -114,11 +120,15 @@ func (c Config) withDefaults() Config {
 		c.Workers = 20
 	}
 	if c.FetchPollInterval <= 0 {
-		c.FetchPollInterval = 100 * time.Millisecond
+		c.FetchPollInterval = 50 * time.Millisecond
 	}
 	if c.ReconcileEvery <= 0 {
 		c.ReconcileEvery = 10 * time.Second
 	}
+	if c.FetchCooldown <= 0 {
+		c.FetchCooldown = 10 * time.Millisecond
+	}
+	c.FetchCooldown = min(c.FetchCooldown, c.FetchPollInterval)
 	return c
 }
 
@@ -128,7 +138,7 @@ func (c Config) queue() *river.Config {
 	return &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: c.Workers}},
 		FetchPollInterval: c.FetchPollInterval,
-		FetchCooldown:     min(c.FetchPollInterval, 50*time.Millisecond),
+		FetchCooldown:     c.FetchCooldown,
 	}
 }
 
@@ -266,7 +276,11 @@ func params(jobs []engine.Job) []river.InsertManyParams {
 // it returns the insert to run after commit.
 func (r *Runner) EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []engine.Job) (func(context.Context) error, error) {
 	if r.sqlite != nil {
-		sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+		pool := tx.Statement.ConnPool
+		if p, ok := pool.(*gorm.PreparedStmtTX); ok { // SQLite keeps prepared statements
+			pool = p.Tx
+		}
+		sqlTx, ok := pool.(*sql.Tx)
 		if !ok {
 			return nil, errors.New("jobs: EnqueueTx needs a GORM transaction")
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,8 +21,7 @@ import (
 
 // The River-only baseline of BenchmarkExecutions (services/engine): the same work, chains of
 // eight no-op steps, done by River alone. Each job of a chain inserts the next job and marks
-// itself completed in one transaction, so every step is as durable as a Lifeline step. The
-// queue is configured as Lifeline's runner configures it (Config.queue).
+// itself completed in one transaction, so every step is as durable as a Lifeline step.
 const (
 	chainBatch = 500 // chains per op, as BenchmarkExecutions starts 500 executions
 	chainLen   = 8
@@ -102,14 +100,9 @@ func BenchmarkRiverChains(b *testing.B) {
 
 func runChains[TTx any, TDriver riverdriver.Driver[TTx]](b *testing.B, driver TDriver, w *chainWorker[TTx, TDriver], done *atomic.Int64) {
 	ctx := context.Background()
-	cfg := Config{}
-	if n, err := strconv.Atoi(os.Getenv("BW")); err == nil {
-		cfg.Workers = n
-	}
-	if d, err := time.ParseDuration(os.Getenv("BC")); err == nil {
-		cfg.FetchPollInterval = d
-	}
-	rc := cfg.withDefaults().queue()
+	// River gets the queue settings that suit it best on this machine (as measured): many
+	// workers and a fetch as soon as possible, since every step of a chain waits for one.
+	rc := Config{Workers: 100, FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond}.withDefaults().queue()
 	rc.Workers = river.NewWorkers()
 	river.AddWorker(rc.Workers, w)
 	rc.Logger = slog.New(slog.DiscardHandler)

@@ -94,12 +94,18 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		}
 	}
 	chain := &chainBudget{started: time.Now()}
+	var env map[string]any // what templates see: built at the first step, extended after each
 	for {
-		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, chain)
+		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, &env, chain)
 		if next == nil || err != nil {
 			return outcome, err
 		}
 		attempts = append(attempts, a) // a is now the SUCCEEDED attempt, with its stored output
+		if env != nil {
+			if err := e.addOutput(env, a); err != nil {
+				env = nil // built again from attempts, where the error is the step's
+			}
+		}
 		a, generation = *next, next.Generation
 	}
 }
@@ -162,7 +168,7 @@ func (c *chainBudget) more(ctx context.Context) bool {
 // step succeeded and its successor was claimed in the same commit, it returns that attempt:
 // the caller runs it next. On return a holds what was stored (status, output).
 func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	attempts []models.StepAttempt, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
+	attempts []models.StepAttempt, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
 	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
@@ -173,10 +179,14 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
-		env, err := e.env(ex, attempts)
-		if err != nil {
-			return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+		if *envp == nil {
+			env, err := e.env(ex, attempts)
+			if err != nil {
+				return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+			}
+			*envp = env
 		}
+		env := *envp
 		// What the attempt's templates produce under secret-looking keys (and the secrets of
 		// the execution's input) is masked wherever it appears in the error text stored.
 		secretVals = append(e.redactor.SecretValues(env["input"]), e.redactor.SecretValues(step.Config)...)
@@ -244,22 +254,30 @@ func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) (map[s
 	if err != nil {
 		return nil, err
 	}
-	stepsEnv := map[string]any{}
+	env := map[string]any{
+		"input":     input,
+		"steps":     map[string]any{},
+		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
+	}
 	for _, at := range attempts {
-		if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
-			continue
-		}
-		out, err := e.open(at.Output, tableAttempts, at.ID, "output")
-		if err != nil {
+		if err := e.addOutput(env, at); err != nil {
 			return nil, err
 		}
-		stepsEnv[at.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt}
 	}
-	return map[string]any{
-		"input":     input,
-		"steps":     stepsEnv,
-		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
-	}, nil
+	return env, nil
+}
+
+// addOutput adds a succeeded or skipped attempt's output to env (other attempts add nothing).
+func (e *Engine) addOutput(env map[string]any, at models.StepAttempt) error {
+	if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
+		return nil
+	}
+	out, err := e.open(at.Output, tableAttempts, at.ID, "output")
+	if err != nil {
+		return err
+	}
+	env["steps"].(map[string]any)[at.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt}
+	return nil
 }
 
 // finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.

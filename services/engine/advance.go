@@ -15,7 +15,8 @@ import (
 // commit on PostgreSQL: the attempt becomes SUCCEEDED with its input and output; the step's
 // open error record, after a retry, is resolved; the next step's first attempt is created,
 // claimed for this worker (RUNNING, leased by the database clock) when chain is true and the
-// step is runnable now; otherwise the execution is SUCCEEDED. It writes exactly what the
+// step is runnable now (then it is shown as the execution's current step only if it runs
+// long: see showAfter), else shown at once; after the last step the execution is SUCCEEDED. It writes exactly what the
 // transaction of succeed writes on SQLite, with the database clock (now()) for every time.
 //
 // It returns the next attempt (nil after the last step) and whether it was claimed, or
@@ -60,10 +61,13 @@ nxt AS (
     idempotency_key, scheduled_at, started_at, lease_expires_at, created_at, updated_at)
   SELECT @nid, @org, @ex, @nstep, @nidx, 1, @nstatus, 1, 0, @nkey, now() + make_interval(secs => @delay),
     CASE WHEN @claimed THEN now() END, CASE WHEN @claimed THEN now() + make_interval(secs => @lease) END, now(), now()
-  FROM fin),
+  FROM fin)`)
+		if !claimed { // a claimed step is shown by showRunning
+			q.WriteString(`,
 exu AS (
   UPDATE workflow_executions SET current_step_id = @nstep, updated_at = now()
   WHERE id = @ex AND organization_id = @org AND EXISTS (SELECT 1 FROM fin))`)
+		}
 	} else {
 		args["done"] = models.ExecSucceeded
 		q.WriteString(`,

@@ -89,6 +89,9 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
+				return nil, err
+			}
 			if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: audit.System, Action: "execution.reclaimed",
 				EntityType: "workflow_execution", EntityID: a.ExecutionID, At: now,
 				Details: map[string]any{"stepId": a.StepID, "attempt": a.Attempt, "idempotencyKey": a.IdempotencyKey, "reclaims": a.Reclaims + 1}}); err != nil {

@@ -153,6 +153,13 @@ const (
 	chainTime  = 2 * time.Second
 )
 
+// showAfter: a step a worker claims right after its predecessor (in a row) is written as the
+// execution's current step only once it has run this long. Faster steps go by before anyone
+// could see them, and not writing them saves a row update per step. The execution's current
+// step is always written when a run stops at a step (a retry, a delay, the queue, the DLQ),
+// and when a run starts (the claim).
+const showAfter = 500 * time.Millisecond
+
 // chainBudget counts the steps a worker ran in a row for one execution.
 type chainBudget struct {
 	started time.Time
@@ -171,6 +178,10 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	attempts []models.StepAttempt, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
+	if chain.steps > 0 { // claimed by its predecessor's commit: not shown yet
+		shown := time.AfterFunc(showAfter, func() { e.showRunning(ex.ID, a.ID, a.StepID) })
+		defer shown.Stop()
+	}
 	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 	var input json.RawMessage
 	var secretVals []string
@@ -212,8 +223,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		return outcome, nil, err
 	}
 	if runErr == nil {
-		claimNext := chain.more(ctx)
-		return e.succeed(rctx, ex, def, a, generation, input, out, attempts, secretVals, claimNext, log)
+		return e.succeed(rctx, ex, def, a, generation, input, out, attempts, secretVals, chain.more(ctx), log)
 	}
 	outcome, err := e.fail(rctx, ex, def, a, generation, input, runErr, attempts, secretVals, log)
 	return outcome, nil, err
@@ -280,6 +290,27 @@ func (e *Engine) addOutput(env map[string]any, at models.StepAttempt) error {
 	return nil
 }
 
+// showRunning writes a step as its execution's current step if its attempt is still running.
+func (e *Engine) showRunning(executionID, attemptID, stepID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	now, err := e.now(ctx)
+	if err == nil {
+		err = e.db.Conn(ctx).Model(&models.Execution{}).
+			Where("id = ? AND EXISTS (SELECT 1 FROM step_executions WHERE id = ? AND status = ?)", executionID, attemptID, models.StepRunning).
+			Updates(map[string]any{"current_step_id": stepID, "updated_at": now}).Error
+	}
+	if err != nil {
+		e.log.DebugContext(ctx, "could not show the running step", "execution_id", executionID, "step_id", stepID, "err", err)
+	}
+}
+
+// showStep writes the execution's current step (see showAfter).
+func showStep(tx *gorm.DB, executionID, stepID string, now time.Time) error {
+	return tx.Model(&models.Execution{}).Where("id = ?", executionID).
+		Updates(map[string]any{"current_step_id": stepID, "updated_at": now}).Error
+}
+
 // finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.
 func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[string]any) error {
 	res := tx.Model(&models.StepAttempt{}).
@@ -322,6 +353,9 @@ func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation 
 		err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
 			"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
 		if err != nil {
+			return nil, err
+		}
+		if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
 			return nil, err
 		}
 		return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: now}}, nil
@@ -421,9 +455,10 @@ func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *defin
 		if err := tx.Create(&na).Error; err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-			Updates(map[string]any{"current_step_id": step.ID, "updated_at": now}).Error; err != nil {
-			return nil, err
+		if !claimed { // a claimed step is shown by showRunning
+			if err := showStep(tx, ex.ID, step.ID, now); err != nil {
+				return nil, err
+			}
 		}
 		next = &na
 		if claimed {
@@ -561,6 +596,9 @@ func (e *Engine) failWith(ctx context.Context, ex *models.Execution, def *defini
 			if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
 				"retry_count": retriesDone + 1, "next_retry_at": next, "last_retry_at": now, "status": models.ErrRetrying, "updated_at": now,
 			}).Error; err != nil {
+				return nil, err
+			}
+			if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
 				return nil, err
 			}
 			step := def.Steps[a.StepIndex]

@@ -24,7 +24,7 @@ test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
 
 bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL)
-	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 1x ./... | ./scripts/bench-table.sh
+	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 3x ./... | ./scripts/bench-table.sh
 
 generate: ## Regenerate templ components
 	$(GO) tool templ generate -path views

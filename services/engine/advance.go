@@ -22,7 +22,7 @@ import (
 // It returns the next attempt (nil after the last step) and whether it was claimed, or
 // errLost when the attempt was no longer RUNNING at generation.
 func (e *Engine) advance(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
+	nextID string, sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
 	args := pgx.NamedArgs{
 		"id": a.ID, "gen": generation, "running": models.StepRunning, "succeeded": models.StepSucceeded,
 		"in": models.JSON(sealedIn), "out": models.JSON(sealedOut), "org": ex.OrganizationID, "ex": ex.ID,
@@ -46,6 +46,7 @@ res AS (
 		delay := e.scheduleFor(step, zero).Sub(zero)
 		claimed = chain && delay <= 0
 		na := newAttempt(ex, step, i, 1, zero)
+		na.ID = nextID
 		next = &na
 		status := models.StepPending
 		if claimed {

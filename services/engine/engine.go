@@ -93,12 +93,18 @@ type Engine struct {
 
 	mu   sync.Mutex
 	defs map[string]*definition.Definition
+
+	health *Health
+	// abandoned holds attempts this process holds RUNNING but could not record, because the
+	// database was unreachable for as long as their lease allowed (attempt id → generation).
+	// When the database is back they are released at once, not left to their leases.
+	abandoned sync.Map
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.
 func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engine {
 	cfg = cfg.withDefaults()
-	return &Engine{
+	e := &Engine{
 		db:       db,
 		steps:    reg,
 		redactor: redact.New(cfg.RedactKeys),
@@ -106,8 +112,14 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 		cfg:      cfg,
 		Rand:     rand.Float64,
 		defs:     map[string]*definition.Definition{},
+		health:   newHealth(db, log),
 	}
+	e.health.onUp = e.recover
+	return e
 }
+
+// Health tells whether the database answers.
+func (e *Engine) Health() *Health { return e.health }
 
 // SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
 func (e *Engine) SetEnqueuer(q Enqueuer) { e.enq = q }

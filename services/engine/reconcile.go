@@ -34,12 +34,12 @@ const MaxReclaims = 3
 // liveJobStates are River job states in which a job will still run its attempt.
 const liveJobStates = "'available', 'scheduled', 'retryable', 'pending'"
 
-// orphans returns due PENDING attempts (due more than PendingGrace ago) that have no live
-// job: none waiting in the queue, and none taken by a worker within PendingGrace (a worker
+// orphans returns due PENDING attempts (due more than pendingGrace ago) that have no live
+// job: none waiting in the queue, and none taken by a worker within pendingGrace (a worker
 // claims its attempt right after taking the job, so a job taken longer ago whose attempt
 // is still PENDING belonged to a process that died).
-func (e *Engine) orphans(ctx context.Context, now time.Time) ([]models.StepAttempt, error) {
-	grace := now.Add(-e.cfg.PendingGrace)
+func (e *Engine) orphans(ctx context.Context, now time.Time, pendingGrace time.Duration) ([]models.StepAttempt, error) {
+	grace := now.Add(-pendingGrace)
 	var match, taken string
 	if e.db.Dialect == models.Postgres {
 		match = "j.args->>'attempt_id' = s.id::text AND (j.args->>'generation')::int = s.generation"
@@ -60,6 +60,12 @@ func (e *Engine) orphans(ctx context.Context, now time.Time) ([]models.StepAttem
 // Reconcile repairs executions stuck between the database and the queue (seed 001,
 // "workflow reconciliation"). It is safe to run at any time, on any number of processes.
 func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
+	return e.reconcile(ctx, e.cfg.PendingGrace)
+}
+
+// reconcile is Reconcile, taking a due PENDING attempt whose job was taken pendingGrace ago
+// and has not claimed it as orphaned.
+func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (ReconcileResult, error) {
 	var res ReconcileResult
 	now, err := e.now(ctx)
 	if err != nil {
@@ -115,7 +121,7 @@ func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	// claiming it (River then holds that job as running for a long time). Move it to the
 	// next generation and enqueue that: any older job becomes a no-op. An attempt whose job
 	// is still waiting in the queue (a backlog) is left alone, keeping its place.
-	due, err := e.orphans(ctx, now)
+	due, err := e.orphans(ctx, now, pendingGrace)
 	if err != nil {
 		return res, err
 	}

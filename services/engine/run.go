@@ -77,6 +77,11 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, timeout)
 	}
 	if err != nil {
+		if e.health.Failed(err) {
+			// The claim may have committed before the connection broke: if it did, the
+			// attempt is RUNNING for nobody. Release it when the database is back.
+			e.abandoned.Store(a.ID, generation)
+		}
 		return "", err
 	}
 	if !claimed {
@@ -178,6 +183,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	attempts []models.StepAttempt, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
+	h := holder{stop: ctx, deadline: leaseDeadline(a)}
 	if chain.steps > 0 { // claimed by its predecessor's commit: not shown yet
 		shown := time.AfterFunc(showAfter, func() { e.showRunning(ex.ID, a.ID, a.StepID) })
 		defer shown.Stop()
@@ -219,13 +225,13 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	defer cancel()
 	if runErr != nil && ctx.Err() != nil {
 		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
-		outcome, err := e.release(rctx, a, generation, log)
+		outcome, err := e.release(rctx, h, a, generation, log)
 		return outcome, nil, err
 	}
 	if runErr == nil {
-		return e.succeed(rctx, ex, def, a, generation, input, out, attempts, secretVals, chain.more(ctx), log)
+		return e.succeed(rctx, h, ex, def, a, generation, input, out, attempts, secretVals, chain.more(ctx), log)
 	}
-	outcome, err := e.fail(rctx, ex, def, a, generation, input, runErr, attempts, secretVals, log)
+	outcome, err := e.fail(rctx, h, ex, def, a, generation, input, runErr, attempts, secretVals, log)
 	return outcome, nil, err
 }
 
@@ -290,6 +296,20 @@ func (e *Engine) addOutput(env map[string]any, at models.StepAttempt) error {
 	return nil
 }
 
+// landedNext returns the attempt a commit created under id, if it did, and whether it holds
+// it (the commit claimed it: RUNNING).
+func (e *Engine) landedNext(ctx context.Context, id string) (*models.StepAttempt, bool, error) {
+	var n models.StepAttempt
+	err := e.db.Conn(ctx).Where("id = ?", id).First(&n).Error
+	if models.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &n, n.Status == models.StepRunning, nil
+}
+
 // showRunning writes a step as its execution's current step if its attempt is still running.
 func (e *Engine) showRunning(executionID, attemptID, stepID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -348,29 +368,31 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 	return OutcomeDeferred, nil
 }
 
-func (e *Engine) release(ctx context.Context, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
-	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
-			"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
-		if err != nil {
-			return nil, err
-		}
-		if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
-			return nil, err
-		}
-		return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: now}}, nil
+func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
+	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
+				"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
+			if err != nil {
+				return nil, err
+			}
+			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
+				return nil, err
+			}
+			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: now}}, nil
+		})
 	})
-	if errors.Is(err, errLost) {
+	if errors.Is(err, errLost) || landed {
 		return OutcomeLost, nil
 	}
 	if err != nil {
 		return "", err
 	}
-	log.InfoContext(ctx, "attempt released at shutdown; it will run again with the same idempotency key")
+	log.InfoContext(ctx, "attempt handed back; it will run again with the same idempotency key")
 	return OutcomeReleased, nil
 }
 
-func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	input json.RawMessage, out any, attempts []models.StepAttempt, secretVals []string, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
@@ -386,15 +408,22 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 	}
 	var next *models.StepAttempt
 	var claimed bool
-	if e.db.Dialect == models.Postgres {
-		next, claimed, err = e.advance(ctx, ex, def, a, generation, sealedIn, sealedOut, claimNext)
-		if err == nil && next != nil && !claimed {
-			if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {
-				log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
-			}
+	nextID := models.NewID()
+	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) (err error) {
+		if e.db.Dialect == models.Postgres {
+			next, claimed, err = e.advance(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
+		} else {
+			next, claimed, err = e.advanceTx(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
 		}
-	} else {
-		next, claimed, err = e.advanceTx(ctx, ex, def, a, generation, sealedIn, sealedOut, claimNext)
+		return err
+	})
+	if landed { // a try committed though it seemed to fail: see what it left
+		next, claimed, err = e.landedNext(ctx, nextID)
+	}
+	if err == nil && next != nil && !claimed && (landed || e.db.Dialect == models.Postgres) {
+		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {
+			log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
+		}
 	}
 	if errors.Is(err, errLost) {
 		return OutcomeLost, nil, nil
@@ -405,7 +434,7 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		outcome, err := e.fail(ctx, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
+		outcome, err := e.fail(ctx, h, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
 		return outcome, nil, err
 	}
 	if err != nil {
@@ -422,7 +451,7 @@ func (e *Engine) succeed(ctx context.Context, ex *models.Execution, def *definit
 // advanceTx is advance as a transaction of several statements, for SQLite, where a
 // statement costs no round trip and the jobs are inserted in the same transaction.
 func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
+	nextID string, sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
 			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
@@ -443,7 +472,7 @@ func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *defin
 		}
 		step := def.Steps[i]
 		na := newAttempt(ex, step, i, 1, e.scheduleFor(step, now))
-		na.CreatedAt, na.UpdatedAt = now, now
+		na.ID, na.CreatedAt, na.UpdatedAt = nextID, now, now
 		// The next step is runnable now: claim it in this commit (RUNNING, leased by the
 		// database clock) and run it in this worker, with no queue round trip. A crash
 		// leaves a leased row the reconciler reclaims with the same idempotency key.
@@ -526,7 +555,7 @@ func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition
 // fail records a failed attempt and schedules its retry or dead-letters the execution. What
 // it stores is made storable first; if the database still refuses it for good, the failure
 // is recorded again with a plain internal error, so the attempt never loops.
-func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	input json.RawMessage, runErr error, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
 	c.Code = cleanText(c.Code, maxErrorCode)
@@ -536,92 +565,105 @@ func (e *Engine) fail(ctx context.Context, ex *models.Execution, def *definition
 	if err != nil {
 		return "", err
 	}
-	out, err := e.failWith(ctx, ex, def, a, generation, input, runErr, c, trace, attempts, log)
+	out, err := e.failWith(ctx, h, ex, def, a, generation, input, runErr, c, trace, attempts, log)
 	if permanentStoreError(err) {
 		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
 		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",
 			Message: cleanText(e.maskText("The step failed and the database refused to store its error: "+err.Error(), secretVals), maxErrorMessage)}
-		return e.failWith(ctx, ex, def, a, generation, nil, runErr, c, "", attempts, log)
+		return e.failWith(ctx, h, ex, def, a, generation, nil, runErr, c, "", attempts, log)
 	}
 	return out, err
 }
 
-func (e *Engine) failWith(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
+func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	input json.RawMessage, runErr error, c classify.Result, trace string, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
 	outcome := OutcomeRetrying
 	var delay time.Duration
 	var decision retry.Decision
-	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
-		if err != nil {
-			return nil, err
-		}
-		retriesDone := a.Attempt - 1
-		elapsed := time.Duration(0)
-		for _, at := range attempts {
-			if at.StepID == a.StepID && at.Attempt == 1 && at.StartedAt != nil {
-				elapsed = now.Sub(*at.StartedAt)
-			}
-		}
-		decision = policy.Decide(c.Type, retriesDone, def.UnknownRetry(), elapsed)
-		if neverRetried[c.Code] {
-			decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
-		}
-		upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
-			"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
-
-		errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
-		if err != nil {
-			return nil, err
-		}
-		if created {
-			if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.recorded",
-				EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
-				Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "errorType": c.Type, "errorCode": c.Code, "message": c.Message}}); err != nil {
+	retryID := models.NewID()
+	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
+			if err != nil {
 				return nil, err
 			}
-		}
-
-		if decision.Retry {
-			delay = policy.Delay(retriesDone+1, e.Rand)
-			if ra, ok := classify.RetryAfter(runErr); ok {
-				delay = policy.WithRetryAfter(delay, ra)
+			retriesDone := a.Attempt - 1
+			elapsed := time.Duration(0)
+			for _, at := range attempts {
+				if at.StepID == a.StepID && at.Attempt == 1 && at.StartedAt != nil {
+					elapsed = now.Sub(*at.StartedAt)
+				}
 			}
-			next := now.Add(delay)
-			upd["status"] = models.StepRetrying
-			upd["next_retry_at"] = next
+			decision = policy.Decide(c.Type, retriesDone, def.UnknownRetry(), elapsed)
+			if neverRetried[c.Code] {
+				decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
+			}
+			upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
+				"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
+
+			errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
+			if err != nil {
+				return nil, err
+			}
+			if created {
+				if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.recorded",
+					EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
+					Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "errorType": c.Type, "errorCode": c.Code, "message": c.Message}}); err != nil {
+					return nil, err
+				}
+			}
+
+			if decision.Retry {
+				delay = policy.Delay(retriesDone+1, e.Rand)
+				if ra, ok := classify.RetryAfter(runErr); ok {
+					delay = policy.WithRetryAfter(delay, ra)
+				}
+				next := now.Add(delay)
+				upd["status"] = models.StepRetrying
+				upd["next_retry_at"] = next
+				if err := finishAttempt(tx, a, generation, upd); err != nil {
+					return nil, err
+				}
+				if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
+					"retry_count": retriesDone + 1, "next_retry_at": next, "last_retry_at": now, "status": models.ErrRetrying, "updated_at": now,
+				}).Error; err != nil {
+					return nil, err
+				}
+				if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
+					return nil, err
+				}
+				step := def.Steps[a.StepIndex]
+				na := newAttempt(ex, step, a.StepIndex, a.Attempt+1, next)
+				na.ID = retryID
+				if err := tx.Create(&na).Error; err != nil {
+					return nil, err
+				}
+				if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_scheduled",
+					EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
+					Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "retry": retriesDone + 1, "maxRetries": policy.MaxRetries,
+						"delayMs": delay.Milliseconds(), "nextRetryAt": next.Format(time.RFC3339Nano), "errorType": c.Type, "reason": decision.Reason}}); err != nil {
+					return nil, err
+				}
+				return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
+			}
+
+			outcome = OutcomeDLQ
+			upd["status"] = models.StepDLQ
 			if err := finishAttempt(tx, a, generation, upd); err != nil {
 				return nil, err
 			}
-			if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
-				"retry_count": retriesDone + 1, "next_retry_at": next, "last_retry_at": now, "status": models.ErrRetrying, "updated_at": now,
-			}).Error; err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
-				return nil, err
-			}
-			step := def.Steps[a.StepIndex]
-			na := newAttempt(ex, step, a.StepIndex, a.Attempt+1, next)
-			if err := tx.Create(&na).Error; err != nil {
-				return nil, err
-			}
-			if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_scheduled",
-				EntityType: "workflow_execution_error", EntityID: errRec.ID, At: now,
-				Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "retry": retriesDone + 1, "maxRetries": policy.MaxRetries,
-					"delayMs": delay.Milliseconds(), "nextRetryAt": next.Format(time.RFC3339Nano), "errorType": c.Type, "reason": decision.Reason}}); err != nil {
-				return nil, err
-			}
-			return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
-		}
-
-		outcome = OutcomeDLQ
-		upd["status"] = models.StepDLQ
-		if err := finishAttempt(tx, a, generation, upd); err != nil {
-			return nil, err
-		}
-		return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, now)
+			return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, now)
+		})
 	})
+	if landed { // a try committed though it seemed to fail: see what it left
+		var retry *models.StepAttempt
+		retry, _, err = e.landedNext(ctx, retryID)
+		outcome = OutcomeDLQ
+		if retry != nil {
+			outcome = OutcomeRetrying
+			err = e.enq.Enqueue(ctx, []Job{{AttemptID: retry.ID, Generation: retry.Generation, RunAt: retry.ScheduledAt}})
+		}
+	}
 	if errors.Is(err, errLost) {
 		return OutcomeLost, nil
 	}

@@ -50,6 +50,7 @@ type AttemptWorker struct {
 // Work runs the attempt; only database errors make River retry the job.
 func (w *AttemptWorker) Work(ctx context.Context, job *river.Job[AttemptArgs]) error {
 	_, err := w.Engine.RunAttempt(ctx, job.Args.AttemptID, job.Args.Generation)
+	w.Engine.Health().Failed(err) // an unreachable database is logged once, by the engine
 	return err
 }
 
@@ -154,10 +155,13 @@ func (c clock) NowOrNil() *time.Time {
 
 // Runner owns the River client.
 type Runner struct {
-	db     *models.DB
-	log    *slog.Logger
-	sqlite *river.Client[*sql.Tx]
-	pg     *river.Client[pgx.Tx]
+	db  *models.DB
+	eng *engine.Engine
+	log *slog.Logger
+	// stopWatch stops the engine's database health watch.
+	stopWatch context.CancelFunc
+	sqlite    *river.Client[*sql.Tx]
+	pg        *river.Client[pgx.Tx]
 }
 
 var _ engine.Enqueuer = (*Runner)(nil)
@@ -183,13 +187,15 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	rc := cfg.queue()
 	rc.Workers = workers
 	rc.PeriodicJobs = periodic
-	rc.Logger = slog.New(levelFilter{log.Handler(), slog.LevelWarn})
+	// While the database is unreachable River's components fail and say so every few
+	// milliseconds; the engine's health says it once instead.
+	rc.Logger = slog.New(levelFilter{log.Handler(), slog.LevelWarn, eng.Health().Down})
 	rc.JobTimeout = 15 * time.Minute
 	rc.Middleware = []rivertype.Middleware{&onTime{}}
 	if cfg.Clock != nil {
 		rc.Test.Time = clock(cfg.Clock)
 	}
-	r := &Runner{db: db, log: log}
+	r := &Runner{db: db, eng: eng, log: log}
 	var err error
 	if db.Dialect == models.Postgres {
 		r.pg, err = river.NewClient(riverpgxv5.New(db.Pool), rc)
@@ -207,6 +213,9 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 // cancel running steps): call Stop, which lets them finish.
 func (r *Runner) Start(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx)
+	wctx, stop := context.WithCancel(ctx)
+	r.stopWatch = stop
+	go r.eng.Health().Watch(wctx)
 	if r.pg != nil {
 		return r.pg.Start(ctx)
 	}
@@ -217,6 +226,9 @@ func (r *Runner) Start(ctx context.Context) error {
 // then it cancels what still runs (the engine hands those attempts back to run again) and
 // waits for that until the deadline. Without a deadline it waits for running jobs.
 func (r *Runner) Stop(ctx context.Context) error {
+	if r.stopWatch != nil {
+		defer r.stopWatch()
+	}
 	soft, hard := r.client()
 	sctx := ctx
 	if dl, ok := ctx.Deadline(); ok {
@@ -249,6 +261,9 @@ func (r *Runner) client() (soft, hard func(context.Context) error) {
 
 // Kill stops abruptly without waiting (tests of crashes).
 func (r *Runner) Kill() {
+	if r.stopWatch != nil {
+		r.stopWatch()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if r.pg != nil {
@@ -313,14 +328,24 @@ func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
 	return tx.Commit(ctx)
 }
 
-// levelFilter drops River's records below a level (River is chatty at info).
+// levelFilter drops River's records below a level (River is chatty at info), and all of
+// them while quiet says so.
 type levelFilter struct {
 	slog.Handler
-	min slog.Level
+	min   slog.Level
+	quiet func() bool
 }
 
 func (l levelFilter) Enabled(ctx context.Context, lv slog.Level) bool {
-	return lv >= l.min && l.Handler.Enabled(ctx, lv)
+	return lv >= l.min && !l.quiet() && l.Handler.Enabled(ctx, lv)
+}
+
+func (l levelFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFilter{l.Handler.WithAttrs(attrs), l.min, l.quiet}
+}
+
+func (l levelFilter) WithGroup(name string) slog.Handler {
+	return levelFilter{l.Handler.WithGroup(name), l.min, l.quiet}
 }
 
 // onTime keeps attempt jobs "available" even when they are due in the future. River's

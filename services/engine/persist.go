@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"lifeline/models"
+)
+
+// Commit retries while the database is unreachable: after this first pause, doubling up to
+// the longest.
+const (
+	persistFirst   = 100 * time.Millisecond
+	persistLongest = time.Second
+)
+
+// holder is how long a worker may keep trying to record an attempt it holds: until deadline,
+// or until stop ends (a shutdown). The zero holder tries once.
+type holder struct {
+	stop     context.Context
+	deadline time.Time
+}
+
+// persist runs commit, which records what happened to attempt a (RUNNING at generation, held
+// by this worker), until it succeeds or fails for a reason other than an unreachable
+// database. While the database is unreachable the worker keeps the result and tries again
+// with a short backoff, until deadline (shortly before the attempt's lease runs out) or until
+// stop ends (a shutdown): then the attempt is abandoned, and released as soon as the database
+// is back (recover).
+//
+// A try that failed may still have committed (the connection broke after the commit was
+// sent). So before each new try persist asks whether the attempt is still RUNNING at
+// generation; if it is not, a try did commit and persist reports landed.
+func (e *Engine) persist(ctx context.Context, h holder, a *models.StepAttempt, generation int,
+	commit func(ctx context.Context) error) (landed bool, err error) {
+	if h.stop == nil {
+		return false, commit(ctx)
+	}
+	stop, deadline := h.stop, h.deadline
+	wait := persistFirst
+	for {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(stop), commitTimeout)
+		err = commit(ctx)
+		timedOut := ctx.Err() != nil // the database did not answer within commitTimeout
+		cancel()
+		if err == nil || !(e.health.Failed(err) || timedOut) {
+			return false, err
+		}
+		for {
+			if time.Now().Add(wait).After(deadline) || stop.Err() != nil {
+				e.abandoned.Store(a.ID, generation)
+				return false, err
+			}
+			select {
+			case <-time.After(wait):
+			case <-stop.Done():
+			}
+			wait = min(2*wait, persistLongest)
+			still, herr := e.held(context.WithoutCancel(stop), a.ID, generation)
+			if herr == nil {
+				if !still {
+					return true, nil
+				}
+				break // the database answers and the attempt is still ours: commit again
+			}
+			if !e.health.Failed(herr) {
+				return false, herr
+			}
+		}
+	}
+}
+
+// held reports whether the attempt is RUNNING at generation.
+func (e *Engine) held(ctx context.Context, attemptID string, generation int) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	var n int64
+	err := e.db.Conn(ctx).Model(&models.StepAttempt{}).
+		Where("id = ? AND status = ? AND generation = ?", attemptID, models.StepRunning, generation).Count(&n).Error
+	return n > 0, err
+}
+
+// leaseDeadline is the local time until which a worker that claimed a at about now may hold
+// it: its lease, less a tenth (at least a second) for clocks and the last commit.
+func leaseDeadline(a *models.StepAttempt) time.Time {
+	if a.LeaseExpiresAt == nil || a.StartedAt == nil {
+		return time.Now()
+	}
+	lease := a.LeaseExpiresAt.Sub(*a.StartedAt)
+	return time.Now().Add(lease - max(lease/10, time.Second))
+}
+
+// recover runs when the database answers again after being unreachable: it releases the
+// attempts this process abandoned (their results were lost with the outage; they run again
+// with the same idempotency key), and runs the reconciler at once, taking every due PENDING
+// attempt without a waiting job as orphaned: the jobs that workers took during the outage
+// failed without River being able to record it.
+func (e *Engine) recover(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	released := 0
+	e.abandoned.Range(func(k, v any) bool {
+		a := &models.StepAttempt{ID: k.(string)}
+		if err := e.db.Conn(ctx).Where("id = ?", a.ID).First(a).Error; err != nil {
+			if models.IsNotFound(err) {
+				e.abandoned.Delete(k)
+			}
+			return true
+		}
+		outcome, err := e.release(ctx, holder{}, a, v.(int), e.log)
+		if err == nil {
+			e.abandoned.Delete(k)
+			if outcome == OutcomeReleased {
+				released++
+			}
+		}
+		return true
+	})
+	res, err := e.reconcile(ctx, 0)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.log.WarnContext(ctx, "reconciling after the database came back failed; the periodic reconciler will repair it", "err", err)
+		return
+	}
+	if released+res.Reclaimed+res.Requeued+res.Exhausted > 0 {
+		e.log.InfoContext(ctx, "resumed the work the database outage interrupted", "released", released,
+			"requeued", res.Requeued, "reclaimed", res.Reclaimed, "exhausted", res.Exhausted)
+	}
+}

@@ -58,6 +58,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return models.Errorf(models.EUNAUTHORIZED, "Please log in.")
 		}
 		c.Set(principalKey, p)
+		localizeFor(c, p, false)
 		noStore(c)
 		return next(c)
 	}
@@ -76,6 +77,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 				return err
 			}
 			c.Set(principalKey, p)
+			localizeFor(c, p, true)
 			noStore(c)
 			return next(c)
 		}
@@ -87,6 +89,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 			return models.Errorf(models.EUNAUTHORIZED, "Authentication required: send Authorization: Bearer <API token>.")
 		}
 		c.Set(principalKey, p)
+		localizeFor(c, p, true)
 		noStore(c)
 		return next(c)
 	}

@@ -38,7 +38,7 @@ func csrfToken(c echo.Context) string {
 
 // page builds the layout's view model for the current user.
 func (s *Server) page(c echo.Context, title, active string) layouts.Page {
-	p := layouts.Page{Title: title, LogoutURL: s.url("logout")}
+	p := layouts.Page{Title: title, LogoutURL: s.url("logout"), LanguageURL: s.url("language"), Path: c.Request().URL.RequestURI()}
 	pr := principal(c)
 	if pr == nil {
 		// Anonymous pages have no forms, except the login page, which asks for its token.
@@ -47,13 +47,14 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 	p.CSRFToken = csrfToken(c)
 	p.OrgName, p.UserEmail, p.Role = pr.OrgName, pr.Email, pr.Role
 	dlq, _ := s.DB.CountDLQPending(c.Request().Context(), pr.OrganizationID)
+	l := localizer(c)
 	p.Nav = []layouts.NavItem{
-		{Label: "Workflows", URL: s.url("workflows"), Active: active == "workflows"},
-		{Label: "Executions", URL: s.url("executions"), Active: active == "executions"},
-		{Label: "Dead letters", URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
+		{ID: "workflows", Label: l.T("nav.workflows"), URL: s.url("workflows"), Active: active == "workflows"},
+		{ID: "executions", Label: l.T("nav.executions"), URL: s.url("executions"), Active: active == "executions"},
+		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
-		p.Nav = append(p.Nav, layouts.NavItem{Label: "API tokens", URL: s.url("tokens"), Active: active == "tokens"})
+		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"})
 	}
 	return p
 }

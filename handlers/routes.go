@@ -24,6 +24,7 @@ func (s *Server) routes() {
 	e.GET("/login", s.loginPage).Name = "login"
 	e.POST("/login", s.login)
 	e.POST("/logout", s.logout).Name = "logout"
+	e.POST("/settings/language", s.setLanguage).Name = "language"
 
 	app := e.Group("", s.requireUser)
 	app.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.url("workflows")) })

@@ -88,6 +88,7 @@ func New(d Deps) *echo.Echo {
 	e.Use(middleware.BodyLimit(fmt.Sprint(MaxBody)))
 	e.Use(echo.WrapMiddleware(s.sessions.LoadAndSave))
 	e.Use(s.csrf)
+	e.Use(s.localize)
 	s.routes()
 	return e
 }

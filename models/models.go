@@ -73,9 +73,13 @@ var DLQStatuses = []string{DLQPending, DLQProcessing, DLQResolved, DLQSkipped, D
 
 // Organization is a tenant: an accounting office.
 type Organization struct {
-	ID        string
-	Name      string
-	CreatedAt time.Time
+	ID   string
+	Name string
+	// DefaultLanguage ("pl", "en") and TimeZone (an IANA name) apply to members who chose
+	// none; nil: the browser's language, and UTC.
+	DefaultLanguage *string
+	TimeZone        *string
+	CreatedAt       time.Time
 }
 
 func (Organization) TableName() string { return "organizations" }
@@ -86,7 +90,10 @@ type User struct {
 	Email        string
 	Name         string
 	PasswordHash string
-	CreatedAt    time.Time
+	// Language and TimeZone are the user's own choice; nil: the organization's.
+	Language  *string
+	TimeZone  *string
+	CreatedAt time.Time
 }
 
 func (User) TableName() string { return "users" }

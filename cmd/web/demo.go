@@ -40,6 +40,10 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 			return nil, err
 		}
 		org, d.created = *o, true
+		// A Polish office: Polish pages and Warsaw time unless a user chooses otherwise.
+		if err := db.Conn(ctx).Model(&org).Updates(map[string]any{"default_language": "pl", "time_zone": "Europe/Warsaw"}).Error; err != nil {
+			return nil, err
+		}
 	case err != nil:
 		return nil, err
 	}

@@ -83,6 +83,10 @@ type Principal struct {
 	UserID         string // empty for API tokens
 	Email          string
 	TokenID        string // empty for users
+	// Language and TimeZone are the user's own choice (empty: none); OrgLanguage and
+	// OrgTimeZone the organization's defaults (empty: none).
+	Language, TimeZone       string
+	OrgLanguage, OrgTimeZone string
 }
 
 // Can reports whether the principal's role is at least min.
@@ -352,9 +356,13 @@ func (s *Service) UserPrincipal(ctx context.Context, userID, orgID string) (*Pri
 		OrgName        string
 		Role           string
 		Email          string
+		Language       *string
+		TimeZone       *string
+		OrgLanguage    *string
+		OrgTimeZone    *string
 	}
 	q := s.DB.Conn(ctx).Table("memberships m").
-		Select("m.organization_id, o.name AS org_name, m.role, u.email").
+		Select("m.organization_id, o.name AS org_name, m.role, u.email, u.language, u.time_zone, o.default_language AS org_language, o.time_zone AS org_time_zone").
 		Joins("JOIN organizations o ON o.id = m.organization_id").
 		Joins("JOIN users u ON u.id = m.user_id").
 		Where("m.user_id = ?", userID)
@@ -367,7 +375,41 @@ func (s *Service) UserPrincipal(ctx context.Context, userID, orgID string) (*Pri
 	if row.OrganizationID == "" {
 		return nil, models.Errorf(models.EUNAUTHORIZED, "You are not a member of this organization.")
 	}
-	return &Principal{OrganizationID: row.OrganizationID, OrgName: row.OrgName, Role: row.Role, UserID: userID, Email: row.Email}, nil
+	return &Principal{OrganizationID: row.OrganizationID, OrgName: row.OrgName, Role: row.Role, UserID: userID, Email: row.Email,
+		Language: deref(row.Language), TimeZone: deref(row.TimeZone), OrgLanguage: deref(row.OrgLanguage), OrgTimeZone: deref(row.OrgTimeZone)}, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// SetUserLocale saves a user's language ("pl", "en"; empty: the organization's) and time
+// zone (an IANA name such as Europe/Warsaw; empty: the organization's). EINVALID otherwise.
+func (s *Service) SetUserLocale(ctx context.Context, userID, language, timeZone string, supported func(string) bool) error {
+	fields := map[string]string{}
+	if language != "" && !supported(language) {
+		fields["language"] = "language.unsupported"
+	}
+	if timeZone != "" {
+		if _, err := time.LoadLocation(timeZone); err != nil || timeZone == "Local" {
+			fields["timeZone"] = "timezone.unknown"
+		}
+	}
+	if len(fields) > 0 {
+		return models.Invalid("locale.invalid", fields)
+	}
+	return s.DB.Conn(ctx).Model(&models.User{}).Where("id = ?", userID).
+		Updates(map[string]any{"language": nullIfEmpty(language), "time_zone": nullIfEmpty(timeZone)}).Error
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // TokenPrincipal returns the principal of a plain API token; EUNAUTHORIZED if unknown.
@@ -397,5 +439,6 @@ func (s *Service) TokenPrincipal(ctx context.Context, plain string) (*Principal,
 	if err := s.DB.Conn(ctx).First(&org, "id = ?", t.OrganizationID).Error; err != nil {
 		return nil, err
 	}
-	return &Principal{OrganizationID: t.OrganizationID, OrgName: org.Name, Role: t.Role, TokenID: t.ID}, nil
+	return &Principal{OrganizationID: t.OrganizationID, OrgName: org.Name, Role: t.Role, TokenID: t.ID,
+		OrgLanguage: deref(org.DefaultLanguage), OrgTimeZone: deref(org.TimeZone)}, nil
 }

@@ -8,11 +8,11 @@ package layouts
 import (
 	"encoding/json"
 	"strconv"
-	"strings"
 )
 
 // NavItem is one entry of the top navigation.
 type NavItem struct {
+	ID     string // stable, for data-testid="nav-<ID>"
 	Label  string
 	URL    string
 	Active bool // rendered with aria-current="page"
@@ -29,6 +29,9 @@ type Page struct {
 	Nav       []NavItem
 	LogoutURL string
 	Flash     string // one-off notice shown above the content
+	// LanguageURL is where the language switch posts; Path is the page to come back to.
+	LanguageURL string
+	Path        string
 }
 
 // CSRFHeaders returns the JSON object for <body hx-headers>, built with
@@ -47,23 +50,6 @@ func documentTitle(title string) string {
 		return "Lifeline"
 	}
 	return title + " · Lifeline"
-}
-
-// navTestID turns "Dead letters" into "nav-dead-letters".
-func navTestID(label string) string {
-	var b strings.Builder
-	b.WriteString("nav-")
-	dash := false
-	for _, r := range strings.ToLower(label) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			dash = false
-		} else if !dash && b.Len() > len("nav-") {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	return strings.TrimSuffix(b.String(), "-")
 }
 
 func badgeText(n int) string {

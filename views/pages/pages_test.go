@@ -166,9 +166,9 @@ func page(title string) layouts.Page {
 		CSRFToken: "csrf-123",
 		LogoutURL: "/logout",
 		Nav: []layouts.NavItem{
-			{Label: "Workflows", URL: "/workflows"},
-			{Label: "Executions", URL: "/executions", Active: true},
-			{Label: "Dead letters", URL: "/dlq", Badge: 40},
+			{ID: "workflows", Label: "Workflows", URL: "/workflows"},
+			{ID: "executions", Label: "Executions", URL: "/executions", Active: true},
+			{ID: "dead-letters", Label: "Dead letters", URL: "/dlq", Badge: 40},
 		},
 	}
 }
@@ -824,8 +824,8 @@ func TestDLQ(t *testing.T) {
 	if got := attr(one(t, rows[0], "dlq-open"), "href"); got != "/dlq/dl_1" {
 		t.Errorf("details link = %q", got)
 	}
-	if n := len(byTag(doc, "button")); n != 1 { // Log out only: the list is read-only
-		t.Errorf("buttons = %d, want 1 (Log out)", n)
+	if n := len(byTag(doc, "button")); n != 2 { // Log out and the language switch only: the list is read-only
+		t.Errorf("buttons = %d, want 2 (Log out, the other language)", n)
 	}
 	filter := one(t, doc, "dlq-filter")
 	if attr(filter, "hx-target") != "#dlq-table" || attr(filter, "method") != "get" {
@@ -873,8 +873,8 @@ func TestDLQItem(t *testing.T) {
 	if got := attr(one(t, doc, "execution-link"), "href"); got != "/executions/1" {
 		t.Errorf("execution link = %q", got)
 	}
-	if n := len(byTag(doc, "button")); n != 1 { // Log out only: read-only page
-		t.Errorf("buttons = %d, want 1 (Log out)", n)
+	if n := len(byTag(doc, "button")); n != 2 { // Log out and the language switch only: read-only page
+		t.Errorf("buttons = %d, want 2 (Log out, the other language)", n)
 	}
 }
 

@@ -1,0 +1,69 @@
+package handlers_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// The page language follows the user's choice, else the organization's default, else the
+// browser's Accept-Language; the switch in the header saves the choice.
+func TestLanguage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Nowak")
+		anon := http.DefaultClient
+
+		r := do(t, anon, "GET", a.srv.URL+"/login", "", map[string]string{"Accept-Language": "pl-PL,pl;q=0.9,en;q=0.5"})
+		if !strings.Contains(r.body, `<html lang="pl">`) || !strings.Contains(r.body, "Przejdź do treści") {
+			t.Fatalf("login page with Accept-Language pl is not Polish: %.400s", r.body)
+		}
+		r = do(t, anon, "GET", a.srv.URL+"/login", "", map[string]string{"Accept-Language": "de-DE"})
+		if !strings.Contains(r.body, `<html lang="en">`) {
+			t.Fatalf("login page with Accept-Language de is not English: %.400s", r.body)
+		}
+
+		c, csrf := a.browser(tn)
+		page := func(accept string) string {
+			t.Helper()
+			return do(t, c, "GET", a.srv.URL+"/workflows", "", map[string]string{"Accept-Language": accept}).body
+		}
+		if body := page("pl"); !strings.Contains(body, `<html lang="pl">`) || !strings.Contains(body, "Przepływy") {
+			t.Fatalf("no preference: Accept-Language pl should give Polish: %.600s", body)
+		}
+		// The organization's default wins over the browser.
+		if err := db.Conn(t.Context()).Model(&models.Organization{}).Where("id = ?", tn.org).Update("default_language", "pl").Error; err != nil {
+			t.Fatal(err)
+		}
+		if body := page("en-US"); !strings.Contains(body, `<html lang="pl">`) {
+			t.Fatalf("organization default pl: the page is not Polish: %.300s", body)
+		}
+		// The user's own choice wins over both; the switch keeps the page.
+		form := url.Values{"lang": {"en"}, "next": {"/executions?status=RUNNING"}, "_csrf": {csrf}}
+		r = do(t, c, "POST", a.srv.URL+"/settings/language", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/executions?status=RUNNING" {
+			t.Fatalf("switch: %d %q %s", r.status, r.header.Get("Location"), r.body)
+		}
+		if body := page("pl"); !strings.Contains(body, `<html lang="en">`) || !strings.Contains(body, ">Workflows </a>") {
+			t.Fatalf("the user chose English: %.600s", body)
+		}
+		var u models.User
+		if err := db.Conn(t.Context()).Where("email = ?", tn.email).First(&u).Error; err != nil || u.Language == nil || *u.Language != "en" {
+			t.Fatalf("saved language: %v %v", u.Language, err)
+		}
+		// Only Polish and English, and no redirect elsewhere.
+		form = url.Values{"lang": {"de"}, "_csrf": {csrf}}
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusUnprocessableEntity {
+			t.Fatalf("lang=de: %d", r.status)
+		}
+		form = url.Values{"lang": {"pl"}, "next": {"//evil.example/"}, "_csrf": {csrf}}
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.header.Get("Location") != "/" {
+			t.Fatalf("next=//evil.example: went to %q", r.header.Get("Location"))
+		}
+	})
+}

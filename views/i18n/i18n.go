@@ -1,0 +1,241 @@
+// Package i18n translates the user interface into Polish and English: the message files
+// (embedded), the localizer of a request (kept in its context, where templ components read
+// it), and the formats of times, relative times and numbers of each language.
+//
+// Message ids are stable, dotted names ("nav.workflows"). A plural message has the forms of
+// its language (Polish: one, few, many; English: one, other) and gets its count as .Count.
+// TestMessageFiles fails when a message is in one file and not the other, or when code uses
+// an id that no file has.
+package i18n
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
+	"golang.org/x/text/language"
+)
+
+// Languages are the languages of the interface; English is the fallback.
+var Languages = []string{"pl", "en"}
+
+// Fallback is the language used when nothing else decides.
+const Fallback = "en"
+
+//go:embed locales/*.json
+var files embed.FS
+
+var bundle = load()
+
+func load() *goi18n.Bundle {
+	b := goi18n.NewBundle(language.English)
+	b.RegisterUnmarshalFunc("json", json.Unmarshal)
+	for _, lang := range Languages {
+		if _, err := b.LoadMessageFileFS(files, "locales/"+lang+".json"); err != nil {
+			panic(fmt.Sprintf("i18n: message file %s: %v", lang, err)) // embedded: a build error
+		}
+	}
+	return b
+}
+
+// Supported reports whether lang is a language of the interface.
+func Supported(lang string) bool {
+	for _, l := range Languages {
+		if l == lang {
+			return true
+		}
+	}
+	return false
+}
+
+var matcher = language.NewMatcher([]language.Tag{language.English, language.Polish})
+
+// FromAcceptLanguage returns the interface language an Accept-Language header asks for, or
+// "" when it names neither Polish nor English.
+func FromAcceptLanguage(header string) string {
+	tags, _, err := language.ParseAcceptLanguage(header)
+	if err != nil || len(tags) == 0 {
+		return ""
+	}
+	_, i, conf := matcher.Match(tags...)
+	if conf == language.No {
+		return ""
+	}
+	return []string{"en", "pl"}[i]
+}
+
+// Resolve picks the language of a page: the user's saved preference, else the
+// organization's default, else the browser's Accept-Language, else English.
+func Resolve(user, org, acceptLanguage string) string {
+	switch {
+	case Supported(user):
+		return user
+	case Supported(org):
+		return org
+	}
+	if l := FromAcceptLanguage(acceptLanguage); l != "" {
+		return l
+	}
+	return Fallback
+}
+
+// ResolveAPI picks the language of an API answer: a request's Accept-Language that names
+// Polish or English wins over the saved preferences.
+func ResolveAPI(user, org, acceptLanguage string) string {
+	if l := FromAcceptLanguage(acceptLanguage); l != "" {
+		return l
+	}
+	return Resolve(user, org, "")
+}
+
+// Localizer translates and formats for one language and time zone.
+type Localizer struct {
+	lang string
+	zone *time.Location
+	loc  *goi18n.Localizer
+}
+
+// New returns the localizer of lang (English if it is not supported) in zone (UTC if nil).
+func New(lang string, zone *time.Location) *Localizer {
+	if !Supported(lang) {
+		lang = Fallback
+	}
+	if zone == nil {
+		zone = time.UTC
+	}
+	return &Localizer{lang: lang, zone: zone, loc: goi18n.NewLocalizer(bundle, lang)}
+}
+
+// Lang is the localizer's language ("pl", "en"), for <html lang>.
+func (l *Localizer) Lang() string { return l.lang }
+
+// Zone is the time zone times are shown in.
+func (l *Localizer) Zone() *time.Location { return l.zone }
+
+// T returns message id, filled with data (pairs of name and value: "name", x). An unknown
+// id comes back as itself, so a missing translation shows, and the message-file test fails.
+func (l *Localizer) T(id string, data ...any) string {
+	s, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, TemplateData: pairs(data)})
+	if err != nil {
+		return id
+	}
+	return s
+}
+
+// N returns plural message id for count n (available to the message as .Count).
+func (l *Localizer) N(id string, n int, data ...any) string {
+	d := pairs(data)
+	if d == nil {
+		d = map[string]any{}
+	}
+	d["Count"] = n
+	s, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, PluralCount: n, TemplateData: d})
+	if err != nil {
+		return id
+	}
+	return s
+}
+
+func pairs(data []any) map[string]any {
+	if len(data) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(data)/2)
+	for i := 0; i+1 < len(data); i += 2 {
+		if k, ok := data[i].(string); ok {
+			m[k] = data[i+1]
+		}
+	}
+	return m
+}
+
+// Time shows t in the localizer's zone: "23 lis 2026, 14:05" / "23 Nov 2026, 14:05".
+func (l *Localizer) Time(t time.Time) string {
+	t = t.In(l.zone)
+	return l.T("time.format", "Day", t.Day(), "Month", l.T(fmt.Sprintf("month.short.%d", int(t.Month()))),
+		"Year", t.Year(), "Clock", t.Format("15:04"))
+}
+
+// UTC shows t in UTC for a tooltip: "2026-11-23 13:05:00 UTC".
+func (l *Localizer) UTC(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// Relative says how far t is from now: "3 days ago", "in 5 minutes" / "3 dni temu", "za 5 minut".
+func (l *Localizer) Relative(t, now time.Time) string {
+	d := t.Sub(now)
+	future := d > 0
+	if d < 0 {
+		d = -d
+	}
+	var amount string
+	switch {
+	case d < 45*time.Second:
+		return l.T("time.now")
+	case d < 45*time.Minute:
+		amount = l.N("time.minutes", max(1, int(math.Round(d.Minutes()))))
+	case d < 22*time.Hour:
+		amount = l.N("time.hours", max(1, int(math.Round(d.Hours()))))
+	default:
+		amount = l.N("time.days", max(1, int(math.Round(d.Hours()/24))))
+	}
+	if future {
+		return l.T("time.in", "Amount", amount)
+	}
+	return l.T("time.ago", "Amount", amount)
+}
+
+// Number formats f with decimals places: "1 234,56" (Polish: a no-break space groups
+// thousands, a comma before decimals) / "1,234.56".
+func (l *Localizer) Number(f float64, decimals int) string {
+	s := strconv.FormatFloat(math.Abs(f), 'f', decimals, 64)
+	whole, frac, _ := strings.Cut(s, ".")
+	group, point := ",", "."
+	if l.lang == "pl" {
+		group, point = "\u00a0", ","
+	}
+	var b strings.Builder
+	if f < 0 && strings.Trim(s, "0.") != "" {
+		b.WriteByte('-')
+	}
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteString(group)
+		}
+		b.WriteRune(r)
+	}
+	if frac != "" {
+		b.WriteString(point + frac)
+	}
+	return b.String()
+}
+
+// Money formats an amount in złoty: "1 234,56 zł" / "PLN 1,234.56".
+func (l *Localizer) Money(f float64) string {
+	return l.T("money.pln", "Amount", l.Number(f, 2))
+}
+
+type ctxKey struct{}
+
+var english = New(Fallback, time.UTC)
+
+// With returns ctx carrying l.
+func With(ctx context.Context, l *Localizer) context.Context { return context.WithValue(ctx, ctxKey{}, l) }
+
+// From returns the localizer in ctx, or English in UTC.
+func From(ctx context.Context) *Localizer {
+	if l, ok := ctx.Value(ctxKey{}).(*Localizer); ok && l != nil {
+		return l
+	}
+	return english
+}
+
+// T translates id with the localizer in ctx (for templ components: i18n.T(ctx, "nav.workflows")).
+func T(ctx context.Context, id string, data ...any) string { return From(ctx).T(id, data...) }
+
+// N translates plural id for count n with the localizer in ctx.
+func N(ctx context.Context, id string, n int, data ...any) string { return From(ctx).N(id, n, data...) }

@@ -1,0 +1,193 @@
+package i18n
+
+import (
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pluralForms are the forms a plural message needs in each language (CLDR).
+var pluralForms = map[string][]string{"en": {"one", "other"}, "pl": {"one", "few", "many", "other"}}
+
+func messages(t *testing.T, lang string) map[string]any {
+	t.Helper()
+	raw, err := files.ReadFile("locales/" + lang + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s.json: %v", lang, err)
+	}
+	return m
+}
+
+// usedIDs finds the message ids the code passes to T and N literally, in Go and templ files
+// of the module (generated *_templ.go files repeat the templ sources).
+var idCall = regexp.MustCompile(`\b(?:T|N)\(\s*(?:ctx\s*,\s*)?"([a-z][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)"`)
+
+func usedIDs(t *testing.T) map[string][]string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	used := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); name == ".git" || name == "node_modules" || name == "data" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".templ")) || strings.HasSuffix(path, "_templ.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range idCall.FindAllStringSubmatch(string(src), -1) {
+			used[m[1]] = append(used[m[1]], path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used
+}
+
+// Every message is in both languages, with the plural forms each needs, and every id the
+// code uses is in both files.
+func TestMessageFiles(t *testing.T) {
+	all := map[string]map[string]any{}
+	for _, lang := range Languages {
+		all[lang] = messages(t, lang)
+	}
+	for _, lang := range Languages {
+		for id, v := range all[lang] {
+			for _, other := range Languages {
+				if _, ok := all[other][id]; !ok {
+					t.Errorf("%q is in %s.json but not in %s.json", id, lang, other)
+				}
+			}
+			if forms, ok := v.(map[string]any); ok {
+				for _, f := range pluralForms[lang] {
+					if s, _ := forms[f].(string); s == "" {
+						t.Errorf("%s.json: plural %q has no %q form", lang, id, f)
+					}
+				}
+			} else if s, _ := v.(string); strings.TrimSpace(s) == "" {
+				t.Errorf("%s.json: %q is empty", lang, id)
+			}
+		}
+	}
+	used := usedIDs(t)
+	if len(used) == 0 {
+		t.Fatal("found no message ids in the code: the scan is broken")
+	}
+	for id, where := range used {
+		for _, lang := range Languages {
+			if _, ok := all[lang][id]; !ok {
+				t.Errorf("%q (used in %s) is not in %s.json", id, strings.Join(slices.Compact(where), ", "), lang)
+			}
+		}
+	}
+}
+
+func TestPolishPlurals(t *testing.T) {
+	pl, en := New("pl", nil), New("en", nil)
+	for _, c := range []struct {
+		n      int
+		pl, en string
+	}{
+		{1, "1 próba", "1 attempt"},
+		{2, "2 próby", "2 attempts"},
+		{4, "4 próby", "4 attempts"},
+		{5, "5 prób", "5 attempts"},
+		{12, "12 prób", "12 attempts"},
+		{22, "22 próby", "22 attempts"},
+		{25, "25 prób", "25 attempts"},
+		{0, "0 prób", "0 attempts"},
+	} {
+		if got := pl.N("count.attempts", c.n); got != c.pl {
+			t.Errorf("pl %d: %q, want %q", c.n, got, c.pl)
+		}
+		if got := en.N("count.attempts", c.n); got != c.en {
+			t.Errorf("en %d: %q, want %q", c.n, got, c.en)
+		}
+	}
+}
+
+func TestRelativeTime(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	pl, en := New("pl", nil), New("en", nil)
+	for _, c := range []struct {
+		d      time.Duration
+		pl, en string
+	}{
+		{3 * 24 * time.Hour, "za 3 dni", "in 3 days"},
+		{-3 * 24 * time.Hour, "3 dni temu", "3 days ago"},
+		{-24 * time.Hour, "1 dzień temu", "1 day ago"},
+		{5 * time.Minute, "za 5 minut", "in 5 minutes"},
+		{-2 * time.Minute, "2 minuty temu", "2 minutes ago"},
+		{-time.Minute, "1 minutę temu", "1 minute ago"},
+		{-5 * time.Hour, "5 godzin temu", "5 hours ago"},
+		{10 * time.Second, "przed chwilą", "just now"},
+	} {
+		if got := pl.Relative(now.Add(c.d), now); got != c.pl {
+			t.Errorf("pl %s: %q, want %q", c.d, got, c.pl)
+		}
+		if got := en.Relative(now.Add(c.d), now); got != c.en {
+			t.Errorf("en %s: %q, want %q", c.d, got, c.en)
+		}
+	}
+}
+
+func TestFormats(t *testing.T) {
+	warsaw, err := time.LoadLocation("Europe/Warsaw")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	at := time.Date(2026, 11, 23, 13, 5, 0, 0, time.UTC)
+	pl, en := New("pl", warsaw), New("en", nil)
+	for _, c := range []struct{ got, want string }{
+		{pl.Time(at), "23 lis 2026, 14:05"},
+		{en.Time(at), "23 Nov 2026, 13:05"},
+		{pl.Money(1234.56), "1\u00a0234,56 zł"},
+		{en.Money(1234.56), "PLN 1,234.56"},
+		{en.Number(1234567.891, 2), "1,234,567.89"},
+		{pl.Number(-1234, 0), "-1\u00a0234"},
+		{en.Number(999, 0), "999"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	for _, c := range []struct{ user, org, accept, page, api string }{
+		{"", "", "", "en", "en"},
+		{"", "", "pl-PL,pl;q=0.9,en;q=0.8", "pl", "pl"},
+		{"", "pl", "en-US", "pl", "en"},
+		{"en", "pl", "pl", "en", "pl"},
+		{"", "", "de-DE", "en", "en"},
+		{"", "pl", "de-DE", "pl", "pl"},
+		{"xx", "", "pl", "pl", "pl"},
+	} {
+		if got := Resolve(c.user, c.org, c.accept); got != c.page {
+			t.Errorf("Resolve(%q, %q, %q) = %q, want %q", c.user, c.org, c.accept, got, c.page)
+		}
+		if got := ResolveAPI(c.user, c.org, c.accept); got != c.api {
+			t.Errorf("ResolveAPI(%q, %q, %q) = %q, want %q", c.user, c.org, c.accept, got, c.api)
+		}
+	}
+}

@@ -7,8 +7,11 @@ package components
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
+
+	"lifeline/views/i18n"
 )
 
 // StatusTone maps an execution, step, attempt or dead-letter status to the
@@ -56,29 +59,11 @@ func ErrorTypeFamily(t string) string {
 	return "other"
 }
 
-// errorTypeHint explains an error type in one sentence (used as title).
-func errorTypeHint(t string) string {
-	switch strings.ToLower(t) {
-	case "transient":
-		return "Transient: a temporary problem; retried automatically."
-	case "permanent":
-		return "Permanent: retrying will not help until something is changed."
-	case "timeout":
-		return "Timeout: the step did not finish in time; retried automatically."
-	case "validation":
-		return "Validation: the data was rejected; fix the input and retry."
-	case "authorization":
-		return "Authorization: credentials were refused or have expired."
-	case "rate_limit":
-		return "Rate limit: the other system asked us to slow down; retried later."
-	case "external_service":
-		return "External service: the other system failed or is unavailable."
-	case "internal":
-		return "Internal: an error inside Lifeline."
-	case "unknown":
-		return "Unknown: the error could not be classified."
-	}
-	return "Error type: " + t
+// errorTypeHint explains an error type in one sentence (used as title): "Transient: a
+// temporary problem; retried automatically."
+func errorTypeHint(ctx context.Context, t string) string {
+	l := i18n.From(ctx)
+	return l.TOr("errortype."+t, errorTypeLabel(t)) + ": " + l.TOr("errortype."+t+".hint", "")
 }
 
 func errorTypeLabel(t string) string {

@@ -13,6 +13,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"math"
 	"strconv"
 	"strings"
@@ -33,12 +34,14 @@ var files embed.FS
 
 var bundle = load()
 
+// Message files are locales/<area>.<lang>.json (app, pages, …); each area has one per language.
 func load() *goi18n.Bundle {
 	b := goi18n.NewBundle(language.English)
 	b.RegisterUnmarshalFunc("json", json.Unmarshal)
-	for _, lang := range Languages {
-		if _, err := b.LoadMessageFileFS(files, "locales/"+lang+".json"); err != nil {
-			panic(fmt.Sprintf("i18n: message file %s: %v", lang, err)) // embedded: a build error
+	names, _ := fs.Glob(files, "locales/*.json")
+	for _, name := range names {
+		if _, err := b.LoadMessageFileFS(files, name); err != nil {
+			panic(fmt.Sprintf("i18n: message file %s: %v", name, err)) // embedded: a build error
 		}
 	}
 	return b
@@ -126,6 +129,15 @@ func (l *Localizer) T(id string, data ...any) string {
 		return id
 	}
 	return s
+}
+
+// TOr returns message id, or fallback when there is no such message (for ids built from
+// data, such as a status that a newer version added).
+func (l *Localizer) TOr(id, fallback string, data ...any) string {
+	if s := l.T(id, data...); s != id {
+		return s
+	}
+	return fallback
 }
 
 // N returns plural message id for count n (available to the message as .Count).

@@ -15,15 +15,29 @@ import (
 // pluralForms are the forms a plural message needs in each language (CLDR).
 var pluralForms = map[string][]string{"en": {"one", "other"}, "pl": {"one", "few", "many", "other"}}
 
+// messages returns the messages of lang from all its files.
 func messages(t *testing.T, lang string) map[string]any {
 	t.Helper()
-	raw, err := files.ReadFile("locales/" + lang + ".json")
-	if err != nil {
-		t.Fatal(err)
+	names, err := fs.Glob(files, "locales/*."+lang+".json")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no message files for %s: %v", lang, err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("%s.json: %v", lang, err)
+	m := map[string]any{}
+	for _, name := range names {
+		raw, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var part map[string]any
+		if err := json.Unmarshal(raw, &part); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for id, v := range part {
+			if _, dup := m[id]; dup {
+				t.Errorf("%s: %q is in another %s file too", name, id, lang)
+			}
+			m[id] = v
+		}
 	}
 	return m
 }
@@ -75,17 +89,17 @@ func TestMessageFiles(t *testing.T) {
 		for id, v := range all[lang] {
 			for _, other := range Languages {
 				if _, ok := all[other][id]; !ok {
-					t.Errorf("%q is in %s.json but not in %s.json", id, lang, other)
+					t.Errorf("%q is in the %s files but not in the %s files", id, lang, other)
 				}
 			}
 			if forms, ok := v.(map[string]any); ok {
 				for _, f := range pluralForms[lang] {
 					if s, _ := forms[f].(string); s == "" {
-						t.Errorf("%s.json: plural %q has no %q form", lang, id, f)
+						t.Errorf("%s: plural %q has no %q form", lang, id, f)
 					}
 				}
 			} else if s, _ := v.(string); strings.TrimSpace(s) == "" {
-				t.Errorf("%s.json: %q is empty", lang, id)
+				t.Errorf("%s: %q is empty", lang, id)
 			}
 		}
 	}
@@ -96,7 +110,7 @@ func TestMessageFiles(t *testing.T) {
 	for id, where := range used {
 		for _, lang := range Languages {
 			if _, ok := all[lang][id]; !ok {
-				t.Errorf("%q (used in %s) is not in %s.json", id, strings.Join(slices.Compact(where), ", "), lang)
+				t.Errorf("%q (used in %s) is not in the %s files", id, strings.Join(slices.Compact(where), ", "), lang)
 			}
 		}
 	}

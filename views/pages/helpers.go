@@ -170,27 +170,16 @@ func policySourceLabel(src string) string {
 	return src
 }
 
+// errorTitle returns the message id of the title of an HTTP error status.
 func errorTitle(status int) string {
 	switch status {
-	case 400:
-		return "Bad request"
-	case 401:
-		return "Please sign in"
-	case 403:
-		return "You don't have access to this"
-	case 404:
-		return "Page not found"
-	case 409:
-		return "Conflict"
-	case 422:
-		return "Please check the form"
-	case 429:
-		return "Too many requests"
+	case 400, 401, 403, 404, 409, 422, 429:
+		return fmt.Sprintf("error.title.%d", status)
 	}
 	if status >= 500 {
-		return "Something went wrong"
+		return "error.title.500"
 	}
-	return "Error"
+	return "error.title"
 }
 
 func firstNonEmpty(ss ...string) string {

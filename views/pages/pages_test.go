@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/html"
 
 	"lifeline/views/components"
+	"lifeline/views/i18n"
 	"lifeline/views/layouts"
 	"lifeline/views/pages"
 )
@@ -24,8 +25,14 @@ import (
 
 func render(t *testing.T, c templ.Component) (*html.Node, string) {
 	t.Helper()
+	return renderIn(t, context.Background(), c)
+}
+
+// renderIn renders with ctx (which may carry a localizer).
+func renderIn(t *testing.T, ctx context.Context, c templ.Component) (*html.Node, string) {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := c.Render(context.Background(), &buf); err != nil {
+	if err := c.Render(ctx, &buf); err != nil {
 		t.Fatalf("render: %v", err)
 	}
 	doc, err := html.Parse(strings.NewReader(buf.String()))
@@ -717,7 +724,7 @@ func TestExecutionFailed(t *testing.T) {
 			t.Errorf("failure banner %q lacks %q", ft, want)
 		}
 	}
-	if got := texts(byTestID(failure, "error-type")); len(got) != 1 || got[0] != "authorization" {
+	if got := texts(byTestID(failure, "error-type")); len(got) != 1 || got[0] != "Authorization" {
 		t.Errorf("failure chip = %v", got)
 	}
 	if got := attr(one(t, doc, "dlq-link"), "href"); got != "/dlq/dl_7f3a9c" {
@@ -815,10 +822,10 @@ func TestDLQ(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("rows = %d, want 2", len(rows))
 	}
-	if got := texts(byTestID(doc, "status")); strings.Join(got, ",") != "pending,resolved" {
+	if got := texts(byTestID(doc, "status")); strings.Join(got, ",") != "To handle,Resolved" {
 		t.Errorf("badges = %v", got)
 	}
-	if got := texts(byTestID(doc, "error-type")); strings.Join(got, ",") != "authorization,timeout" {
+	if got := texts(byTestID(doc, "error-type")); strings.Join(got, ",") != "Authorization,Timeout" {
 		t.Errorf("chips = %v", got)
 	}
 	if got := attr(one(t, rows[0], "dlq-open"), "href"); got != "/dlq/dl_1" {
@@ -964,18 +971,27 @@ func TestStatusBadgeTones(t *testing.T) {
 		}
 	}
 	doc, _ := render(t, components.StatusBadge("DLQ_PENDING"))
-	if got := text(one(t, doc, "status")); got != "DLQ PENDING" {
+	if got := text(one(t, doc, "status")); got != "In the DLQ" {
 		t.Errorf("DLQ_PENDING text = %q", got)
 	}
 }
 
 func TestErrorTypeChips(t *testing.T) {
 	t.Parallel()
-	for _, et := range []string{"transient", "permanent", "timeout", "validation", "authorization", "rate_limit", "external_service", "internal", "unknown"} {
-		doc, _ := render(t, components.ErrorTypeChip(et))
-		c := one(t, doc, "error-type")
-		if attr(c, "data-error-type") != et || text(c) != strings.ReplaceAll(et, "_", " ") || attr(c, "title") == "" {
-			t.Errorf("%s: chip %q data=%q title=%q", et, text(c), attr(c, "data-error-type"), attr(c, "title"))
+	pl := i18n.With(context.Background(), i18n.New("pl", nil))
+	for _, c := range []struct{ et, en, pl string }{
+		{"transient", "Transient", "Przejściowy"}, {"permanent", "Permanent", "Trwały"}, {"timeout", "Timeout", "Przekroczony czas"},
+		{"validation", "Validation", "Walidacja"}, {"authorization", "Authorization", "Autoryzacja"}, {"rate_limit", "Rate limit", "Limit zapytań"},
+		{"external_service", "External service", "Usługa zewnętrzna"}, {"internal", "Internal", "Wewnętrzny"}, {"unknown", "Unknown", "Nieznany"},
+	} {
+		doc, _ := render(t, components.ErrorTypeChip(c.et))
+		chip := one(t, doc, "error-type")
+		if attr(chip, "data-error-type") != c.et || text(chip) != c.en || !strings.HasPrefix(attr(chip, "title"), c.en+": ") {
+			t.Errorf("%s: chip %q data=%q title=%q", c.et, text(chip), attr(chip, "data-error-type"), attr(chip, "title"))
+		}
+		doc, _ = renderIn(t, pl, components.ErrorTypeChip(c.et))
+		if chip := one(t, doc, "error-type"); text(chip) != c.pl || !strings.HasPrefix(attr(chip, "title"), c.pl+": ") {
+			t.Errorf("%s in Polish: chip %q title=%q", c.et, text(chip), attr(chip, "title"))
 		}
 	}
 	doc, _ := render(t, components.ErrorTypeChip(""))

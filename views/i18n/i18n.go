@@ -236,7 +236,9 @@ type ctxKey struct{}
 var english = New(Fallback, time.UTC)
 
 // With returns ctx carrying l.
-func With(ctx context.Context, l *Localizer) context.Context { return context.WithValue(ctx, ctxKey{}, l) }
+func With(ctx context.Context, l *Localizer) context.Context {
+	return context.WithValue(ctx, ctxKey{}, l)
+}
 
 // From returns the localizer in ctx, or English in UTC.
 func From(ctx context.Context) *Localizer {

@@ -406,7 +406,7 @@ func TestWorkflows(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("rows = %d, want 3", len(rows))
 	}
-	if got := texts(byTestID(rows[0], "status")); len(got) != 1 || got[0] != "FAILED" {
+	if got := texts(byTestID(rows[0], "status")); len(got) != 1 || got[0] != "Failed" {
 		t.Errorf("first row badge = %v", got)
 	}
 	if got := attr(byTag(rows[0], "a")[0], "href"); got != "/workflows/wf_vat" {
@@ -623,10 +623,10 @@ func TestExecutions(t *testing.T) {
 	for _, r := range rows {
 		badges = append(badges, texts(byTestID(r, "status"))...)
 	}
-	if strings.Join(badges, ",") != "DLQ,RETRYING,SUCCEEDED" {
+	if strings.Join(badges, "|") != "Failed, to the DLQ|Failed, retried|Succeeded" {
 		t.Errorf("badges = %v", badges)
 	}
-	if got := texts(byTestID(rows[1], "error-type")); len(got) != 1 || got[0] != "rate limit" {
+	if got := texts(byTestID(rows[1], "error-type")); len(got) != 1 || got[0] != "Rate limit" {
 		t.Errorf("error chip = %v", got)
 	}
 	if got := attr(byTestID(rows[1], "error-type")[0], "data-error-type"); got != "rate_limit" {

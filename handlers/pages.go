@@ -14,6 +14,7 @@ import (
 	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
+	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) workflowsPage(c echo.Context) error {
 }
 
 func (s *Server) workflowsVM(c echo.Context) (pages.WorkflowsVM, error) {
-	p := principal(c)
+	p, l := principal(c), localizer(c)
 	wfs, stats, err := s.DB.ListWorkflows(c.Request().Context(), p.OrganizationID)
 	if err != nil {
 		return pages.WorkflowsVM{}, err
@@ -39,7 +40,7 @@ func (s *Server) workflowsVM(c echo.Context) (pages.WorkflowsVM, error) {
 		st := stats[wf.ID]
 		row := pages.WorkflowRow{ID: wf.ID, Name: wf.Name, Description: wf.Description, URL: s.url("workflow", wf.ID),
 			Version: wf.Version, Steps: len(def.Steps), LastStatus: st.LastStatus, Executions: st.Executions}
-		row.LastRunAt, row.LastRunAtText = displayTimePtr(st.LastRunAt)
+		row.LastRunAt, row.LastRunAtText = displayTimePtr(l, st.LastRunAt)
 		vm.Rows = append(vm.Rows, row)
 	}
 	return vm, nil
@@ -106,7 +107,7 @@ func (s *Server) workflowPage(c echo.Context) error {
 }
 
 func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartForm) error {
-	ctx := c.Request().Context()
+	ctx, l := c.Request().Context(), localizer(c)
 	p := principal(c)
 	id := c.Param("id")
 	if err := checkID(id, "workflow"); err != nil {
@@ -129,7 +130,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	spec := wfPolicy.Spec()
 	policyJSON, _ := json.MarshalIndent(spec, "", "  ")
 	vm := pages.WorkflowVM{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: fmt.Sprint(wf.Version),
-		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
+		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(l, wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
 		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(models.JSON(shown)),
 		ExecutionsURL: s.url("executions") + "?workflowId=" + wf.ID}
 	for i, st := range def.Steps {
@@ -156,7 +157,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	if err != nil {
 		return err
 	}
-	vm.Recent = s.executionRows(rows)
+	vm.Recent = s.executionRows(localizer(c), rows)
 	return render(c, status, pages.Workflow(s.page(c, wf.Name, "workflows"), vm))
 }
 
@@ -201,12 +202,12 @@ func (s *Server) startFromForm(c echo.Context) error {
 	return redirect(c, s.url("execution", ex.ID))
 }
 
-func (s *Server) executionRows(rows []models.ExecutionRow) []pages.ExecutionRow {
+func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow) []pages.ExecutionRow {
 	out := make([]pages.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
-			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
+			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
 			ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(r.StartedAt, r.FinishedAt)
@@ -249,7 +250,7 @@ func (s *Server) executionsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	table := pages.ExecutionTable{Rows: s.executionRows(rows), Filtered: status != "" || wfID != ""}
+	table := pages.ExecutionTable{Rows: s.executionRows(localizer(c), rows), Filtered: status != "" || wfID != ""}
 	table.NextURL = nextPage(s.url("executions"), next, status, wfID)
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionTableFragment(table))
@@ -269,20 +270,20 @@ func (s *Server) executionPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm := s.executionVM(d)
+	vm := s.executionVM(localizer(c), d)
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionBody(vm))
 	}
 	return render(c, http.StatusOK, pages.Execution(s.page(c, d.WorkflowName+" · "+shortID(d.Ex.ID), "executions"), vm))
 }
 
-func (s *Server) executionVM(d *executionDetail) pages.ExecutionVM {
+func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.ExecutionVM {
 	ex := d.Ex
 	vm := pages.ExecutionVM{ID: ex.ID, ShortID: shortID(ex.ID), Status: ex.Status, WorkflowName: d.WorkflowName,
 		WorkflowURL: s.url("workflow", ex.WorkflowID), Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID,
-		CreatedAt: rfc(ex.CreatedAt), CreatedAtText: displayTime(ex.CreatedAt), InputJSON: prettyJSON(s.redacted(ex.Input)),
+		CreatedAt: rfc(ex.CreatedAt), CreatedAtText: displayTime(l, ex.CreatedAt), InputJSON: prettyJSON(s.redacted(ex.Input)),
 		Live: ex.Status == models.ExecPending || ex.Status == models.ExecRunning, RefreshURL: s.url("execution", ex.ID)}
-	vm.FinishedAt, vm.FinishedAtText = displayTimePtr(ex.FinishedAt)
+	vm.FinishedAt, vm.FinishedAtText = displayTimePtr(l, ex.FinishedAt)
 	vm.Duration = span(ex.StartedAt, ex.FinishedAt)
 	if d.DLQ != nil {
 		vm.DLQURL = s.url("dlq.item", d.DLQ.ID)
@@ -293,11 +294,11 @@ func (s *Server) executionVM(d *executionDetail) pages.ExecutionVM {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: deref(a.ErrorMessage), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
 				OutputJSON: prettyJSON(s.redacted(a.Output)), IdempotencyKey: a.IdempotencyKey, Duration: span(a.StartedAt, a.FinishedAt)}
-			av.StartedAt, av.StartedAtText = displayTimePtr(a.StartedAt)
-			av.FinishedAt, av.FinishedAtText = displayTimePtr(a.FinishedAt)
+			av.StartedAt, av.StartedAtText = displayTimePtr(l, a.StartedAt)
+			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {
-				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), "scheduled "+displayTime(a.ScheduledAt)
-				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), displayTime(a.ScheduledAt)
+				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), "scheduled "+displayTime(l, a.ScheduledAt)
+				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), displayTime(l, a.ScheduledAt)
 			}
 			st.Attempts = append(st.Attempts, av)
 			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {
@@ -310,11 +311,11 @@ func (s *Server) executionVM(d *executionDetail) pages.ExecutionVM {
 	return vm
 }
 
-func (s *Server) dlqRow(r *models.DLQRow) pages.DLQRow {
+func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
 	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
 		ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, Status: r.Status,
-		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(r.ExpiresAt)}
+		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(l, r.ExpiresAt)}
 }
 
 func (s *Server) dlqPage(c echo.Context) error {
@@ -330,7 +331,7 @@ func (s *Server) dlqPage(c echo.Context) error {
 	vm := pages.DLQVM{Filter: pages.DLQFilter{Action: s.url("dlq"), Status: status, WorkflowID: wfID,
 		Statuses: options(models.DLQStatuses, status, statusLabel)}}
 	for i := range rows {
-		vm.Rows = append(vm.Rows, s.dlqRow(&rows[i]))
+		vm.Rows = append(vm.Rows, s.dlqRow(localizer(c), &rows[i]))
 	}
 	vm.NextURL = nextPage(s.url("dlq"), next, status, wfID)
 	if isHTMX(c) {
@@ -351,7 +352,7 @@ func (s *Server) dlqItemPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm := pages.DLQItemVM{Row: s.dlqRow(r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
+	vm := pages.DLQItemVM{Row: s.dlqRow(localizer(c), r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
 		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
 		ListURL: s.url("dlq")}
 	return render(c, http.StatusOK, pages.DLQItem(s.page(c, "Dead letter · "+r.WorkflowName, "dlq"), vm))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"lifeline/views/i18n"
 	"strings"
 	"time"
 
@@ -225,13 +226,14 @@ func deref(s *string) string {
 
 // Display helpers for pages.
 
-func displayTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+// displayTime shows t in the user's language and time zone.
+func displayTime(l *i18n.Localizer, t time.Time) string { return l.Time(t) }
 
-func displayTimePtr(t *time.Time) (iso, text string) {
+func displayTimePtr(l *i18n.Localizer, t *time.Time) (iso, text string) {
 	if t == nil {
 		return "", ""
 	}
-	return rfc(*t), displayTime(*t)
+	return rfc(*t), displayTime(l, *t)
 }
 
 func displayDuration(d time.Duration) string {

@@ -99,19 +99,19 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 	if err != nil {
 		return err
 	}
-	now := h.now()
+	now, l := h.now(), localizer(c)
 	vm := pages.TokensVM{Created: created, CreatedName: createdName}
 	for _, t := range ts {
-		r := pages.TokenRow{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: rfc(t.CreatedAt), Created: displayTime(t.CreatedAt),
+		r := pages.TokenRow{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: rfc(t.CreatedAt), Created: displayTime(l, t.CreatedAt),
 			LastUsed: "Never", Expires: "Never", Status: "active"}
 		if r.Name == "" {
 			r.Name = "(unnamed)"
 		}
 		if t.LastUsedAt != nil {
-			r.LastUsed = displayTime(*t.LastUsedAt)
+			r.LastUsed = displayTime(l, *t.LastUsedAt)
 		}
 		if t.ExpiresAt != nil {
-			r.Expires = displayTime(*t.ExpiresAt)
+			r.Expires = displayTime(l, *t.ExpiresAt)
 			if !now.Before(*t.ExpiresAt) {
 				r.Status = "expired"
 			}

@@ -4,8 +4,8 @@
 // 1. Response handling: 422 responses ARE swapped (forms re-render with their
 //    field errors); every other 4xx/5xx is not swapped and shows a toast with
 //    the response's text instead.
-// 2. <time datetime="…"> elements are shown in the browser's local time, on
-//    load and after every htmx swap; the server's UTC text becomes the title.
+// 2. (Times are rendered by the server in the user's language and time zone,
+//    with UTC in the title.)
 // 3. History-cache misses are fetched as ordinary (non-HX-Request) requests,
 //    so handlers can answer every HX-Request with a fragment.
 // 4. Self-refreshing regions marked data-preserve-details keep the open/closed
@@ -115,34 +115,6 @@
     showToast("The server took too long to answer…", "Please try again.");
   });
 
-  // ---------- local times ----------
-  var withSeconds = /\d:\d\d:\d\d/;
-
-  function formatLocal(d, seconds) {
-    var opts = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
-    if (seconds) opts.second = "2-digit";
-    try {
-      return new Intl.DateTimeFormat(undefined, opts).format(d);
-    } catch (e) {
-      return d.toLocaleString();
-    }
-  }
-
-  function localizeTimes(root) {
-    if (!root || !root.querySelectorAll) return;
-    var list = Array.prototype.slice.call(root.querySelectorAll("time[datetime]"));
-    if (root.matches && root.matches("time[datetime]")) list.push(root);
-    list.forEach(function (el) {
-      if (el.dataset.localized) return;
-      var d = new Date(el.getAttribute("datetime"));
-      if (isNaN(d.getTime())) return;
-      var utc = el.textContent.trim();
-      if (!el.title) el.title = utc;
-      el.textContent = formatLocal(d, withSeconds.test(utc));
-      el.dataset.localized = "1";
-    });
-  }
-
   // ---------- keep <details> state across self-refresh ----------
   var savedDetails = {};
 
@@ -163,14 +135,7 @@
     });
   }
 
-  function onNewContent(elt) {
-    restoreDetails(elt);
-    localizeTimes(elt);
-  }
-
   if (window.htmx) {
-    htmx.onLoad(onNewContent); // initial page and every swapped-in element
-  } else {
-    document.addEventListener("DOMContentLoaded", function () { localizeTimes(document.body); });
+    htmx.onLoad(restoreDetails); // initial page and every swapped-in element
   }
 })();

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"lifeline/views/i18n"
 )
@@ -82,6 +83,15 @@ func PrettyJSON(s string) string {
 		return s
 	}
 	return buf.String()
+}
+
+// utcTitle is an RFC 3339 instant in UTC, for a tooltip ("2026-11-23 13:05:00 UTC").
+func utcTitle(ctx context.Context, iso string) string {
+	t, err := time.Parse(time.RFC3339Nano, iso)
+	if err != nil {
+		return iso
+	}
+	return i18n.From(ctx).UTC(t)
 }
 
 // Dash returns s, or an em dash when s is blank.

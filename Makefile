@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: help run build test test-short test-race bench generate verify migrate lint clean
+.PHONY: help run build test test-short test-race chaos bench generate verify migrate lint clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ test-race: ## The engine, jobs and handlers packages under the race detector, on
 
 test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
+
+chaos: ## The chaos test at full size: 1,000 executions, 20 kill -9 of the engine process, SQLite and PostgreSQL (make test runs it small)
+	LIFELINE_CHAOS=full ./scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m -v -run '^TestChaos$$' ./services/engine/
 
 bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL)
 	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 3x ./... | ./scripts/bench-table.sh

@@ -225,7 +225,10 @@ func options(values []string, selected string, label func(string) string) []page
 	return out
 }
 
-func statusLabel(s string) string { return strings.ReplaceAll(s, "_", " ") }
+// statusText names statuses in the user's language, as the status badges do.
+func statusText(l *i18n.Localizer) func(string) string {
+	return func(s string) string { return l.TOr("status."+s, strings.ReplaceAll(s, "_", " ")) }
+}
 
 func (s *Server) workflowOptions(c echo.Context, selected string) ([]pages.Option, error) {
 	wfs, err := s.DB.Workflows(c.Request().Context(), principal(c).OrganizationID)
@@ -260,7 +263,7 @@ func (s *Server) executionsPage(c echo.Context) error {
 		return err
 	}
 	vm := pages.ExecutionsVM{Table: table, Filter: pages.ExecutionFilter{Action: s.url("executions"), Status: status, WorkflowID: wfID,
-		Statuses: options(models.ExecutionStatuses, status, statusLabel), Workflows: wfOpts}}
+		Statuses: options(models.ExecutionStatuses, status, statusText(localizer(c))), Workflows: wfOpts}}
 	return render(c, http.StatusOK, pages.Executions(s.page(c, "Executions", "executions"), vm))
 }
 
@@ -329,7 +332,7 @@ func (s *Server) dlqPage(c echo.Context) error {
 		return err
 	}
 	vm := pages.DLQVM{Filter: pages.DLQFilter{Action: s.url("dlq"), Status: status, WorkflowID: wfID,
-		Statuses: options(models.DLQStatuses, status, statusLabel)}}
+		Statuses: options(models.DLQStatuses, status, statusText(localizer(c)))}}
 	for i := range rows {
 		vm.Rows = append(vm.Rows, s.dlqRow(localizer(c), &rows[i]))
 	}

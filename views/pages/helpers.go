@@ -1,7 +1,9 @@
 package pages
 
 import (
+	"context"
 	"fmt"
+	"lifeline/views/i18n"
 	"slices"
 	"sort"
 	"strings"
@@ -189,4 +191,12 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// triggerLabel names how an execution was started ("by hand", "webhook", …).
+func triggerLabel(ctx context.Context, trigger string) string {
+	if trigger == "" {
+		return "—"
+	}
+	return i18n.From(ctx).TOr("trigger."+trigger, trigger)
 }

@@ -23,8 +23,8 @@ test-race: ## The engine, jobs and handlers packages under the race detector, on
 test-short: ## The suite without the slow real-time tests
 	./scripts/with-postgres.sh $(GO) test -count=1 -short ./...
 
-chaos: ## The chaos test at full size: 1,000 executions, 20 kill -9 of the engine process, SQLite and PostgreSQL (make test runs it small)
-	LIFELINE_CHAOS=full ./scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m -v -run '^TestChaos$$' ./services/engine/
+chaos: ## Full-size failure tests: chaos (1,000 executions, 20 kill -9) and 5 s + 60 s database outages (make test runs them small / 5 s only)
+	LIFELINE_CHAOS=full LIFELINE_OUTAGE_LONG=1 ./scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m -v -run '^(TestChaos|TestDatabaseOutage.*)$$' ./services/engine/
 
 bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL)
 	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 3x ./... | ./scripts/bench-table.sh

@@ -86,18 +86,11 @@ func startInput(s string) string {
 	return s
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-func attemptCount(n int) string {
+func attemptCount(ctx context.Context, n int) string {
 	if n == 0 {
-		return "no attempts yet"
+		return i18n.T(ctx, "count.noattempts")
 	}
-	return plural(n, "attempt", "attempts")
+	return i18n.N(ctx, "count.attempts", n)
 }
 
 // stepOpen reports whether a step of the timeline starts expanded: steps
@@ -123,25 +116,26 @@ func attemptHasDetails(a AttemptVM) bool {
 	return a.InputJSON != "" || a.OutputJSON != "" || a.StackTrace != "" || a.IdempotencyKey != ""
 }
 
-func attemptDetailsLabel(a AttemptVM) string {
+func attemptDetailsLabel(ctx context.Context, a AttemptVM) string {
+	l := i18n.From(ctx)
 	var parts []string
 	if a.InputJSON != "" {
-		parts = append(parts, "input")
+		parts = append(parts, l.T("attempt.part.input"))
 	}
 	if a.OutputJSON != "" {
-		parts = append(parts, "output")
+		parts = append(parts, l.T("attempt.part.output"))
 	}
 	if a.StackTrace != "" {
-		parts = append(parts, "stack trace")
+		parts = append(parts, l.T("attempt.part.trace"))
 	}
 	if len(parts) == 0 {
-		return "Details"
+		return l.T("attempt.details")
 	}
 	s := strings.Join(parts, ", ")
 	if i := strings.LastIndex(s, ", "); i >= 0 {
-		s = s[:i] + " and " + s[i+2:]
+		s = s[:i] + " " + l.T("list.and") + " " + s[i+2:]
 	}
-	return "Show " + s
+	return l.T("attempt.show", "Parts", s)
 }
 
 func domID(prefix string, parts ...any) string {
@@ -160,17 +154,6 @@ func domID(prefix string, parts ...any) string {
 	return b.String()
 }
 
-func policySourceLabel(src string) string {
-	switch src {
-	case "step":
-		return "set on step"
-	case "workflow":
-		return "workflow default"
-	case "default":
-		return "system default"
-	}
-	return src
-}
 
 // errorTitle returns the message id of the title of an HTTP error status.
 func errorTitle(status int) string {

@@ -154,7 +154,6 @@ func domID(prefix string, parts ...any) string {
 	return b.String()
 }
 
-
 // errorTitle returns the message id of the title of an HTTP error status.
 func errorTitle(status int) string {
 	switch status {

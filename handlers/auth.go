@@ -116,7 +116,7 @@ func (s *Server) loginPage(c echo.Context) error {
 
 // loginLayout is the login page's layout, with the session's CSRF token for its form.
 func (s *Server) loginLayout(c echo.Context) layouts.Page {
-	p := s.page(c, "Log in", "")
+	p := s.page(c, "login.title", "")
 	p.CSRFToken = csrfToken(c)
 	return p
 }

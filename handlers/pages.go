@@ -24,7 +24,7 @@ func (s *Server) workflowsPage(c echo.Context) error {
 		return err
 	}
 	vm.CreateForm = pages.WorkflowCreateForm{Action: s.url("workflows.create")}
-	return render(c, http.StatusOK, pages.Workflows(s.page(c, "Workflows", "workflows"), vm))
+	return render(c, http.StatusOK, pages.Workflows(s.page(c, "nav.workflows", "workflows"), vm))
 }
 
 func (s *Server) workflowsVM(c echo.Context) (pages.WorkflowsVM, error) {
@@ -61,7 +61,7 @@ func (s *Server) createWorkflow(c echo.Context) error {
 			return verr
 		}
 		vm.CreateForm = f
-		return render(c, http.StatusUnprocessableEntity, pages.Workflows(s.page(c, "Workflows", "workflows"), vm))
+		return render(c, http.StatusUnprocessableEntity, pages.Workflows(s.page(c, "nav.workflows", "workflows"), vm))
 	}
 	if err != nil {
 		return err
@@ -77,12 +77,12 @@ func invalid(err error) *models.Error {
 	return nil
 }
 
-func policyLine(p retry.Policy) string {
+func policyLine(l *i18n.Localizer, p retry.Policy) string {
 	if p.MaxRetries == 0 {
-		return "no retries"
+		return l.T("policy.noretries")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d retries · %s", p.MaxRetries, p.Backoff)
+	fmt.Fprintf(&b, "%s · %s", l.N("count.retries", p.MaxRetries), l.TOr("policy.backoff."+string(p.Backoff), string(p.Backoff)))
 	switch p.Backoff {
 	case retry.Exponential:
 		fmt.Fprintf(&b, " %s ×%g", displayDuration(p.InitialDelay), p.Multiplier)
@@ -95,9 +95,9 @@ func policyLine(p retry.Policy) string {
 	default:
 		fmt.Fprintf(&b, " %s", displayDuration(p.InitialDelay))
 	}
-	fmt.Fprintf(&b, " · max %s", displayDuration(p.MaxDelay))
+	fmt.Fprintf(&b, " · %s", l.T("policy.max", "Delay", displayDuration(p.MaxDelay)))
 	if p.JitterRatio > 0 {
-		fmt.Fprintf(&b, " · ±%g%% jitter", p.JitterRatio*100)
+		fmt.Fprintf(&b, " · %s", l.T("policy.jitter", "Percent", fmt.Sprintf("±%g%%", p.JitterRatio*100)))
 	}
 	return b.String()
 }
@@ -145,8 +145,8 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 		case def.Settings.RetryPolicy != nil:
 			source = "workflow"
 		}
-		vm.Steps = append(vm.Steps, pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(st),
-			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(pol), PolicySource: source})
+		vm.Steps = append(vm.Steps, pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(l, st),
+			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(l, pol), PolicySource: source})
 	}
 	start.Action, start.CanStart = s.url("workflow.start", wf.ID), p.Can(models.RoleAccountant)
 	vm.Start = start
@@ -161,7 +161,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	return render(c, status, pages.Workflow(s.page(c, wf.Name, "workflows"), vm))
 }
 
-func stepSummary(st definition.Step) string {
+func stepSummary(l *i18n.Localizer, st definition.Step) string {
 	switch st.Type {
 	case "http":
 		m, _ := st.Config["method"].(string)
@@ -172,9 +172,9 @@ func stepSummary(st definition.Step) string {
 		return strings.ToUpper(m) + " " + u
 	case "delay":
 		ms, _ := st.Config["ms"].(float64)
-		return "wait " + displayDuration(time.Duration(ms)*time.Millisecond)
+		return l.T("step.summary.delay", "Duration", displayDuration(time.Duration(ms)*time.Millisecond))
 	case "transform":
-		return "build output from templates"
+		return l.T("step.summary.transform")
 	}
 	return st.Type
 }
@@ -264,7 +264,7 @@ func (s *Server) executionsPage(c echo.Context) error {
 	}
 	vm := pages.ExecutionsVM{Table: table, Filter: pages.ExecutionFilter{Action: s.url("executions"), Status: status, WorkflowID: wfID,
 		Statuses: options(models.ExecutionStatuses, status, statusText(localizer(c))), Workflows: wfOpts}}
-	return render(c, http.StatusOK, pages.Executions(s.page(c, "Executions", "executions"), vm))
+	return render(c, http.StatusOK, pages.Executions(s.page(c, "nav.executions", "executions"), vm))
 }
 
 func (s *Server) executionPage(c echo.Context) error {
@@ -300,7 +300,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 			av.StartedAt, av.StartedAtText = displayTimePtr(l, a.StartedAt)
 			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {
-				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), "scheduled "+displayTime(l, a.ScheduledAt)
+				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", displayTime(l, a.ScheduledAt))
 				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), displayTime(l, a.ScheduledAt)
 			}
 			st.Attempts = append(st.Attempts, av)
@@ -343,7 +343,7 @@ func (s *Server) dlqPage(c echo.Context) error {
 	if vm.Filter.Workflows, err = s.workflowOptions(c, wfID); err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, pages.DLQ(s.page(c, "Dead letters", "dlq"), vm))
+	return render(c, http.StatusOK, pages.DLQ(s.page(c, "nav.dlq", "dlq"), vm))
 }
 
 func (s *Server) dlqItemPage(c echo.Context) error {
@@ -358,7 +358,7 @@ func (s *Server) dlqItemPage(c echo.Context) error {
 	vm := pages.DLQItemVM{Row: s.dlqRow(localizer(c), r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
 		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
 		ListURL: s.url("dlq")}
-	return render(c, http.StatusOK, pages.DLQItem(s.page(c, "Dead letter · "+r.WorkflowName, "dlq"), vm))
+	return render(c, http.StatusOK, pages.DLQItem(s.page(c, localizer(c).T("title.dlqitem", "Workflow", r.WorkflowName), "dlq"), vm))
 }
 
 // nextPage is the URL of the next page of a filtered list, or "" at the end.

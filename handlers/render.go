@@ -36,9 +36,10 @@ func csrfToken(c echo.Context) string {
 	return ""
 }
 
-// page builds the layout's view model for the current user.
+// page builds the layout's view model for the current user. title is a message id, or a
+// name shown as it is (a workflow's).
 func (s *Server) page(c echo.Context, title, active string) layouts.Page {
-	p := layouts.Page{Title: title, LogoutURL: s.url("logout"), LanguageURL: s.url("language"), Path: c.Request().URL.RequestURI()}
+	p := layouts.Page{Title: localizer(c).TOr(title, title), LogoutURL: s.url("logout"), LanguageURL: s.url("language"), Path: c.Request().URL.RequestURI()}
 	pr := principal(c)
 	if pr == nil {
 		// Anonymous pages have no forms, except the login page, which asks for its token.

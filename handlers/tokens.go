@@ -134,5 +134,5 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 		f.ExpiresIn = append(f.ExpiresIn, pages.Option{Value: e.value, Label: e.label, Selected: e.value == f.Expires})
 	}
 	vm.Form = f
-	return render(c, status, pages.Tokens(h.s.page(c, "API tokens", "tokens"), vm))
+	return render(c, status, pages.Tokens(h.s.page(c, "nav.tokens", "tokens"), vm))
 }

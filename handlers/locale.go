@@ -78,3 +78,13 @@ func (s *Server) setLanguage(c echo.Context) error {
 		SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https"})
 	return redirect(c, safeNext(c.FormValue("next"), "/"))
 }
+
+// translated translates a form's message and field messages that are message ids; other
+// text (a service's own message) stays as it is.
+func translated(l *i18n.Localizer, msg string, fields map[string]string) (string, map[string]string) {
+	out := make(map[string]string, len(fields))
+	for k, v := range fields {
+		out[k] = l.TOr(v, v)
+	}
+	return l.TOr(msg, msg), out
+}

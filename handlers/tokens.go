@@ -38,7 +38,7 @@ func NewTokensHandler(s *Server, tokens tokenService) *TokensHandler {
 
 // expiryChoices are the form's expiry options (days; "never").
 var expiryChoices = []struct{ value, label string }{
-	{"30", "in 30 days"}, {"90", "in 90 days"}, {"365", "in 1 year"}, {"never", "never"},
+	{"30", "tokens.expires.30"}, {"90", "tokens.expires.90"}, {"365", "tokens.expires.365"}, {"never", "tokens.expires.never"},
 }
 
 // List renders the page.
@@ -57,15 +57,15 @@ func (h *TokensHandler) Create(c echo.Context) error {
 	default:
 		days, err := strconv.Atoi(f.Expires)
 		if err != nil || days < 1 || days > 5*365 {
-			f.Errors = map[string]string{"expires": "choose when the token expires"}
-			f.FormError = "Check the form."
+			f.Errors = map[string]string{"expires": "tokens.error.expires"}
+			f.FormError = "form.check"
 			return h.render(c, http.StatusUnprocessableEntity, f, "", "")
 		}
 		ttl = time.Duration(days) * 24 * time.Hour
 	}
 	if f.Name == "" {
-		f.Errors = map[string]string{"name": "give the token a name, e.g. the system that uses it"}
-		f.FormError = "Check the form."
+		f.Errors = map[string]string{"name": "tokens.error.name"}
+		f.FormError = "form.check"
 		return h.render(c, http.StatusUnprocessableEntity, f, "", "")
 	}
 	plain, t, err := h.tokens.IssueToken(c.Request().Context(), auth.TokenRequest{OrganizationID: p.OrganizationID, Role: f.Role,
@@ -103,9 +103,9 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 	vm := pages.TokensVM{Created: created, CreatedName: createdName}
 	for _, t := range ts {
 		r := pages.TokenRow{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: rfc(t.CreatedAt), Created: displayTime(l, t.CreatedAt),
-			LastUsed: "Never", Expires: "Never", Status: "active"}
+			LastUsed: l.T("tokens.never"), Expires: l.T("tokens.never"), Status: "active"}
 		if r.Name == "" {
-			r.Name = "(unnamed)"
+			r.Name = l.T("tokens.unnamed")
 		}
 		if t.LastUsedAt != nil {
 			r.LastUsed = displayTime(l, *t.LastUsedAt)
@@ -122,17 +122,20 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 		if r.Status == "active" {
 			r.RevokeURL = h.s.url("tokens.revoke", t.ID)
 		}
+		r.Status = l.T("tokens.status." + r.Status)
+		r.Role = l.TOr("role."+r.Role, r.Role)
 		vm.Rows = append(vm.Rows, r)
 	}
 	f.Action = h.s.url("tokens.create")
 	for _, role := range models.Roles {
 		if models.RoleAtLeast(p.Role, role) {
-			f.Roles = append(f.Roles, pages.Option{Value: role, Label: role, Selected: role == f.Role})
+			f.Roles = append(f.Roles, pages.Option{Value: role, Label: l.TOr("role."+role, role), Selected: role == f.Role})
 		}
 	}
 	for _, e := range expiryChoices {
-		f.ExpiresIn = append(f.ExpiresIn, pages.Option{Value: e.value, Label: e.label, Selected: e.value == f.Expires})
+		f.ExpiresIn = append(f.ExpiresIn, pages.Option{Value: e.value, Label: l.T(e.label), Selected: e.value == f.Expires})
 	}
+	f.FormError, f.Errors = translated(l, f.FormError, f.Errors)
 	vm.Form = f
 	return render(c, status, pages.Tokens(h.s.page(c, "nav.tokens", "tokens"), vm))
 }

@@ -26,7 +26,7 @@ func readBody(c echo.Context) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > MaxBody {
-		return nil, models.Invalid("The request body is too large.", map[string]string{"body": "must be at most 1 MiB"})
+		return nil, models.Invalid("request.toolarge", map[string]string{"body": "input.toolarge.field"})
 	}
 	return b, nil
 }
@@ -142,18 +142,18 @@ func (s *Server) apiStart(c echo.Context) error {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			return models.Invalid("The request body must be a JSON object like {\"input\": {…}}.",
+			return models.Invalid("request.shape",
 				map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return models.Invalid("The request body must be one JSON object like {\"input\": {…}}.",
-				map[string]string{"body": "has data after the JSON object"})
+			return models.Invalid("request.shape",
+				map[string]string{"body": "input.trailing"})
 		}
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
-		return models.Invalid("The Idempotency-Key is not usable.",
-			map[string]string{"Idempotency-Key": "must be at most 255 printable ASCII characters"})
+		return models.Invalid("idemkey.unusable",
+			map[string]string{"Idempotency-Key": "idemkey.unusable.field"})
 	}
 	if strings.HasPrefix(key, webhookKeyPrefix) {
 		return models.Invalid("This Idempotency-Key is reserved.",

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
+	"lifeline/views/i18n"
 	"lifeline/views/layouts"
 	"lifeline/views/pages"
 )
@@ -55,7 +55,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if p == nil {
-			return models.Errorf(models.EUNAUTHORIZED, "Please log in.")
+			return models.Errorf(models.EUNAUTHORIZED, "auth.login")
 		}
 		c.Set(principalKey, p)
 		localizeFor(c, p, false)
@@ -70,7 +70,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 		if h := c.Request().Header.Get("Authorization"); h != "" {
 			tok, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok {
-				return models.Errorf(models.EUNAUTHORIZED, "Use Authorization: Bearer <token>.")
+				return models.Errorf(models.EUNAUTHORIZED, "auth.bearer")
 			}
 			p, err := s.Auth.TokenPrincipal(c.Request().Context(), strings.TrimSpace(tok))
 			if err != nil {
@@ -86,7 +86,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if p == nil {
-			return models.Errorf(models.EUNAUTHORIZED, "Authentication required: send Authorization: Bearer <API token>.")
+			return models.Errorf(models.EUNAUTHORIZED, "auth.required")
 		}
 		c.Set(principalKey, p)
 		localizeFor(c, p, true)
@@ -133,14 +133,14 @@ func (s *Server) login(c echo.Context) error {
 	if ok, wait := s.throttle.Allow(c.RealIP(), email); !ok {
 		secs := int(math.Ceil(wait.Seconds()))
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-		return loginPage(http.StatusTooManyRequests, fmt.Sprintf("Too many login attempts. Try again in %s.", waitText(secs)))
+		return loginPage(http.StatusTooManyRequests, localizer(c).T("login.throttled", "Wait", waitText(localizer(c), secs)))
 	}
 	p, err := s.Auth.Login(ctx, email, password)
 	if err != nil {
 		var me *models.Error
 		if errors.As(err, &me) && me.Code == models.EUNAUTHORIZED {
 			s.throttle.Failed(email)
-			return loginPage(http.StatusUnauthorized, me.Message)
+			return loginPage(http.StatusUnauthorized, localizer(c).TOr(me.Message, me.Message))
 		}
 		return err
 	}
@@ -154,11 +154,11 @@ func (s *Server) login(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, safeNext(next, s.url("workflows")))
 }
 
-func waitText(secs int) string {
+func waitText(l *i18n.Localizer, secs int) string {
 	if secs >= 90 {
-		return fmt.Sprintf("%d minutes", (secs+59)/60)
+		return l.N("time.minutes", (secs+59)/60)
 	}
-	return fmt.Sprintf("%d seconds", secs)
+	return l.N("time.seconds", secs)
 }
 
 // noStore keeps authenticated responses out of browser and proxy caches.

@@ -44,15 +44,15 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		// The CSRF check answers 403 (token missing or not the session's, or a cross-site
 		// request): one explanation for the user.
 		if (he.Code == http.StatusBadRequest || he.Code == http.StatusForbidden) && strings.Contains(strings.ToLower(msg), "csrf") {
-			return http.StatusForbidden, apiErrorBody{Code: "csrf", Message: "The form expired or came from another site. Reload the page and try again."}
+			return http.StatusForbidden, apiErrorBody{Code: "csrf", Message: "http.csrf"}
 		}
 		if he.Code == http.StatusRequestEntityTooLarge {
-			msg = fmt.Sprintf("The request body is too large: at most %d KiB.", MaxBody>>10)
+			msg = localizer(c).T("http.toolarge", "KiB", MaxBody>>10)
 		}
 		return he.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg}
 	}
 	s.Log.Error("request failed", "method", c.Request().Method, "path", logPath(c.Request().URL.Path), "err", err)
-	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "Something went wrong on our side. It has been logged; please try again."}
+	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "http.internal"}
 }
 
 // handleError is the one HTTPErrorHandler: JSON for the API and webhooks, a short text for
@@ -62,6 +62,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	status, body := s.statusOf(c, err)
+	// Messages that are message ids are said in the request's language; a service's own
+	// text stays as it is.
+	l := localizer(c)
+	body.Message, body.Fields = translated(l, body.Message, body.Fields)
+	if len(body.Fields) == 0 {
+		body.Fields = nil
+	}
 	p := c.Request().URL.Path
 	switch {
 	case strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/hooks/") || p == "/healthz" || p == "/readyz":
@@ -71,10 +78,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case status == http.StatusUnauthorized:
 		_ = c.Redirect(http.StatusSeeOther, s.url("login")+"?next="+urlQueryEscape(c.Request().URL.RequestURI()))
 	default:
-		title := map[int]string{404: "Not found", 403: "Not allowed", 422: "Check your input", 500: "Something went wrong"}[status]
-		if title == "" {
-			title = http.StatusText(status)
-		}
+		title := l.TOr(fmt.Sprintf("error.title.%d", status), http.StatusText(status))
 		_ = render(c, status, pages.Error(s.page(c, title, ""), pages.ErrorVM{Status: status, Title: title, Message: body.Message, BackURL: s.url("workflows")}))
 	}
 }

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -64,6 +65,47 @@ func TestLanguage(t *testing.T) {
 		form = url.Values{"lang": {"pl"}, "next": {"//evil.example/"}, "_csrf": {csrf}}
 		if r := do(t, c, "POST", a.srv.URL+"/settings/language", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.header.Get("Location") != "/" {
 			t.Fatalf("next=//evil.example: went to %q", r.header.Get("Location"))
+		}
+	})
+}
+
+// The API keeps its machine codes and says its messages in the language the request's
+// Accept-Language names, over the saved preferences.
+func TestAPIMessagesInRequestLanguage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Lis")
+		if err := db.Conn(t.Context()).Model(&models.Organization{}).Where("id = ?", tn.org).Update("default_language", "pl").Error; err != nil {
+			t.Fatal(err)
+		}
+		start := func(lang string) map[string]any {
+			t.Helper()
+			h := bearer(tn.token)
+			h["Content-Type"] = "application/json"
+			if lang != "" {
+				h["Accept-Language"] = lang
+			}
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+tn.wfID+"/executions", `{"input": [1, 2]}`, h)
+			if r.status != http.StatusUnprocessableEntity {
+				t.Fatalf("%s: %d %s", lang, r.status, r.body)
+			}
+			return r.json(t)["error"].(map[string]any)
+		}
+		for _, c := range []struct{ lang, message, field string }{
+			{"en-GB,en;q=0.9", "The input must be a JSON object.", "must be a JSON object"},
+			{"pl", "Dane wejściowe muszą być obiektem JSON.", "musi być obiektem JSON"},
+			{"de", "Dane wejściowe muszą być obiektem JSON.", "musi być obiektem JSON"}, // neither: the organization's Polish
+		} {
+			e := start(c.lang)
+			fields, _ := e["fields"].(map[string]any)
+			if e["code"] != "invalid" || e["message"] != c.message || !strings.Contains(fmt.Sprint(fields["input"]), c.field) {
+				t.Errorf("Accept-Language %q: %v", c.lang, e)
+			}
+		}
+		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions", "", map[string]string{"Accept-Language": "pl"})
+		if e := r.json(t)["error"].(map[string]any); r.status != http.StatusUnauthorized || e["code"] != "unauthorized" || e["message"] != "Wymagane uwierzytelnienie: wyślij Authorization: Bearer <token API>." {
+			t.Errorf("anonymous, Polish: %d %v", r.status, e)
 		}
 	})
 }

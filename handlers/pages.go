@@ -52,7 +52,8 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	raw := c.FormValue("definition")
 	wf, err := s.Workflows.Create(c.Request().Context(), p.OrganizationID, actorOf(p), []byte(raw))
 	if me := invalid(err); me != nil {
-		f := pages.WorkflowCreateForm{Action: s.url("workflows.create"), Definition: raw, Errors: me.Fields, FormError: me.Message}
+		msg, fields := translated(localizer(c), me.Message, me.Fields)
+		f := pages.WorkflowCreateForm{Action: s.url("workflows.create"), Definition: raw, Errors: fields, FormError: msg}
 		if isHTMX(c) {
 			return render(c, http.StatusUnprocessableEntity, pages.WorkflowCreateFormFragment(f, csrfToken(c)))
 		}
@@ -190,7 +191,8 @@ func (s *Server) startFromForm(c echo.Context) error {
 	ex, _, err := s.Engine.Start(c.Request().Context(), engine.StartRequest{OrganizationID: p.OrganizationID, WorkflowID: id,
 		Input: []byte(input), Trigger: engine.TriggerUI, Actor: actorOf(p)})
 	if me := invalid(err); me != nil {
-		f := pages.StartForm{Action: s.url("workflow.start", id), Input: input, Errors: me.Fields, FormError: me.Message, CanStart: true}
+		msg, fields := translated(localizer(c), me.Message, me.Fields)
+		f := pages.StartForm{Action: s.url("workflow.start", id), Input: input, Errors: fields, FormError: msg, CanStart: true}
 		if isHTMX(c) {
 			return render(c, http.StatusUnprocessableEntity, pages.StartFormFragment(f, csrfToken(c)))
 		}

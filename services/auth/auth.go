@@ -314,7 +314,7 @@ func hashToken(plain string) string {
 	return hex.EncodeToString(h[:])
 }
 
-var errBadCredentials = models.Errorf(models.EUNAUTHORIZED, "The email or password is not correct.")
+var errBadCredentials = models.Errorf(models.EUNAUTHORIZED, "auth.badcredentials")
 
 // Login checks an email and password and returns the user's principal in its first
 // organization (by membership age). EUNAUTHORIZED when they do not match.
@@ -373,7 +373,7 @@ func (s *Service) UserPrincipal(ctx context.Context, userID, orgID string) (*Pri
 		return nil, err
 	}
 	if row.OrganizationID == "" {
-		return nil, models.Errorf(models.EUNAUTHORIZED, "You are not a member of this organization.")
+		return nil, models.Errorf(models.EUNAUTHORIZED, "auth.notmember")
 	}
 	return &Principal{OrganizationID: row.OrganizationID, OrgName: row.OrgName, Role: row.Role, UserID: userID, Email: row.Email,
 		Language: deref(row.Language), TimeZone: deref(row.TimeZone), OrgLanguage: deref(row.OrgLanguage), OrgTimeZone: deref(row.OrgTimeZone)}, nil

@@ -231,19 +231,19 @@ func normalizeInput(raw []byte) ([]byte, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, models.Invalid("The input is not valid JSON.", map[string]string{"input": "is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
+		return nil, models.Invalid("input.notjson", map[string]string{"input": "is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
 	}
 	if dec.More() {
-		return nil, models.Invalid("The input is not valid JSON.", map[string]string{"input": "has data after the JSON object"})
+		return nil, models.Invalid("input.notjson", map[string]string{"input": "input.trailing"})
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, models.Invalid("The input must be a JSON object.", map[string]string{"input": "must be a JSON object, like {\"clientNip\": \"5260250274\"}"})
+		return nil, models.Invalid("input.notobject", map[string]string{"input": "input.notobject.field"})
 	}
 	if problem := unstorable(v, "input"); problem != "" {
-		return nil, models.Invalid("The input cannot be stored.", map[string]string{"input": problem})
+		return nil, models.Invalid("input.unstorable", map[string]string{"input": problem})
 	}
 	if len(raw) > 1<<20 {
-		return nil, models.Invalid("The input is too large.", map[string]string{"input": "must be at most 1 MiB"})
+		return nil, models.Invalid("input.toolarge", map[string]string{"input": "input.toolarge.field"})
 	}
 	return json.Marshal(v)
 }

@@ -44,7 +44,12 @@ func messages(t *testing.T, lang string) map[string]any {
 
 // usedIDs finds the message ids the code passes to T and N literally, in Go and templ files
 // of the module (generated *_templ.go files repeat the templ sources).
-var idCall = regexp.MustCompile(`\b(?:T|N)\(\s*(?:ctx\s*,\s*)?"([a-z][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)"`)
+var idCall = regexp.MustCompile(`\b(?:T|N|TOr)\(\s*(?:ctx\s*,\s*)?"([a-z][a-z0-9_]*(?:\.[A-Za-z0-9_]+)+)"`)
+
+// idLiteral finds message ids that code hands over as plain strings, to be translated later
+// (a service's error message or field message, a form's error): string literals in the
+// namespaces that only messages use.
+var idLiteral = regexp.MustCompile(`"((?:input|auth|request|http|idemkey|form|tokens|language|timezone|locale|login)\.[a-z0-9_.]*[a-z0-9_])"`)
 
 func usedIDs(t *testing.T) map[string][]string {
 	t.Helper()
@@ -60,15 +65,17 @@ func usedIDs(t *testing.T) map[string][]string {
 			}
 			return nil
 		}
-		if !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".templ")) || strings.HasSuffix(path, "_templ.go") {
+		if !(strings.HasSuffix(path, ".go") || strings.HasSuffix(path, ".templ")) || strings.HasSuffix(path, "_templ.go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		for _, m := range idCall.FindAllStringSubmatch(string(src), -1) {
-			used[m[1]] = append(used[m[1]], path)
+		for _, re := range []*regexp.Regexp{idCall, idLiteral} {
+			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+				used[m[1]] = append(used[m[1]], path)
+			}
 		}
 		return nil
 	})

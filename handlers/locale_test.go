@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -106,6 +107,55 @@ func TestAPIMessagesInRequestLanguage(t *testing.T) {
 		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions", "", map[string]string{"Accept-Language": "pl"})
 		if e := r.json(t)["error"].(map[string]any); r.status != http.StatusUnauthorized || e["code"] != "unauthorized" || e["message"] != "Wymagane uwierzytelnienie: wyślij Authorization: Bearer <token API>." {
 			t.Errorf("anonymous, Polish: %d %v", r.status, e)
+		}
+	})
+}
+
+// A user sets their language and time zone on the profile page; times follow the zone.
+func TestProfile(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Wrona")
+		c, csrf := a.browser(tn)
+		r := do(t, c, "GET", a.srv.URL+"/profile", "", nil)
+		if r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="profile-form"`) || !strings.Contains(r.body, `href="/profile"`) {
+			t.Fatalf("profile page: %d %.300s", r.status, r.body)
+		}
+		post := func(lang, zone string) resp {
+			form := url.Values{"language": {lang}, "timeZone": {zone}, "_csrf": {csrf}}
+			return do(t, c, "POST", a.srv.URL+"/profile", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		}
+		// Not a time zone: 422 with the field's message, nothing saved.
+		r = post("pl", "Europe/Atlantis")
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "is not a time zone") {
+			t.Fatalf("bad zone: %d %.2000s", r.status, r.body)
+		}
+		var u models.User
+		if err := db.Conn(t.Context()).Where("email = ?", tn.email).First(&u).Error; err != nil || u.Language != nil || u.TimeZone != nil {
+			t.Fatalf("a refused form saved something: %v %v %v", u.Language, u.TimeZone, err)
+		}
+		r = post("pl", "Asia/Tokyo")
+		if r.status != http.StatusOK || !strings.Contains(r.body, `<html lang="pl">`) || !strings.Contains(r.body, "Zapisano.") || !strings.Contains(r.body, "Asia/Tokyo") {
+			t.Fatalf("save: %d %.600s", r.status, r.body)
+		}
+		// Times on the pages are in Tokyo time now, with UTC in the tooltip.
+		var ex models.Execution
+		if err := db.Conn(t.Context()).Where("id = ?", tn.execID).First(&ex).Error; err != nil {
+			t.Fatal(err)
+		}
+		body := do(t, c, "GET", a.srv.URL+"/executions/"+tn.execID, "", nil).body
+		tokyo, _ := time.LoadLocation("Asia/Tokyo")
+		want := ex.CreatedAt.In(tokyo).Format("15:04")
+		if !strings.Contains(body, want) || !strings.Contains(body, ex.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC")) {
+			t.Fatalf("execution page without Tokyo time %s and UTC tooltip: %.300s", want, body)
+		}
+		// Back to the organization's defaults.
+		if r = post("", ""); r.status != http.StatusOK {
+			t.Fatalf("reset: %d", r.status)
+		}
+		if err := db.Conn(t.Context()).Where("email = ?", tn.email).First(&u).Error; err != nil || u.Language != nil || u.TimeZone != nil {
+			t.Fatalf("reset saved %v %v %v", u.Language, u.TimeZone, err)
 		}
 	})
 }

@@ -46,7 +46,10 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 		return p
 	}
 	p.CSRFToken = csrfToken(c)
-	p.OrgName, p.UserEmail, p.Role = pr.OrgName, pr.Email, pr.Role
+	p.OrgName, p.UserEmail, p.Role = pr.OrgName, pr.Email, localizer(c).TOr("role."+pr.Role, pr.Role)
+	if pr.UserID != "" {
+		p.ProfileURL = s.url("profile")
+	}
 	dlq, _ := s.DB.CountDLQPending(c.Request().Context(), pr.OrganizationID)
 	l := localizer(c)
 	p.Nav = []layouts.NavItem{

@@ -36,6 +36,9 @@ func (s *Server) routes() {
 	app.GET("/executions/:id", s.executionPage).Name = "execution"
 	app.GET("/dlq", s.dlqPage).Name = "dlq"
 	app.GET("/dlq/:id", s.dlqItemPage).Name = "dlq.item"
+	profile := NewProfileHandler(s, s.Auth)
+	app.GET("/profile", profile.Show).Name = "profile"
+	app.POST("/profile", profile.Save).Name = "profile.save"
 	tokens := NewTokensHandler(s, s.Auth)
 	admin := requireRole(models.RoleAdmin)
 	app.GET("/settings/tokens", tokens.List, admin).Name = "tokens"

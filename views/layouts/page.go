@@ -32,6 +32,7 @@ type Page struct {
 	// LanguageURL is where the language switch posts; Path is the page to come back to.
 	LanguageURL string
 	Path        string
+	ProfileURL  string // the user's own settings; empty for API principals
 }
 
 // CSRFHeaders returns the JSON object for <body hx-headers>, built with

@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/services/auth"
+	"lifeline/views/i18n"
+	"lifeline/views/pages"
+)
+
+// localeService is what the profile page needs.
+type localeService interface {
+	SetUserLocale(ctx context.Context, userID, language, timeZone string, supported func(string) bool) error
+}
+
+var _ localeService = (*auth.Service)(nil)
+
+// ProfileHandler serves a user's own settings: language and time zone.
+type ProfileHandler struct {
+	s      *Server
+	locale localeService
+	now    func() time.Time
+}
+
+// NewProfileHandler returns the handler.
+func NewProfileHandler(s *Server, locale localeService) *ProfileHandler {
+	return &ProfileHandler{s: s, locale: locale, now: time.Now}
+}
+
+// commonZones are suggested in the time zone field; any IANA name is accepted.
+var commonZones = []string{"Europe/Warsaw", "UTC", "Europe/London", "Europe/Dublin", "Europe/Berlin", "Europe/Paris",
+	"Europe/Prague", "Europe/Vilnius", "Europe/Kyiv", "America/New_York", "America/Chicago", "Asia/Dubai", "Asia/Singapore"}
+
+// Show renders the profile page.
+func (h *ProfileHandler) Show(c echo.Context) error {
+	p := principal(c)
+	return h.render(c, http.StatusOK, p.Language, p.TimeZone, false, "", nil)
+}
+
+// Save stores the language and time zone; 422 with field messages when one is not valid.
+func (h *ProfileHandler) Save(c echo.Context) error {
+	p := principal(c)
+	lang, zone := c.FormValue("language"), strings.TrimSpace(c.FormValue("timeZone"))
+	err := h.locale.SetUserLocale(c.Request().Context(), p.UserID, lang, zone, i18n.Supported)
+	if me := invalid(err); me != nil {
+		return h.render(c, http.StatusUnprocessableEntity, lang, zone, false, me.Message, me.Fields)
+	}
+	if err != nil {
+		return err
+	}
+	// The page answers in the language and zone just chosen.
+	p.Language, p.TimeZone = lang, zone
+	localizeFor(c, p, false)
+	return h.render(c, http.StatusOK, lang, zone, true, "", nil)
+}
+
+func (h *ProfileHandler) render(c echo.Context, status int, lang, zone string, saved bool, msg string, fields map[string]string) error {
+	p, l := principal(c), localizer(c)
+	orgLang := p.OrgLanguage
+	if !i18n.Supported(orgLang) {
+		orgLang = i18n.FromAcceptLanguage(c.Request().Header.Get("Accept-Language"))
+	}
+	orgZone := p.OrgTimeZone
+	if orgZone == "" {
+		orgZone = "UTC"
+	}
+	vm := pages.ProfileVM{Action: h.s.url("profile.save"), Email: p.Email, Language: lang, TimeZone: zone,
+		OrgLang: l.TOr("app.language."+orgLang, l.T("app.language."+i18n.Fallback)), OrgZone: orgZone, Zones: commonZones,
+		Now: l.Time(h.now()) + " (" + l.Zone().String() + ")", Saved: saved}
+	vm.FormError, vm.Errors = translated(l, msg, fields)
+	return render(c, status, pages.Profile(h.s.page(c, "profile.title", "profile"), vm))
+}

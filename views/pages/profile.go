@@ -1,0 +1,16 @@
+package pages
+
+// ProfileVM feeds Profile (a user's own settings).
+type ProfileVM struct {
+	Action    string
+	Email     string
+	Language  string   // "", "pl", "en" ("": the organization's)
+	TimeZone  string   // an IANA name; "": the organization's
+	OrgLang   string   // display: the organization's language, or the browser's
+	OrgZone   string   // display: the organization's time zone, or UTC
+	Zones     []string // suggestions for the time zone field
+	Now       string   // the current time as the user will see times
+	Saved     bool
+	Errors    map[string]string
+	FormError string
+}

@@ -58,7 +58,8 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
-		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"})
+		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"},
+			layouts.NavItem{ID: "audit", Label: l.T("nav.audit"), URL: s.url("audit"), Active: active == "audit"})
 	}
 	return p
 }

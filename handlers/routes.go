@@ -39,8 +39,11 @@ func (s *Server) routes() {
 	profile := NewProfileHandler(s, s.Auth)
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
-	tokens := NewTokensHandler(s, s.Auth)
 	admin := requireRole(models.RoleAdmin)
+	auditLog := NewAuditHandler(s, s.DB)
+	app.GET("/audit", auditLog.List, admin).Name = "audit"
+	app.GET("/audit/export.csv", auditLog.Export, admin).Name = "audit.export"
+	tokens := NewTokensHandler(s, s.Auth)
 	app.GET("/settings/tokens", tokens.List, admin).Name = "tokens"
 	app.POST("/settings/tokens", tokens.Create, admin).Name = "tokens.create"
 	app.POST("/settings/tokens/:id/revoke", tokens.Revoke, admin).Name = "tokens.revoke"

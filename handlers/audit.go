@@ -1,0 +1,229 @@
+package handlers
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/views/i18n"
+	"lifeline/views/pages"
+)
+
+// auditStore is what the audit log page needs.
+type auditStore interface {
+	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+	Members(ctx context.Context, orgID string) ([]models.Member, error)
+	AuditEntityTypes(ctx context.Context, orgID string) ([]string, error)
+}
+
+var _ auditStore = (*models.DB)(nil)
+
+// AuditHandler serves the admins' audit log: filters, pages and a CSV export.
+type AuditHandler struct {
+	s     *Server
+	store auditStore
+}
+
+// NewAuditHandler returns the handler.
+func NewAuditHandler(s *Server, store auditStore) *AuditHandler {
+	return &AuditHandler{s: s, store: store}
+}
+
+// auditEvents are the events the filter offers: seed 000's and Lifeline's own.
+func auditEvents() []string {
+	out := make([]string, 0, len(audit.Labels)+2)
+	for k := range audit.Labels {
+		out = append(out, k)
+	}
+	out = append(out, "token.created", "token.revoked")
+	sort.Strings(out)
+	return out
+}
+
+// filter reads the query. Dates are days in the user's time zone; To includes its day.
+func (h *AuditHandler) filter(c echo.Context) (models.AuditFilter, pages.AuditFilter, error) {
+	l := localizer(c)
+	q := c.QueryParams()
+	vf := pages.AuditFilter{Action: h.s.url("audit"), Event: q.Get("event"), Actor: q.Get("actor"), EntityType: q.Get("entityType"),
+		EntityID: strings.TrimSpace(q.Get("entityId")), From: q.Get("from"), To: q.Get("to"), Errors: map[string]string{}}
+	f := models.AuditFilter{Action: vf.Event, Actor: vf.Actor, EntityType: vf.EntityType, EntityID: vf.EntityID, Cursor: q.Get("cursor")}
+	day := func(field, v string) time.Time {
+		if v == "" {
+			return time.Time{}
+		}
+		t, err := time.ParseInLocation("2006-01-02", v, l.Zone())
+		if err != nil {
+			vf.Errors[field] = "audit.error.date"
+			return time.Time{}
+		}
+		return t
+	}
+	f.From = day("from", vf.From)
+	if to := day("to", vf.To); !to.IsZero() {
+		f.To = to.AddDate(0, 0, 1)
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		vf.Errors["to"] = "audit.error.range"
+	}
+	if len(vf.Errors) > 0 {
+		msg, fields := translated(l, "audit.error.filter", vf.Errors)
+		vf.Errors = fields
+		return f, vf, &models.Error{Code: models.EINVALID, Message: msg, Fields: fields}
+	}
+	return f, vf, nil
+}
+
+// List renders a page of the audit log.
+func (h *AuditHandler) List(c echo.Context) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	f, vf, ferr := h.filter(c)
+	vm := pages.AuditVM{Filter: vf, Filtered: vf.Event != "" || vf.Actor != "" || vf.EntityType != "" || vf.EntityID != "" || vf.From != "" || vf.To != ""}
+	status := http.StatusOK
+	if ferr == nil {
+		rows, next, err := h.store.ListAudit(ctx, p.OrganizationID, f)
+		if me := invalid(err); me != nil { // a cursor this server did not make
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			vm.Rows = append(vm.Rows, h.row(l, r))
+		}
+		if next != "" {
+			vm.NextURL = h.s.url("audit") + "?" + withParam(c.QueryParams(), "cursor", next)
+		}
+	} else {
+		status = http.StatusUnprocessableEntity
+	}
+	vm.ExportURL = h.s.url("audit.export") + "?" + withParam(c.QueryParams(), "cursor", "")
+	if err := h.options(c, &vm.Filter); err != nil {
+		return err
+	}
+	return render(c, status, pages.Audit(h.s.page(c, "nav.audit", "audit"), vm))
+}
+
+// options fills the filter's choices.
+func (h *AuditHandler) options(c echo.Context, vf *pages.AuditFilter) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	vf.Events = options(auditEvents(), vf.Event, func(e string) string { return l.TOr("audit."+e, e) })
+	members, err := h.store.Members(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	vf.Actors = []pages.Option{{Value: "system", Label: l.T("audit.actor.system"), Selected: vf.Actor == "system"}}
+	for _, m := range members {
+		vf.Actors = append(vf.Actors, pages.Option{Value: m.UserID, Label: m.Email, Selected: vf.Actor == m.UserID})
+	}
+	types, err := h.store.AuditEntityTypes(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	vf.EntityTypes = options(types, vf.EntityType, func(t string) string { return l.TOr("entity."+t, t) })
+	return nil
+}
+
+// Export answers every entry the filter matches as CSV (UTC times, labels in the user's
+// language), newest first, in pages so that memory stays flat.
+func (h *AuditHandler) Export(c echo.Context) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	f, _, err := h.filter(c)
+	if err != nil {
+		return err
+	}
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+	w.Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="audit-%s.csv"`, time.Now().UTC().Format("2006-01-02")))
+	w.WriteHeader(http.StatusOK)
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"time_utc", "event", "label", "actor_type", "actor", "entity_type", "entity_id", "details"})
+	f.Limit, f.Cursor = 1000, ""
+	for {
+		rows, next, err := h.store.ListAudit(ctx, p.OrganizationID, f)
+		if err != nil {
+			h.s.Log.Error("audit export stopped", "err", err)
+			break
+		}
+		for _, r := range rows {
+			v := h.row(l, r)
+			_ = cw.Write([]string{r.CreatedAt.UTC().Format(time.RFC3339), r.Action, v.Label, r.ActorType, v.Actor, r.EntityType, r.EntityID, string(r.Details)})
+		}
+		cw.Flush()
+		if next == "" || cw.Error() != nil {
+			break
+		}
+		f.Cursor = next
+	}
+	return nil
+}
+
+// row is one entry for display: its label, who, and a link to what it is about.
+func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
+	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
+		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
+		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Details: string(r.Details)}
+	switch r.ActorType {
+	case audit.ActorUser:
+		v.Actor = firstNonEmptyString(r.ActorEmail, l.T("audit.actor.deleted"))
+	case audit.ActorToken:
+		v.Actor = l.T("audit.actor.token", "Name", firstNonEmptyString(r.ActorToken, "?"))
+	default:
+		v.Actor = l.T("audit.actor.system")
+	}
+	switch r.EntityType {
+	case "workflow_execution":
+		v.EntityURL = h.s.url("execution", r.EntityID)
+	case "workflow":
+		v.EntityURL = h.s.url("workflow", r.EntityID)
+	case "dead_letter_queue":
+		v.EntityURL = h.s.url("dlq.item", r.EntityID)
+	case "api_token":
+		v.EntityURL = h.s.url("tokens")
+	case "workflow_execution_error":
+		if ex := detailString(r.Details, "executionId"); ex != "" {
+			v.EntityURL = h.s.url("execution", ex)
+		}
+	}
+	return v
+}
+
+func firstNonEmptyString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// withParam returns the query with key set to value ("" removes it).
+func withParam(q url.Values, key, value string) string {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = v
+	}
+	if value == "" {
+		out.Del(key)
+	} else {
+		out.Set(key, value)
+	}
+	return out.Encode()
+}
+
+// detailString is a string field of an audit entry's details, or "".
+func detailString(details models.JSON, key string) string {
+	var m map[string]any
+	if json.Unmarshal(details, &m) != nil {
+		return ""
+	}
+	s, _ := m[key].(string)
+	return s
+}

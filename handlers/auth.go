@@ -145,6 +145,13 @@ func (s *Server) login(c echo.Context) error {
 		return err
 	}
 	s.throttle.Succeeded(email)
+	// A language chosen with the switch before logging in becomes the user's own, unless
+	// they have one already.
+	if ck, err := c.Cookie(langCookie); err == nil && i18n.Supported(ck.Value) && p.Language == "" {
+		if err := s.Auth.SetUserLocale(ctx, p.UserID, ck.Value, p.TimeZone, i18n.Supported); err != nil {
+			return err
+		}
+	}
 	if err := s.sessions.RenewToken(ctx); err != nil {
 		return err
 	}

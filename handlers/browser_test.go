@@ -128,3 +128,91 @@ func TestBrowserJourney(t *testing.T) {
 		_ = os.WriteFile(os.Getenv("LIFELINE_SCREENSHOTS")+"/tokens.png", shot, 0o644)
 	}
 }
+
+// A Polish accountant's office: the switch on the login page, Polish pages, plurals and
+// validation messages, the profile's time zone, and back to English from the header.
+func TestBrowserJourneyPolish(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	tn := a.tenant("Biuro Polskie")
+	okWF, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(a.definition("/ok")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := a.srv.URL
+	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	lang := func() string {
+		t.Helper()
+		l, err := chromedp.Run(ctx, chromedp.AttributeValue("html", "lang"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Value
+	}
+	step("login page in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`))
+	if lang() != "pl" || text(`#login-title`) != "Logowanie" {
+		t.Fatalf("login page after the switch: lang %q, title %q", lang(), text(`#login-title`))
+	}
+	step("login", chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=workflow-row]`))
+	if lang() != "pl" || text(`[data-testid=nav-workflows]`) != "Przepływy" {
+		t.Fatalf("after login: lang %q, nav %q", lang(), text(`[data-testid=nav-workflows]`))
+	}
+	step("bad input", chromedp.Navigate(base+"/workflows/"+okWF.ID),
+		chromedp.WaitVisible(`[data-testid=start-form] textarea[name=input]`),
+		chromedp.SetValue(`[data-testid=start-form] textarea[name=input]`, `[1, 2]`),
+		chromedp.Click(`[data-testid=start-form] button[type=submit]`),
+		chromedp.WaitVisible(`[data-testid=field-error]`))
+	if msg := text(`[data-testid=field-error]`); !strings.Contains(msg, "musi być obiektem JSON") {
+		t.Fatalf("field error %q", msg)
+	}
+	step("start", chromedp.SetValue(`[data-testid=start-form] textarea[name=input]`, `{"nip": "5260250274"}`),
+		chromedp.Click(`[data-testid=start-form] button[type=submit]`), chromedp.WaitVisible(`#execution-body`))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status, err := chromedp.Run(ctx, chromedp.AttributeValue(`#execution-body [data-testid=status]`, "data-status"))
+		if err == nil && status.Value == "SUCCEEDED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the execution never succeeded (last %q, %v)", status.Value, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if s := strings.ToLower(text(`#execution-body [data-testid=status]`)); s != "sukces" {
+		t.Fatalf("status badge %q", s)
+	}
+	if n := text(`[data-testid=step] .step-status .muted`); n != "1 próba" {
+		t.Fatalf("attempts %q, want 1 próba", n)
+	}
+	// The profile: Tokyo time; the execution's start is shown in it, with UTC in the tooltip.
+	step("profile", chromedp.Click(`[data-testid=user-email]`), chromedp.WaitVisible(`[data-testid=profile-form]`),
+		chromedp.SetValue(`#profile-zone`, "Asia/Tokyo"), chromedp.Click(`[data-testid=profile-save]`),
+		chromedp.WaitVisible(`[data-testid=profile-saved]`))
+	if now := text(`[data-testid=profile-now]`); !strings.Contains(now, "Asia/Tokyo") || !strings.HasPrefix(now, "Tak będą") {
+		t.Fatalf("profile now %q", now)
+	}
+	step("English from the header", chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] [data-testid=profile-form]`))
+	if lang() != "en" || text(`[data-testid=nav-workflows]`) != "Workflows" {
+		t.Fatalf("after switching to English: lang %q, nav %q", lang(), text(`[data-testid=nav-workflows]`))
+	}
+}

@@ -122,7 +122,7 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 		if r.Status == "active" {
 			r.RevokeURL = h.s.url("tokens.revoke", t.ID)
 		}
-		r.Status = l.T("tokens.status." + r.Status)
+		r.StatusText = l.T("tokens.status." + r.Status)
 		r.Role = l.TOr("role."+r.Role, r.Role)
 		vm.Rows = append(vm.Rows, r)
 	}

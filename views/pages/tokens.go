@@ -16,6 +16,7 @@ type TokenRow struct {
 	LastUsed           string // display; "Never"
 	Expires            string // display; "Never"
 	Status             string // "active", "expired", "revoked"
+	StatusText         string // the status in the user's language
 	RevokeURL          string // empty when it cannot be revoked
 }
 

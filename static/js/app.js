@@ -62,13 +62,21 @@
     if (text) body.appendChild(document.createTextNode(text));
     var close = document.createElement("button");
     close.type = "button";
-    close.setAttribute("aria-label", "Dismiss");
+    close.setAttribute("aria-label", msg("Dismiss", "Dismiss"));
     close.textContent = "×";
     close.addEventListener("click", function () { t.remove(); });
     t.appendChild(body);
     t.appendChild(close);
     region.appendChild(t);
     setTimeout(function () { t.remove(); }, TOAST_MS);
+  }
+
+  // msg returns a message the page rendered in the user's language (data-msg-* on the
+  // toast region), else the English fallback; "%s" is replaced with arg.
+  function msg(key, fallback, arg) {
+    var region = document.getElementById("toasts");
+    var m = (region && region.dataset["msg" + key]) || fallback;
+    return arg === undefined ? m : m.replace("%s", arg);
   }
 
   // responseText turns an error response into a short plain-text message.
@@ -100,19 +108,20 @@
   document.addEventListener("htmx:responseError", function (evt) {
     var xhr = evt.detail.xhr;
     var status = xhr ? xhr.status : 0;
-    var title = "Something went wrong (" + status + ")…";
-    if (status === 403) title = "Not allowed (403)…";
-    if (status === 404) title = "Not found (404)…";
-    if (status === 401) title = "Your session has ended (401)…";
+    var title = msg("Error", "Something went wrong (%s)…", String(status));
+    if (status === 403) title = msg("Forbidden", "Not allowed (403)…");
+    if (status === 404) title = msg("Notfound", "Not found (404)…");
+    if (status === 401) title = msg("Unauthorized", "Your session has ended (401)…");
     showToast(title, responseText(xhr));
   });
 
   document.addEventListener("htmx:sendError", function () {
-    showToast("Could not reach the server…", "Check your connection; the page will keep trying where it refreshes itself.");
+    showToast(msg("Offline", "Could not reach the server…"),
+      msg("OfflineText", "Check your connection; the page will keep trying where it refreshes itself."));
   });
 
   document.addEventListener("htmx:timeout", function () {
-    showToast("The server took too long to answer…", "Please try again.");
+    showToast(msg("Timeout", "The server took too long to answer…"), msg("TimeoutText", "Please try again."));
   });
 
   // ---------- keep <details> state across self-refresh ----------

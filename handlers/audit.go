@@ -45,7 +45,7 @@ func auditEvents() []string {
 	for k := range audit.Labels {
 		out = append(out, k)
 	}
-	out = append(out, "token.created", "token.revoked")
+	out = append(out, "token.created", "token.revoked", "organization.updated")
 	sort.Strings(out)
 	return out
 }

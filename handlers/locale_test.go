@@ -159,3 +159,41 @@ func TestProfile(t *testing.T) {
 		}
 	})
 }
+
+// Admins set the organization's default language and time zone; members without their own
+// choice follow it; others may not change it.
+func TestOrganizationDefaults(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Sowa")
+		if _, err := a.as.CreateUser(t.Context(), tn.org, "ksiegowa@sowa.example", "correct horse battery", models.RoleAccountant); err != nil {
+			t.Fatal(err)
+		}
+		admin, csrf := a.browser(tn)
+		acc, accCSRF := a.browser(&tenant{email: "ksiegowa@sowa.example", password: "correct horse battery"})
+		post := func(c *http.Client, token, lang, zone string) resp {
+			form := url.Values{"language": {lang}, "timeZone": {zone}, "_csrf": {token}}
+			return do(t, c, "POST", a.srv.URL+"/settings/organization", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		}
+		if r := post(acc, accCSRF, "pl", "Europe/Warsaw"); r.status != http.StatusForbidden {
+			t.Fatalf("accountant: %d", r.status)
+		}
+		if strings.Contains(do(t, acc, "GET", a.srv.URL+"/profile", "", nil).body, `data-testid="org-form"`) {
+			t.Fatal("the accountant's profile offers the organization's form")
+		}
+		if r := post(admin, csrf, "pl", "Mars/Olympus"); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "is not a time zone") {
+			t.Fatalf("bad zone: %d", r.status)
+		}
+		if r := post(admin, csrf, "pl", "Europe/Warsaw"); r.status != http.StatusOK || !strings.Contains(r.body, `data-testid="org-saved"`) {
+			t.Fatalf("save: %d %.300s", r.status, r.body)
+		}
+		if body := do(t, acc, "GET", a.srv.URL+"/workflows", "", map[string]string{"Accept-Language": "en"}).body; !strings.Contains(body, `<html lang="pl">`) {
+			t.Fatal("a member without a choice does not follow the organization's Polish")
+		}
+		r := do(t, admin, "GET", a.srv.URL+"/audit?event=organization.updated", "", nil)
+		if !strings.Contains(r.body, `data-event="organization.updated"`) || !strings.Contains(r.body, "Zmieniono ustawienia organizacji") {
+			t.Fatalf("audit: %.300s", r.body)
+		}
+	})
+}

@@ -40,6 +40,7 @@ func (s *Server) routes() {
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
 	admin := requireRole(models.RoleAdmin)
+	app.POST("/settings/organization", profile.SaveOrg, admin).Name = "organization.save"
 	auditLog := NewAuditHandler(s, s.DB)
 	app.GET("/audit", auditLog.List, admin).Name = "audit"
 	app.GET("/audit/export.csv", auditLog.Export, admin).Name = "audit.export"

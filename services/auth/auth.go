@@ -389,6 +389,31 @@ func deref(s *string) string {
 // SetUserLocale saves a user's language ("pl", "en"; empty: the organization's) and time
 // zone (an IANA name such as Europe/Warsaw; empty: the organization's). EINVALID otherwise.
 func (s *Service) SetUserLocale(ctx context.Context, userID, language, timeZone string, supported func(string) bool) error {
+	if err := checkLocale(language, timeZone, supported); err != nil {
+		return err
+	}
+	return s.DB.Conn(ctx).Model(&models.User{}).Where("id = ?", userID).
+		Updates(map[string]any{"language": nullIfEmpty(language), "time_zone": nullIfEmpty(timeZone)}).Error
+}
+
+// SetOrgLocale saves an organization's default language and time zone for members who
+// chose none (empty: none). EINVALID otherwise.
+func (s *Service) SetOrgLocale(ctx context.Context, orgID, language, timeZone string, supported func(string) bool, actor audit.Actor) error {
+	if err := checkLocale(language, timeZone, supported); err != nil {
+		return err
+	}
+	return s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Model(&models.Organization{}).Where("id = ?", orgID).
+			Updates(map[string]any{"default_language": nullIfEmpty(language), "time_zone": nullIfEmpty(timeZone)}).Error; err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "organization.updated", EntityType: "organization",
+			EntityID: orgID, Details: map[string]any{"defaultLanguage": language, "timeZone": timeZone}})
+	})
+}
+
+// checkLocale validates a language ("" or supported) and an IANA time zone ("" or known).
+func checkLocale(language, timeZone string, supported func(string) bool) error {
 	fields := map[string]string{}
 	if language != "" && !supported(language) {
 		fields["language"] = "language.unsupported"
@@ -401,8 +426,7 @@ func (s *Service) SetUserLocale(ctx context.Context, userID, language, timeZone 
 	if len(fields) > 0 {
 		return models.Invalid("locale.invalid", fields)
 	}
-	return s.DB.Conn(ctx).Model(&models.User{}).Where("id = ?", userID).
-		Updates(map[string]any{"language": nullIfEmpty(language), "time_zone": nullIfEmpty(timeZone)}).Error
+	return nil
 }
 
 func nullIfEmpty(s string) *string {

@@ -13,4 +13,16 @@ type ProfileVM struct {
 	Saved     bool
 	Errors    map[string]string
 	FormError string
+	// Org is the organization's defaults, for admins (nil otherwise).
+	Org *OrgLocaleForm
+}
+
+// OrgLocaleForm sets the organization's default language and time zone.
+type OrgLocaleForm struct {
+	Action    string
+	Language  string
+	TimeZone  string
+	Saved     bool
+	Errors    map[string]string
+	FormError string
 }

@@ -79,12 +79,12 @@ func (s *Server) setLanguage(c echo.Context) error {
 	return redirect(c, safeNext(c.FormValue("next"), "/"))
 }
 
-// translated translates a form's message and field messages that are message ids; other
-// text (a service's own message) stays as it is.
+// translated translates a form's message and field messages: message ids, and a service's
+// English text where a format translates it (i18n.Localizer.Text).
 func translated(l *i18n.Localizer, msg string, fields map[string]string) (string, map[string]string) {
 	out := make(map[string]string, len(fields))
 	for k, v := range fields {
-		out[k] = l.TOr(v, v)
+		out[k] = l.Text(v)
 	}
-	return l.TOr(msg, msg), out
+	return l.Text(msg), out
 }

@@ -104,7 +104,16 @@ func TestAPIMessagesInRequestLanguage(t *testing.T) {
 				t.Errorf("Accept-Language %q: %v", c.lang, e)
 			}
 		}
-		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions", "", map[string]string{"Accept-Language": "pl"})
+		// A service's own text with values in it: translated by its format.
+		h := bearer(tn.token)
+		h["Content-Type"], h["Accept-Language"] = "application/json", "pl"
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows",
+			`{"name": "VAT", "settings": {"retryPolicy": {"maxRetries": 11}}, "steps": [{"id": "a", "type": "transform", "config": {"output": 1}}]}`, h)
+		if e, _ := r.json(t)["error"].(map[string]any); r.status != http.StatusUnprocessableEntity || e["message"] != "Definicja przepływu zawiera błędy." ||
+			e["fields"].(map[string]any)["settings.retryPolicy.maxRetries"] != "musi być od 0 do 10" {
+			t.Errorf("definition errors in Polish: %d %s", r.status, r.body)
+		}
+		r = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions", "", map[string]string{"Accept-Language": "pl"})
 		if e := r.json(t)["error"].(map[string]any); r.status != http.StatusUnauthorized || e["code"] != "unauthorized" || e["message"] != "Wymagane uwierzytelnienie: wyślij Authorization: Bearer <token API>." {
 			t.Errorf("anonymous, Polish: %d %v", r.status, e)
 		}

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -29,10 +31,43 @@ var Languages = []string{"pl", "en"}
 // Fallback is the language used when nothing else decides.
 const Fallback = "en"
 
-//go:embed locales/*.json
+//go:embed locales/*.json locales/formats/*.json
 var files embed.FS
 
-var bundle = load()
+var (
+	bundle  = load()
+	formats = loadFormats()
+)
+
+// format translates text that services write in English with values in it ("must be
+// between 1000 and 300000"): the English pattern, with %s for each value, and the
+// translation, with %s for the same values in the same order.
+type format struct {
+	match *regexp.Regexp
+	to    string
+}
+
+// loadFormats reads locales/formats/<lang>.json: {"must be between %s and %s": "musi być od %s do %s"}.
+func loadFormats() map[string][]format {
+	out := map[string][]format{}
+	names, _ := fs.Glob(files, "locales/formats/*.json")
+	for _, name := range names {
+		raw, err := files.ReadFile(name)
+		if err != nil {
+			panic(err)
+		}
+		var m map[string]string
+		if err := json.Unmarshal(raw, &m); err != nil {
+			panic(fmt.Sprintf("i18n: %s: %v", name, err))
+		}
+		lang := strings.TrimSuffix(path.Base(name), ".json")
+		for from, to := range m {
+			re := "^" + strings.ReplaceAll(regexp.QuoteMeta(from), "%s", "(.+?)") + "$"
+			out[lang] = append(out[lang], format{match: regexp.MustCompile(re), to: to})
+		}
+	}
+	return out
+}
 
 // Message files are locales/<area>.<lang>.json (app, pages, …); each area has one per language.
 func load() *goi18n.Bundle {
@@ -127,6 +162,29 @@ func (l *Localizer) T(id string, data ...any) string {
 	s, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, TemplateData: pairs(data)})
 	if err != nil {
 		return id
+	}
+	return s
+}
+
+// Text translates a message that is either a message id or a service's English text (see
+// format); text it has no translation for comes back as it is.
+func (l *Localizer) Text(s string) string {
+	if s == "" {
+		return s
+	}
+	if t := l.T(s); t != s {
+		return t
+	}
+	for _, f := range formats[l.lang] {
+		m := f.match.FindStringSubmatch(s)
+		if m == nil {
+			continue
+		}
+		out := f.to
+		for _, v := range m[1:] {
+			out = strings.Replace(out, "%s", v, 1)
+		}
+		return out
 	}
 	return s
 }

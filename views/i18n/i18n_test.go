@@ -212,3 +212,26 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// A service's English text with values in it is translated by its format.
+func TestFormats_ServiceText(t *testing.T) {
+	pl, en := New("pl", nil), New("en", nil)
+	for _, c := range []struct{ in, pl string }{
+		{"must be between 1000 and 300000", "musi być od 1000 do 300000"},
+		{"must have at most 50 steps", "może mieć najwyżej 50 kroków"},
+		{`template "{{ steps.x.output }}" names unknown step "x"`, `szablon "{{ steps.x.output }}" wskazuje nieznany krok "x"`},
+		{"The workflow definition has errors.", "Definicja przepływu zawiera błędy."},
+		{"input.notjson", "Dane wejściowe nie są poprawnym JSON-em."},
+		{"something no format knows", "something no format knows"},
+	} {
+		if got := pl.Text(c.in); got != c.pl {
+			t.Errorf("pl %q: %q, want %q", c.in, got, c.pl)
+		}
+	}
+	if got := en.Text("must be between 1000 and 300000"); got != "must be between 1000 and 300000" {
+		t.Errorf("en: %q", got)
+	}
+	if got := en.Text("input.notjson"); got != "The input is not valid JSON." {
+		t.Errorf("en id: %q", got)
+	}
+}

@@ -27,7 +27,7 @@ chaos: ## Full-size failure tests: chaos (1,000 executions, 20 kill -9) and 5 s 
 	LIFELINE_CHAOS=full LIFELINE_OUTAGE_LONG=1 ./scripts/with-postgres.sh $(GO) test -count=1 -timeout 30m -v -run '^(TestChaos|TestDatabaseOutage.*)$$' ./services/engine/
 
 bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL)
-	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 3x ./... | ./scripts/bench-table.sh
+	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -run '^$$' -bench . -benchtime 1x ./... | ./scripts/bench-table.sh
 
 generate: ## Regenerate templ components
 	$(GO) tool templ generate -path views

@@ -206,3 +206,18 @@ func TestOrganizationDefaults(t *testing.T) {
 		}
 	})
 }
+
+// Relative times in each language: a dead letter expires "za 30 dni" / "in 30 days".
+func TestRelativeTimes(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Czas")
+		c, _ := a.browser(tn)
+		for lang, want := range map[string]string{"pl": "za 30 dni", "en": "in 30 days"} {
+			if body := do(t, c, "GET", a.srv.URL+"/dlq", "", map[string]string{"Accept-Language": lang}).body; !strings.Contains(body, want) {
+				t.Errorf("%s: the dead letter's expiry does not say %q", lang, want)
+			}
+		}
+	})
+}

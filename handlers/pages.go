@@ -303,7 +303,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {
 				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", displayTime(l, a.ScheduledAt))
-				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), displayTime(l, a.ScheduledAt)
+				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), relativeTime(l, a.ScheduledAt)
 			}
 			st.Attempts = append(st.Attempts, av)
 			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {
@@ -320,7 +320,7 @@ func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
 	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
 		ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, Status: r.Status,
-		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(l, r.ExpiresAt)}
+		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
 }
 
 func (s *Server) dlqPage(c echo.Context) error {

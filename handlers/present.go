@@ -226,6 +226,11 @@ func deref(s *string) string {
 
 // Display helpers for pages.
 
+// relativeTime says how far t is from now, then when: "za 29 dni · 22 gru 2026, 10:23".
+func relativeTime(l *i18n.Localizer, t time.Time) string {
+	return l.Relative(t, time.Now()) + " · " + l.Time(t)
+}
+
 // displayTime shows t in the user's language and time zone.
 func displayTime(l *i18n.Localizer, t time.Time) string { return l.Time(t) }
 

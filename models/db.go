@@ -102,9 +102,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		}
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	// SQLite runs in this process: a statement costs no round trip, and parsing its SQL is
-	// much of its cost. GORM keeps the statements it prepares (one connection, few shapes).
-	gcfg.PrepareStmt = true
+	// No gorm PrepareStmt: with one connection it can deadlock (a transaction waits for a
+	// statement another goroutine is preparing, which waits for the connection).
 	g, err := gorm.Open(sqlite.Open(dsn), gcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

@@ -291,11 +291,7 @@ func params(jobs []engine.Job) []river.InsertManyParams {
 // it returns the insert to run after commit.
 func (r *Runner) EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []engine.Job) (func(context.Context) error, error) {
 	if r.sqlite != nil {
-		pool := tx.Statement.ConnPool
-		if p, ok := pool.(*gorm.PreparedStmtTX); ok { // SQLite keeps prepared statements
-			pool = p.Tx
-		}
-		sqlTx, ok := pool.(*sql.Tx)
+		sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
 		if !ok {
 			return nil, errors.New("jobs: EnqueueTx needs a GORM transaction")
 		}

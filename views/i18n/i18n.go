@@ -182,7 +182,9 @@ func (l *Localizer) Text(s string) string {
 		}
 		out := f.to
 		for _, v := range m[1:] {
-			out = strings.Replace(out, "%s", v, 1)
+			// A value may be a service's text itself ("is too long; use …"): shorter, so
+			// this ends.
+			out = strings.Replace(out, "%s", l.Text(v), 1)
 		}
 		return out
 	}

@@ -235,3 +235,11 @@ func TestFormats_ServiceText(t *testing.T) {
 		t.Errorf("en id: %q", got)
 	}
 }
+
+// A value that itself has a translation (a cursor's reason) is found through its pattern.
+func TestFormats_Cursor(t *testing.T) {
+	got := New("pl", nil).Text(`is too long; use the "next" value of the previous page, or leave it out for the first page`)
+	if got != `jest za długi; użyj wartości "next" z poprzedniej strony albo pomiń ją na pierwszej stronie` {
+		t.Errorf("%q", got)
+	}
+}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -174,9 +175,9 @@ func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow 
 		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Details: string(r.Details)}
 	switch r.ActorType {
 	case audit.ActorUser:
-		v.Actor = firstNonEmptyString(r.ActorEmail, l.T("audit.actor.deleted"))
+		v.Actor = cmp.Or(r.ActorEmail, l.T("audit.actor.deleted"))
 	case audit.ActorToken:
-		v.Actor = l.T("audit.actor.token", "Name", firstNonEmptyString(r.ActorToken, "?"))
+		v.Actor = l.T("audit.actor.token", "Name", cmp.Or(r.ActorToken, "?"))
 	default:
 		v.Actor = l.T("audit.actor.system")
 	}
@@ -195,13 +196,6 @@ func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow 
 		}
 	}
 	return v
-}
-
-func firstNonEmptyString(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // withParam returns the query with key set to value ("" removes it).

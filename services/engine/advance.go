@@ -42,10 +42,9 @@ res AS (
 	}
 	if i := a.StepIndex + 1; i < len(def.Steps) {
 		step := def.Steps[i]
-		zero := time.Time{}
-		delay := e.scheduleFor(step, zero).Sub(zero)
-		claimed = chain && delay <= 0
-		na := newAttempt(ex, step, i, 1, zero)
+		delay := e.delayOf(step)
+		claimed = chain && delay == 0
+		na := newAttempt(ex, step, i, 1, time.Time{})
 		na.ID = nextID
 		next = &na
 		status := models.StepPending
@@ -53,8 +52,8 @@ res AS (
 			status = models.StepRunning
 		}
 		args["nid"], args["nstep"], args["nidx"], args["nstatus"], args["nkey"] = na.ID, na.StepID, na.StepIndex, status, na.IdempotencyKey
-		args["delay"] = max(delay, 0).Seconds()
-		args["lease"] = (time.Duration(step.Timeout())*time.Millisecond + e.cfg.LeaseGrace).Seconds()
+		args["delay"] = delay.Seconds()
+		args["lease"] = e.leaseOf(step).Seconds()
 		args["claimed"] = claimed
 		q.WriteString(`,
 nxt AS (
@@ -91,16 +90,14 @@ SELECT now() AS now, (SELECT count(*) FROM fin) AS done`)
 		next.ScheduledAt = e.scheduleFor(def.Steps[next.StepIndex], now)
 		next.CreatedAt, next.UpdatedAt = now, now
 		if claimed {
-			lease := now.Add(time.Duration(def.Steps[next.StepIndex].Timeout())*time.Millisecond + e.cfg.LeaseGrace)
-			started := now
-			next.Status, next.StartedAt, next.LeaseExpiresAt = models.StepRunning, &started, &lease
+			markClaimed(nil, next, now, e.leaseOf(def.Steps[next.StepIndex]))
 		}
 	}
 	return next, claimed, nil
 }
 
 // claim is claimTx in one statement and one commit (PostgreSQL).
-func (e *Engine) claim(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, timeout time.Duration) (bool, time.Time, error) {
+func (e *Engine) claim(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, lease time.Duration) (bool, time.Time, error) {
 	const q = `WITH cl AS (
   UPDATE step_executions SET status = @running, started_at = now(), lease_expires_at = now() + make_interval(secs => @lease), updated_at = now()
   WHERE id = @id AND status = @pending AND generation = @gen AND scheduled_at <= now() + make_interval(secs => @tolerance)
@@ -114,20 +111,13 @@ SELECT now(), (SELECT count(*) FROM cl)`
 	var n int
 	err := e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
 		"id": a.ID, "gen": generation, "running": models.StepRunning, "pending": models.StepPending,
-		"lease": (timeout + e.cfg.LeaseGrace).Seconds(), "tolerance": dueTolerance.Seconds(),
+		"lease": lease.Seconds(), "tolerance": dueTolerance.Seconds(),
 		"expending": models.ExecPending, "exrunning": models.ExecRunning, "step": a.StepID, "ex": ex.ID, "org": ex.OrganizationID,
 	}).Scan(&now, &n)
 	if err != nil || n == 0 {
 		return false, now.UTC(), err
 	}
 	now = now.UTC()
-	lease := now.Add(timeout + e.cfg.LeaseGrace)
-	a.Status, a.StartedAt, a.LeaseExpiresAt = models.StepRunning, &now, &lease
-	if ex.Status == models.ExecPending {
-		ex.Status = models.ExecRunning
-	}
-	if ex.StartedAt == nil {
-		ex.StartedAt = &now
-	}
+	markClaimed(ex, a, now, lease)
 	return true, now, nil
 }

@@ -217,12 +217,38 @@ func newAttempt(ex *models.Execution, step definition.Step, index, attempt int, 
 
 // scheduleFor returns when a step's first attempt runs: now, or later for a delay step.
 func (e *Engine) scheduleFor(step definition.Step, now time.Time) time.Time {
+	return now.Add(e.delayOf(step))
+}
+
+// delayOf is how long after its predecessor a step's first attempt waits (a delay step's).
+func (e *Engine) delayOf(step definition.Step) time.Duration {
 	if t, ok := e.steps.Get(step.Type); ok {
 		if d, ok := t.(steps.Delayer); ok {
-			return now.Add(d.Delay(step.Config))
+			return max(d.Delay(step.Config), 0)
 		}
 	}
-	return now
+	return 0
+}
+
+// leaseOf is how long a RUNNING attempt of step is held: its timeout plus LeaseGrace.
+func (e *Engine) leaseOf(step definition.Step) time.Duration {
+	return time.Duration(step.Timeout())*time.Millisecond + e.cfg.LeaseGrace
+}
+
+// markClaimed records in memory what a claim wrote: the attempt RUNNING since now, held for
+// lease; and, when ex is given, its execution RUNNING.
+func markClaimed(ex *models.Execution, a *models.StepAttempt, now time.Time, lease time.Duration) {
+	until := now.Add(lease)
+	a.Status, a.StartedAt, a.LeaseExpiresAt = models.StepRunning, &now, &until
+	if ex == nil {
+		return
+	}
+	if ex.Status == models.ExecPending {
+		ex.Status = models.ExecRunning
+	}
+	if ex.StartedAt == nil {
+		ex.StartedAt = &now
+	}
 }
 
 var errLost = errors.New("attempt no longer held")

@@ -66,15 +66,14 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		return "", fmt.Errorf("attempt %s names step %q which is not step %d of workflow %s v%d", a.ID, a.StepID, a.StepIndex, ex.WorkflowID, ex.WorkflowVersion)
 	}
 	step := def.Steps[a.StepIndex]
-	timeout := time.Duration(step.Timeout()) * time.Millisecond
 
 	// Claim: compare-and-set PENDING → RUNNING at this generation, once due by the database clock.
 	var claimed bool
 	var now time.Time
 	if e.db.Dialect == models.Postgres {
-		claimed, now, err = e.claim(ctx, &ex, &a, generation, timeout)
+		claimed, now, err = e.claim(ctx, &ex, &a, generation, e.leaseOf(step))
 	} else {
-		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, timeout)
+		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, e.leaseOf(step))
 	}
 	if err != nil {
 		if e.health.Failed(err) {
@@ -115,10 +114,10 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	}
 }
 
-// claimTx claims a due PENDING attempt in a transaction (SQLite): RUNNING, leased for the
-// step's timeout plus LeaseGrace, and its execution RUNNING. It returns whether it claimed
+// claimTx claims a due PENDING attempt in a transaction (SQLite): RUNNING, leased for
+// lease (leaseOf), and its execution RUNNING. It returns whether it claimed
 // it, and the database time it compared the attempt's schedule with.
-func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, timeout time.Duration) (bool, time.Time, error) {
+func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, lease time.Duration) (bool, time.Time, error) {
 	now, err := e.now(ctx)
 	if err != nil {
 		return false, now, err
@@ -128,25 +127,25 @@ func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.St
 	}
 	claimed := false
 	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
-		lease := now.Add(timeout + e.cfg.LeaseGrace)
 		res := tx.Model(&models.StepAttempt{}).
 			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": lease, "updated_at": now})
+			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": now.Add(lease), "updated_at": now})
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
 		claimed = true
-		a.Status, a.StartedAt, a.LeaseExpiresAt = models.StepRunning, &now, &lease
 		upd := map[string]any{"current_step_id": a.StepID, "updated_at": now}
 		if ex.Status == models.ExecPending {
 			upd["status"] = models.ExecRunning
-			ex.Status = models.ExecRunning
 		}
 		if ex.StartedAt == nil {
 			upd["started_at"] = now
-			ex.StartedAt = &now
 		}
-		return tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error
+		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error; err != nil {
+			return err
+		}
+		markClaimed(ex, a, now, lease)
+		return nil
 	})
 	return claimed, now, err
 }
@@ -478,8 +477,7 @@ func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *defin
 		// leaves a leased row the reconciler reclaims with the same idempotency key.
 		claimed = chain && !na.ScheduledAt.After(now)
 		if claimed {
-			started, lease := now, now.Add(time.Duration(step.Timeout())*time.Millisecond+e.cfg.LeaseGrace)
-			na.Status, na.StartedAt, na.LeaseExpiresAt = models.StepRunning, &started, &lease
+			markClaimed(nil, &na, now, e.leaseOf(step))
 		}
 		if err := tx.Create(&na).Error; err != nil {
 			return nil, err

@@ -186,8 +186,7 @@ func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definit
 	}
 	first := def.Steps[0]
 	a := newAttempt(&ex, first, 0, 1, time.Time{})
-	zero := time.Time{}
-	delay := max(e.scheduleFor(first, zero).Sub(zero), 0)
+	delay := e.delayOf(first)
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
   INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,

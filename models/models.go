@@ -174,10 +174,22 @@ type Execution struct {
 	CorrelationID   string
 	CurrentStepID   *string
 	CreatedBy       *string
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// Subject is the workflow's settings.subject rendered over the input at start; nil
+	// when the workflow sets none.
+	Subject *string
+	// RetryOf names the execution a full retry retries.
+	RetryOf *string
+	// While a manual replay runs: the dead letter it serves, when it began (retries are
+	// counted from there) and the retry policy it overrides with (a retry.Spec).
+	DeadLetterID  *string
+	ReplayedAt    *time.Time
+	RetryOverride JSON
+	// OriginalInput is the input (sealed) before an operator first edited it.
+	OriginalInput JSON
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 func (Execution) TableName() string { return "workflow_executions" }
@@ -268,6 +280,19 @@ type DeadLetter struct {
 	ManualRetryCount  int
 	LastManualRetryAt *time.Time
 	ExpiresAt         time.Time
+	// Copied from the execution and its error so the list needs no join: the subject, the
+	// error type, the reason a person can act on, and the automatic retries made.
+	Subject    *string
+	ErrorType  string
+	Reason     string
+	RetryCount int
+	// Set when someone resolves or skips the item.
+	ResolutionNotes *string
+	ResolvedBy      *string
+	ResolvedAt      *time.Time
+	// ReplayExecutionID is the execution of the latest manual replay (the item's own, or a
+	// full retry's new one).
+	ReplayExecutionID *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -347,3 +372,44 @@ type AuditEntry struct {
 }
 
 func (AuditEntry) TableName() string { return "audit_log" }
+
+// Bulk job statuses.
+const (
+	BulkQueued    = "queued"
+	BulkRunning   = "running"
+	BulkDone      = "done"
+	BulkCancelled = "cancelled"
+)
+
+// BulkJob is a bulk action on dead letters, run in the background.
+type BulkJob struct {
+	ID             string
+	OrganizationID string
+	Action         string
+	Filter         JSON
+	Notes          *string
+	Status         string
+	Total          int
+	Processed      int
+	Succeeded      int
+	Failed         int
+	CreatedBy      *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     *time.Time
+}
+
+func (BulkJob) TableName() string { return "dlq_bulk_jobs" }
+
+// BulkItem is one dead letter of a bulk job and what the action did to it.
+type BulkItem struct {
+	BulkID       string `gorm:"primaryKey"`
+	DeadLetterID string `gorm:"primaryKey"`
+	Position     int
+	Status       string // pending, done, failed, skipped
+	Message      *string
+	ExecutionID  *string
+	UpdatedAt    time.Time
+}
+
+func (BulkItem) TableName() string { return "dlq_bulk_items" }

@@ -241,17 +241,6 @@ func (s *Server) apiListDLQ(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
 }
 
-func (s *Server) apiGetDLQ(c echo.Context) error {
-	id := c.Param("id")
-	if err := checkID(id, "dead letter"); err != nil {
-		return err
-	}
-	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, apiDLQ(r, true))
-}
 
 func nullIfEmpty(s string) any {
 	if s == "" {

@@ -316,13 +316,6 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 	return vm
 }
 
-func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
-	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
-		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
-		ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, Status: r.Status,
-		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
-}
-
 func (s *Server) dlqPage(c echo.Context) error {
 	p := principal(c)
 	status, wfID, err := filters(c, models.DLQStatuses)
@@ -346,21 +339,6 @@ func (s *Server) dlqPage(c echo.Context) error {
 		return err
 	}
 	return render(c, http.StatusOK, pages.DLQ(s.page(c, "nav.dlq", "dlq"), vm))
-}
-
-func (s *Server) dlqItemPage(c echo.Context) error {
-	id := c.Param("id")
-	if err := checkID(id, "dead letter"); err != nil {
-		return err
-	}
-	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
-	if err != nil {
-		return err
-	}
-	vm := pages.DLQItemVM{Row: s.dlqRow(localizer(c), r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
-		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
-		ListURL: s.url("dlq")}
-	return render(c, http.StatusOK, pages.DLQItem(s.page(c, localizer(c).T("title.dlqitem", "Workflow", r.WorkflowName), "dlq"), vm))
 }
 
 // nextPage is the URL of the next page of a filtered list, or "" at the end.

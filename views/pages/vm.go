@@ -234,17 +234,6 @@ type DLQRow struct {
 	ExpiresAtText string
 }
 
-// DLQItemVM feeds DLQItem (one dead letter, read-only).
-type DLQItemVM struct {
-	Row               DLQRow
-	ErrorCode         string
-	StackTrace        string
-	OriginalInputJSON string
-	StepStatesJSON    string
-	ManualRetries     int
-	ListURL           string // added: the dead-letter list, for the breadcrumb; empty = plain text
-}
-
 // ErrorVM feeds Error.
 type ErrorVM struct {
 	Status  int

@@ -1,11 +1,20 @@
 package handlers
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/services/definition"
+	"lifeline/services/engine"
+	"lifeline/services/redact"
+	"lifeline/services/retry"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
@@ -13,23 +22,280 @@ import (
 func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
 	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
-		ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, Status: r.Status,
+		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: cmpOr(r.Reason, r.ErrorMessage), Status: r.Status,
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
 }
 
-func (s *Server) dlqItemPage(c echo.Context) error {
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Show: GET /dlq/{id}, the item with its error context, timeline and actions.
+func (h *DLQActionsHandler) Show(c echo.Context) error {
+	vm, err := h.itemVM(c, pages.RecoveryForm{})
+	if err != nil {
+		return err
+	}
+	if done := c.QueryParam("done"); oneOf(done, []string{"retry", "resume", "full", "edit", "skip_step", "resolve", "skip"}) {
+		vm.Done = done
+	}
+	return h.renderItem(c, http.StatusOK, vm)
+}
+
+func (h *DLQActionsHandler) renderItem(c echo.Context, status int, vm *pages.DLQItemVM) error {
+	return render(c, status, pages.DLQItem(h.s.page(c, vm.Title+" · "+localizer(c).T("nav.dlq"), "dlq"), *vm))
+}
+
+// itemVM builds the item page; form is what was submitted (errors, preview), if anything.
+func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pages.DLQItemVM, error) {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return nil, err
+	}
+	ctx, p, l := c.Request().Context(), principal(c), localizer(c)
+	r, err := h.s.DB.GetDLQ(ctx, p.OrganizationID, id)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := h.s.DB.GetExecution(ctx, p.OrganizationID, r.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	def := h.definition(c, ex.WorkflowID, ex.WorkflowVersion)
+	vm := &pages.DLQItemVM{Row: h.s.dlqRow(l, r), Title: shortID(ex.ID), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
+		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
+		ListURL: h.s.url("dlq"), RefreshURL: h.s.url("dlq.item", r.ID), ResolutionNotes: deref(r.ResolutionNotes)}
+	if r.Subject != nil {
+		vm.Title = *r.Subject
+	}
+	vm.ResolvedAt, vm.ResolvedAtText = displayTimePtr(l, r.ResolvedAt)
+	failedName := r.FailedStepID
+	if def != nil {
+		if i := def.Index(r.FailedStepID); i >= 0 {
+			failedName = def.Steps[i].Title()
+		}
+	}
+	vm.Row.FailedStep = failedName
+	var states []engine.StepState
+	_ = json.Unmarshal(r.StepStates, &states)
+	for i, st := range states {
+		sv := pages.DLQStepVM{Index: i + 1, ID: st.StepID, Name: cmpOr(st.Name, st.StepID), Status: st.Status, Attempts: st.Attempts,
+			Failed: st.StepID == r.FailedStepID, InputJSON: prettyJSON(st.Input), OutputJSON: prettyJSON(st.Output)}
+		if st.Error != nil {
+			sv.Error = st.Error.Message
+		}
+		vm.Steps = append(vm.Steps, sv)
+	}
+	if r.Status == models.DLQProcessing {
+		vm.Processing = true
+		if r.ReplayExecutionID != nil {
+			vm.ReplayURL = h.s.url("execution", *r.ReplayExecutionID)
+		}
+	}
+	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
+		return vm, nil
+	}
+	rec := &pages.RecoveryVM{Action: h.s.url("dlq.actions", r.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin),
+		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form}
+	if wf, err := h.s.DB.GetWorkflow(ctx, p.OrganizationID, ex.WorkflowID); err == nil {
+		rec.LatestVersion = wf.Version
+	}
+	if def != nil {
+		selected := cmpOr(form.FromStepID, r.FailedStepID)
+		for i, st := range def.Steps {
+			rec.ResumeSteps = append(rec.ResumeSteps, pages.Option{Value: st.ID, Label: fmt.Sprintf("%d. %s", i+1, st.Title()), Selected: st.ID == selected})
+			if st.ID == r.FailedStepID {
+				break
+			}
+		}
+	}
+	if rec.Form.Input == "" {
+		rec.Form.Input = prettyJSON(h.s.redacted(ex.Input))
+	}
+	if rec.Form.Output == "" {
+		rec.Form.Output = "{}"
+	}
+	vm.Recovery = rec
+	return vm, nil
+}
+
+// definition returns a workflow version's definition, or nil when it cannot be read.
+func (h *DLQActionsHandler) definition(c echo.Context, workflowID string, version int) *definition.Definition {
+	raw, err := h.s.DB.WorkflowVersionDef(c.Request().Context(), principal(c).OrganizationID, workflowID, version)
+	if err != nil {
+		return nil
+	}
+	var d definition.Definition
+	if json.Unmarshal(raw, &d) != nil {
+		return nil
+	}
+	return &d
+}
+
+// Submit: POST /dlq/{id}/actions, the forms of the item page. Success goes back to the item
+// (a replay then shows live); a refused request shows the page again with the form's
+// errors (422) or the conflict (409).
+func (h *DLQActionsHandler) Submit(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "dead letter"); err != nil {
 		return err
 	}
-	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
+	l := localizer(c)
+	form := pages.RecoveryForm{Action: c.FormValue("action"), Input: c.FormValue("input"), Output: c.FormValue("output"),
+		Notes: c.FormValue("notes"), RetryPolicy: c.FormValue("retryPolicy"), FromStepID: c.FormValue("fromStepId"), Errors: map[string]string{}}
+	a := action{Notes: form.Notes}
+	switch form.Action {
+	case "retry":
+		a.Mode = engine.ReplayFromFailed
+		if strings.TrimSpace(form.RetryPolicy) != "" {
+			var spec retry.Spec
+			dec := json.NewDecoder(strings.NewReader(form.RetryPolicy))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&spec); err != nil {
+				form.Errors["retryPolicy"] = l.T("recovery.policy.invalid", "Error", strings.TrimPrefix(err.Error(), "json: "))
+				return h.refuse(c, http.StatusUnprocessableEntity, form)
+			}
+			a.RetryPolicy = &spec
+		}
+	case "resume":
+		a.Mode, a.FromStepID = engine.ReplayFromStep, form.FromStepID
+	case "full":
+		a.Mode, a.LatestVersion = engine.ReplayFull, c.FormValue("version") == "latest"
+	case "edit":
+		a.Mode, a.Input = engine.ReplayFromFailed, json.RawMessage(form.Input)
+		if strings.TrimSpace(form.Input) == "" {
+			form.Errors["modifiedInput"] = l.T("replay.input.required")
+			return h.refuse(c, http.StatusUnprocessableEntity, form)
+		}
+		if c.FormValue("preview") != "" {
+			return h.preview(c, form)
+		}
+	case "skip_step":
+		a.Mode, a.Output = engine.ReplaySkipFailed, json.RawMessage(form.Output)
+	case "resolve":
+		a.Settle = models.DLQResolved
+	case "skip":
+		a.Settle = models.DLQSkipped
+	default:
+		form.FormError = l.T("recovery.unknownaction")
+		return h.refuse(c, http.StatusUnprocessableEntity, form)
+	}
+	_, err := h.run(c, id, a, "")
+	var me *models.Error
+	if errors.As(err, &me) && (me.Code == models.EINVALID || me.Code == models.ECONFLICT) {
+		msg, fields := translated(l, me.Message, me.Fields)
+		for k, v := range fields {
+			if strings.HasPrefix(k, "retryPolicy.") { // one message under the policy's field
+				form.Errors["retryPolicy"] = strings.TrimSpace(form.Errors["retryPolicy"] + " " + strings.TrimPrefix(k, "retryPolicy.") + ": " + v)
+				continue
+			}
+			form.Errors[k] = v
+		}
+		form.FormError = msg
+		status := http.StatusUnprocessableEntity
+		if me.Code == models.ECONFLICT {
+			status = http.StatusConflict
+		}
+		return h.refuse(c, status, form)
+	}
 	if err != nil {
 		return err
 	}
-	vm := pages.DLQItemVM{Row: s.dlqRow(localizer(c), r), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
-		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
-		ListURL: s.url("dlq")}
-	return render(c, http.StatusOK, pages.DLQItem(s.page(c, localizer(c).T("title.dlqitem", "Workflow", r.WorkflowName), "dlq"), vm))
+	return redirect(c, h.s.url("dlq.item", id)+"?done="+form.Action)
+}
+
+// refuse shows the item page again with the submitted form and its errors.
+func (h *DLQActionsHandler) refuse(c echo.Context, status int, form pages.RecoveryForm) error {
+	if form.FormError == "" && len(form.Errors) > 0 {
+		form.FormError = localizer(c).T("form.check")
+	}
+	vm, err := h.itemVM(c, form)
+	if err != nil {
+		return err
+	}
+	if vm.Recovery == nil { // no longer pending (or not allowed): say why at the top
+		vm.Notice = form.FormError
+	}
+	return h.renderItem(c, status, vm)
+}
+
+// preview shows the edited input's differences from the stored one (both masked) before it
+// is submitted.
+func (h *DLQActionsHandler) preview(c echo.Context, form pages.RecoveryForm) error {
+	ctx, p := c.Request().Context(), principal(c)
+	r, err := h.s.DB.GetDLQ(ctx, p.OrganizationID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	ex, err := h.s.DB.GetExecution(ctx, p.OrganizationID, r.ExecutionID)
+	if err != nil {
+		return err
+	}
+	var before, after any
+	_ = json.Unmarshal(h.s.redacted(ex.Input), &before)
+	if err := json.Unmarshal([]byte(form.Input), &after); err != nil {
+		form.Errors["modifiedInput"] = localizer(c).Text("is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: "))
+		return h.refuse(c, http.StatusUnprocessableEntity, form)
+	}
+	if _, ok := after.(map[string]any); !ok {
+		form.Errors["modifiedInput"] = localizer(c).T("input.notobject.field")
+		return h.refuse(c, http.StatusUnprocessableEntity, form)
+	}
+	form.Previewed, form.Diff = true, jsonDiff(before, after, "")
+	return h.refuse(c, http.StatusOK, form)
+}
+
+// jsonDiff lists the paths where after differs from before: "+" added, "-" removed, "~" changed.
+func jsonDiff(before, after any, path string) []pages.DiffLine {
+	bm, bok := before.(map[string]any)
+	am, aok := after.(map[string]any)
+	if bok && aok {
+		keys := map[string]bool{}
+		for k := range bm {
+			keys[k] = true
+		}
+		for k := range am {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		var out []pages.DiffLine
+		for _, k := range sorted {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			bv, inB := bm[k]
+			av, inA := am[k]
+			switch {
+			case !inB:
+				out = append(out, pages.DiffLine{Op: "+", Path: p, After: compact(av)})
+			case !inA:
+				out = append(out, pages.DiffLine{Op: "-", Path: p, Before: compact(bv)})
+			default:
+				out = append(out, jsonDiff(bv, av, p)...)
+			}
+		}
+		return out
+	}
+	if a, b := compact(before), compact(after); a != b {
+		if s, ok := after.(string); ok && s == redact.Placeholder {
+			return nil // a masked value left as it was keeps its stored value
+		}
+		return []pages.DiffLine{{Op: "~", Path: cmpOr(path, "(input)"), Before: a, After: b}}
+	}
+	return nil
+}
+
+func compact(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func (s *Server) apiGetDLQ(c echo.Context) error {

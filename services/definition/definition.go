@@ -49,7 +49,13 @@ type Definition struct {
 type Settings struct {
 	RetryPolicy   *retry.Spec `json:"retryPolicy,omitempty"`
 	UnknownErrors string      `json:"unknownErrors,omitempty"`
+	// Subject is a template over the input ("{{ input.clientName }} · {{ input.period }}"),
+	// rendered when an execution starts: the execution's title in every list and page.
+	Subject string `json:"subject,omitempty"`
 }
+
+// MaxSubject bounds a rendered subject (longer ones are cut) and the template itself.
+const MaxSubject = 300
 
 // Step is one step.
 type Step struct {
@@ -137,6 +143,15 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 	case "", UnknownRetry, UnknownNoRetry:
 	default:
 		errs["settings.unknownErrors"] = `must be "retry" or "no_retry"`
+	}
+	if d.Settings.Subject != "" {
+		if len(d.Settings.Subject) > MaxSubject {
+			errs["settings.subject"] = fmt.Sprintf("must be at most %d characters", MaxSubject)
+		} else if _, terrs := tmpl.Check(d.Settings.Subject, "input"); len(terrs) > 0 {
+			for _, v := range terrs {
+				errs["settings.subject"] = v + " (a subject can read only input)"
+			}
+		}
 	}
 	if d.Settings.RetryPolicy != nil {
 		for k, v := range d.Settings.RetryPolicy.Validate() {

@@ -71,6 +71,11 @@ func TestParse(t *testing.T) {
 		{"gopher URL with placeholder", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "gopher://{{ input.host }}/"}}]}`, map[string]string{"steps[0].config.url": "http:// or https://"}},
 		{"templated https URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "HTTPS://{{ input.host }}/v1"}}]}`, nil},
 		{"URL from input", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "{{ input.callbackUrl }}"}}]}`, nil},
+		// The subject is a template over the input only.
+		{"subject", `{"name": "x", "settings": {"subject": "{{ input.clientName }} · {{ input.period }}"}, "steps": [` + step(``) + `]}`, nil},
+		{"subject reads a step", `{"name": "x", "settings": {"subject": "{{ steps.a.output }}"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.subject": "only input"}},
+		{"subject syntax", `{"name": "x", "settings": {"subject": "{{ input. "}, "steps": [` + step(``) + `]}`, map[string]string{"settings.subject": ""}},
+		{"subject too long", `{"name": "x", "settings": {"subject": "` + strings.Repeat("s", 301) + `"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.subject": "at most 300"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -84,9 +84,27 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 		ID: models.NewID(), OrganizationID: ex.OrganizationID, ErrorID: rec.ID, WorkflowID: ex.WorkflowID, ExecutionID: ex.ID,
 		OriginalInput: models.JSON(e.redactor.JSON(ex.Input)), StepStates: models.MustJSON(states), FailedStepID: failed.StepID,
 		Status: models.DLQPending, ExpiresAt: now.Add(e.cfg.DLQRetention), CreatedAt: now, UpdatedAt: now,
+		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 	}
-	if err := tx.Create(&dl).Error; err != nil {
-		return err
+	returned := false
+	if ex.DeadLetterID != nil {
+		// A manual replay failed: the item it served is pending again with the new error
+		// (and follows a full retry to its new execution); no second item.
+		r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", *ex.DeadLetterID, models.DLQProcessing).Updates(map[string]any{
+			"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
+			"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
+			"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "updated_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		if returned = r.RowsAffected == 1; returned {
+			dl.ID = *ex.DeadLetterID
+		}
+	}
+	if !returned {
+		if err := tx.Create(&dl).Error; err != nil {
+			return err
+		}
 	}
 	// Retries ran out (rather than the error being one that is never retried).
 	if policy.Decide(c.Type, 0, def.UnknownRetry(), 0).Retry {
@@ -100,7 +118,7 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
 		EntityType: "dead_letter_queue", EntityID: dl.ID, At: now,
 		Details: map[string]any{"executionId": ex.ID, "workflowId": ex.WorkflowID, "stepId": failed.StepID, "errorType": c.Type,
-			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339)}})
+			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339), "replayFailed": returned}})
 }
 
 func deref(s *string) string {

@@ -166,7 +166,7 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 	c := classify.Result{Type: classify.Internal, Code: "LEASE_EXHAUSTED",
 		Message: fmt.Sprintf("The process running this step stopped %d times before the step finished (its lease ran out each time); it was not run again.", MaxReclaims)}
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
+		policy, err := e.PolicyFor(tx, &ex, def, a.StepIndex)
 		if err != nil {
 			return nil, err
 		}

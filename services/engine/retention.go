@@ -15,9 +15,11 @@ type RetentionResult struct {
 	IdempotencyKeys    int
 }
 
-// Retain applies the retention rules: dead letters past expires_at (30 days after they were
-// created) become "expired" (their context stays readable), and API idempotency keys past
-// their 24 hours are deleted.
+// Retain applies the retention rules: pending dead letters past expires_at (30 days after
+// they were dead-lettered) become "expired" and their payload (the input and the steps'
+// states) is purged; the item itself, its error record and the audit trail stay. Items a
+// replay is running (processing) wait for it. API idempotency keys past their 24 hours are
+// deleted.
 func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 	var res RetentionResult
 	now, err := e.now(ctx)
@@ -25,14 +27,14 @@ func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 		return res, err
 	}
 	var expired []models.DeadLetter
-	if err := e.db.Conn(ctx).Where("status IN ? AND expires_at < ?", []string{models.DLQPending, models.DLQProcessing}, now).
+	if err := e.db.Conn(ctx).Where("status = ? AND expires_at < ?", models.DLQPending, now).
 		Limit(1000).Find(&expired).Error; err != nil {
 		return res, err
 	}
 	for _, dl := range expired {
 		err := e.db.Tx(ctx, func(tx *gorm.DB) error {
 			r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", dl.ID, dl.Status).
-				Updates(map[string]any{"status": models.DLQExpired, "updated_at": now})
+				Updates(map[string]any{"status": models.DLQExpired, "original_input": models.JSON("{}"), "step_states": models.JSON("[]"), "updated_at": now})
 			if r.Error != nil || r.RowsAffected == 0 {
 				return r.Error
 			}

@@ -196,7 +196,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
 		if *envp == nil {
-			env, err := e.env(ex, attempts)
+			env, err := e.env(ex, attempts, a.StepIndex)
 			if err != nil {
 				return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 			}
@@ -262,9 +262,11 @@ func (p *panicError) Error() string            { return "step panicked: " + p.ms
 func (p *panicError) ErrorType() classify.Type { return classify.Internal }
 func (p *panicError) ErrorCode() string        { return "PANIC" }
 
-// env is what templates see: input, the outputs of succeeded steps, the execution. Secret
-// values are decrypted here, in memory only.
-func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) (map[string]any, error) {
+// env is what templates see at step index: input, the outputs of the succeeded (or skipped)
+// steps before it, the execution. (A replay from an earlier step leaves outputs of later
+// steps from the first run in attempts; they are not the replay's.) Secret values are
+// decrypted here, in memory only.
+func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
 	input, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 	if err != nil {
 		return nil, err
@@ -275,6 +277,9 @@ func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt) (map[s
 		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
 	}
 	for _, at := range attempts {
+		if at.StepIndex >= index {
+			continue
+		}
 		if err := e.addOutput(env, at); err != nil {
 			return nil, err
 		}
@@ -408,8 +413,11 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 	var next *models.StepAttempt
 	var claimed bool
 	nextID := models.NewID()
+	// One statement on PostgreSQL, except for a manual replay: its end settles a dead letter
+	// and its next steps may have run before (see advanceTx).
+	one := e.db.Dialect == models.Postgres && ex.DeadLetterID == nil
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) (err error) {
-		if e.db.Dialect == models.Postgres {
+		if one {
 			next, claimed, err = e.advance(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
 		} else {
 			next, claimed, err = e.advanceTx(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
@@ -419,7 +427,7 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 	if landed { // a try committed though it seemed to fail: see what it left
 		next, claimed, err = e.landedNext(ctx, nextID)
 	}
-	if err == nil && next != nil && !claimed && (landed || e.db.Dialect == models.Postgres) {
+	if err == nil && next != nil && !claimed && (landed || one) {
 		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {
 			log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
 		}
@@ -466,11 +474,18 @@ func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *defin
 		}
 		i := a.StepIndex + 1
 		if i >= len(def.Steps) {
-			return nil, tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-				Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error
+			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
+				Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
+				return nil, err
+			}
+			return nil, e.replaySucceeded(tx, ex, now)
 		}
 		step := def.Steps[i]
-		na := newAttempt(ex, step, i, 1, e.scheduleFor(step, now))
+		number, err := nextAttemptNumber(tx, ex, step.ID)
+		if err != nil {
+			return nil, err
+		}
+		na := newAttempt(ex, step, i, number, e.scheduleFor(step, now))
 		na.ID, na.CreatedAt, na.UpdatedAt = nextID, now, now
 		// The next step is runnable now: claim it in this commit (RUNNING, leased by the
 		// database clock) and run it in this worker, with no queue round trip. A crash
@@ -530,9 +545,10 @@ func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Po
 // PolicyFor returns the retry policy an execution's step retries under: the step's and the
 // workflow's policies as written in the definition version the execution started on (a
 // later save does not change them), over the organization default, over the built-in one.
-func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition, stepIndex int) (retry.Policy, error) {
+// A manual replay's retry-policy override (the execution's RetryOverride) is applied last.
+func (e *Engine) PolicyFor(tx *gorm.DB, ex *models.Execution, def *definition.Definition, stepIndex int) (retry.Policy, error) {
 	var rows []models.RetryPolicy
-	if err := tx.Where("organization_id = ? AND workflow_id IS NULL AND step_id IS NULL", orgID).Limit(1).Find(&rows).Error; err != nil {
+	if err := tx.Where("organization_id = ? AND workflow_id IS NULL AND step_id IS NULL", ex.OrganizationID).Limit(1).Find(&rows).Error; err != nil {
 		return retry.Policy{}, err
 	}
 	var org *retry.Spec
@@ -547,7 +563,14 @@ func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition
 	if stepIndex >= 0 && stepIndex < len(def.Steps) {
 		st = def.Steps[stepIndex].RetryPolicy
 	}
-	return retry.ResolveLevels(org, def.Settings.RetryPolicy, st), nil
+	var override *retry.Spec
+	if len(ex.RetryOverride) > 0 {
+		override = &retry.Spec{}
+		if err := json.Unmarshal(ex.RetryOverride, override); err != nil {
+			return retry.Policy{}, fmt.Errorf("execution %s retry override: %w", ex.ID, err)
+		}
+	}
+	return retry.ResolveLevels(org, def.Settings.RetryPolicy, st, override), nil
 }
 
 // fail records a failed attempt and schedules its retry or dead-letters the execution. What
@@ -556,6 +579,10 @@ func (e *Engine) PolicyFor(tx *gorm.DB, orgID string, def *definition.Definition
 func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	input json.RawMessage, runErr error, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
+	var he *classify.HTTPError
+	if errors.As(runErr, &he) { // the service's own words and the status; the URL is in the trace
+		c.Message = he.Reason()
+	}
 	c.Code = cleanText(c.Code, maxErrorCode)
 	c.Message = cleanText(e.maskText(c.Message, secretVals), maxErrorMessage)
 	trace := cleanText(e.maskText(traceOf(runErr), secretVals), maxTrace)
@@ -581,16 +608,15 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	retryID := models.NewID()
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			policy, err := e.PolicyFor(tx, ex.OrganizationID, def, a.StepIndex)
+			policy, err := e.PolicyFor(tx, ex, def, a.StepIndex)
 			if err != nil {
 				return nil, err
 			}
-			retriesDone := a.Attempt - 1
+			first := firstOfRun(ex, attempts, a)
+			retriesDone := a.Attempt - first.Attempt
 			elapsed := time.Duration(0)
-			for _, at := range attempts {
-				if at.StepID == a.StepID && at.Attempt == 1 && at.StartedAt != nil {
-					elapsed = now.Sub(*at.StartedAt)
-				}
+			if first.StartedAt != nil {
+				elapsed = now.Sub(*first.StartedAt)
 			}
 			decision = policy.Decide(c.Type, retriesDone, def.UnknownRetry(), elapsed)
 			if neverRetried[c.Code] {

@@ -18,6 +18,8 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
+	"lifeline/services/redact"
+	"lifeline/services/tmpl"
 )
 
 // Triggers.
@@ -158,6 +160,7 @@ func (e *Engine) newExecution(wf *models.Workflow, def *definition.Definition, r
 		TriggerType:     r.Trigger,
 		CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
 		CurrentStepID:   &def.Steps[0].ID,
+		Subject:         e.subject(def, input),
 	}
 	if ex.TriggerType == "" {
 		ex.TriggerType = TriggerAPI
@@ -190,8 +193,8 @@ func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definit
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
   INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-    current_step_id, created_by, created_at, updated_at)
-  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, now(), now())
+    current_step_id, created_by, subject, created_at, updated_at)
+  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, now(), now())
   RETURNING id),
 at AS (
   INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, generation, reclaims,
@@ -204,7 +207,7 @@ SELECT now()`
 	var now time.Time
 	err = e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
-		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy,
+		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject,
 		"aid": a.ID, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
 	}).Scan(&now)
@@ -288,4 +291,29 @@ func unstorable(v any, path string) string {
 		}
 	}
 	return ""
+}
+
+// subject renders the workflow's settings.subject over the input: nil when the workflow
+// sets none or it renders empty or fails (the title is then the short id). Secret values of
+// the input never appear in it.
+func (e *Engine) subject(def *definition.Definition, input []byte) *string {
+	if def.Settings.Subject == "" {
+		return nil
+	}
+	var in any
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil
+	}
+	s, err := tmpl.RenderString(def.Settings.Subject, map[string]any{"input": in})
+	if err != nil {
+		return nil
+	}
+	s = strings.Join(strings.Fields(redact.MaskValues(s, e.redactor.SecretValues(in))), " ")
+	if s == "" {
+		return nil
+	}
+	if r := []rune(s); len(r) > definition.MaxSubject {
+		s = string(r[:definition.MaxSubject-1]) + "…"
+	}
+	return &s
 }

@@ -171,3 +171,36 @@ func (r *Redactor) JSON(raw []byte) []byte {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
+
+// Restore returns edited with every [Placeholder] replaced by the value at the same path
+// in original (when there is one): an operator who edits a redacted document and leaves a
+// masked secret as it was keeps the secret's stored value. A placeholder with no original
+// value stays as it is; neither argument is modified.
+func Restore(edited, original any) any {
+	switch x := edited.(type) {
+	case string:
+		if x == Placeholder && original != nil {
+			return original
+		}
+		return x
+	case map[string]any:
+		orig, _ := original.(map[string]any)
+		out := make(map[string]any, len(x))
+		for k, v := range x {
+			out[k] = Restore(v, orig[k])
+		}
+		return out
+	case []any:
+		orig, _ := original.([]any)
+		out := make([]any, len(x))
+		for i, v := range x {
+			var o any
+			if i < len(orig) {
+				o = orig[i]
+			}
+			out[i] = Restore(v, o)
+		}
+		return out
+	}
+	return edited
+}

@@ -159,3 +159,28 @@ func TestMatchAndZeroValue(t *testing.T) {
 		}
 	}
 }
+
+func TestRestore(t *testing.T) {
+	original := map[string]any{"nip": "1234567890", "apiKey": "s3cret-key", "bank": map[string]any{"password": "hunter22", "iban": "PL61"},
+		"tokens": []any{"t-one", "t-two"}}
+	cases := []struct {
+		name   string
+		edited any
+		want   any
+	}{
+		{"masked values keep the stored ones", map[string]any{"nip": "0987654321", "apiKey": Placeholder,
+			"bank": map[string]any{"password": Placeholder, "iban": "PL62"}},
+			map[string]any{"nip": "0987654321", "apiKey": "s3cret-key", "bank": map[string]any{"password": "hunter22", "iban": "PL62"}}},
+		{"a changed secret is the new value", map[string]any{"apiKey": "new-key"}, map[string]any{"apiKey": "new-key"}},
+		{"arrays by position", map[string]any{"tokens": []any{Placeholder, "t-new", Placeholder}},
+			map[string]any{"tokens": []any{"t-one", "t-new", Placeholder}}},
+		{"a placeholder with nothing behind it stays", map[string]any{"other": Placeholder}, map[string]any{"other": Placeholder}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Restore(c.edited, original); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Restore = %#v, want %#v", got, c.want)
+			}
+		})
+	}
+}

@@ -1,12 +1,87 @@
 package pages
 
-// DLQItemVM feeds DLQItem (one dead letter, read-only).
+// DLQItemVM feeds DLQItem (one dead letter: its error context and the recovery actions).
 type DLQItemVM struct {
 	Row               DLQRow
+	Title             string // the execution's subject, or its short id
 	ErrorCode         string
 	StackTrace        string
 	OriginalInputJSON string
 	StepStatesJSON    string
 	ManualRetries     int
-	ListURL           string // added: the dead-letter list, for the breadcrumb; empty = plain text
+	ListURL           string // the dead-letter list, for the breadcrumb; empty = plain text
+	Steps             []DLQStepVM
+	// Processing: a replay runs; the page refreshes itself (RefreshURL) and links to it.
+	Processing bool
+	RefreshURL string
+	ReplayURL  string
+	// Set once resolved or skipped.
+	ResolutionNotes string
+	ResolvedAt      string
+	ResolvedAtText  string
+	// Recovery is nil when nothing can be done (not pending, or a viewer).
+	Recovery *RecoveryVM
+	// Notice: why an action was refused when the actions are no longer shown (409).
+	Notice string
+	// Done names the action just taken (a confirmation).
+	Done string
+}
+
+// DLQStepVM is one step of the failed execution's timeline, as it was when it failed.
+type DLQStepVM struct {
+	Index      int
+	ID         string
+	Name       string
+	Status     string
+	Attempts   int
+	Failed     bool
+	Error      string
+	InputJSON  string
+	OutputJSON string
+}
+
+// RecoveryVM is the actions panel of a pending dead letter. Every form posts to Action with
+// a field "action": retry, resume, full, edit, skip_step, resolve, skip.
+type RecoveryVM struct {
+	Action         string
+	CSRF           string
+	CanAdmin       bool // edit input, skip the step, resolve, skip, retry-policy override
+	FailedStepName string
+	ResumeSteps    []Option // the failed step and the steps before it
+	Version        int      // the version the execution ran
+	LatestVersion  int
+	Form           RecoveryForm
+}
+
+// RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a
+// preview of the edited input.
+type RecoveryForm struct {
+	Action      string // which form was submitted
+	Input       string
+	Output      string
+	Notes       string
+	RetryPolicy string
+	FromStepID  string
+	Errors      map[string]string
+	FormError   string
+	Diff        []DiffLine // the edited input against the original, before it is submitted
+	Previewed   bool
+}
+
+// DiffLine is one changed path of a JSON document: Op is "+", "-" or "~".
+type DiffLine struct {
+	Op     string
+	Path   string
+	Before string
+	After  string
+}
+
+func diffClass(op string) string {
+	switch op {
+	case "+":
+		return "added"
+	case "-":
+		return "removed"
+	}
+	return "changed"
 }

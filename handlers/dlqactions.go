@@ -1,0 +1,253 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/auth"
+	"lifeline/services/engine"
+	"lifeline/services/retry"
+)
+
+// recoverer is what the DLQ actions need from the engine.
+type recoverer interface {
+	Replay(ctx context.Context, r engine.ReplayRequest) (*engine.ReplayResult, error)
+	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
+}
+
+// deadLetters finds the dead letter of an execution.
+type deadLetters interface {
+	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
+}
+
+// DLQActionsHandler serves the recovery actions on dead letters: retry, edit the input and
+// retry, resume from a step, skip the failed step, retry the entire workflow, resolve, skip.
+type DLQActionsHandler struct {
+	s   *Server
+	eng recoverer
+	dlq deadLetters
+}
+
+// NewDLQActionsHandler returns the handler.
+func NewDLQActionsHandler(s *Server, eng recoverer, dlq deadLetters) *DLQActionsHandler {
+	return &DLQActionsHandler{s: s, eng: eng, dlq: dlq}
+}
+
+// Roles: viewers read; accountants may retry unmodified and resume; admins may do everything.
+// minRole returns the role an action needs.
+func minRole(a action) string {
+	if a.Mode == engine.ReplayFromFailed || a.Mode == engine.ReplayFromStep || a.Mode == engine.ReplayFull {
+		if len(a.Input) == 0 && a.RetryPolicy == nil {
+			return models.RoleAccountant
+		}
+	}
+	return models.RoleAdmin
+}
+
+// action is one recovery request, from the API or a form: a replay (Mode) or a settlement
+// (Settle: resolved or skipped).
+type action struct {
+	Mode          string
+	Settle        string
+	FromStepID    string
+	Input         json.RawMessage
+	Output        json.RawMessage
+	RetryPolicy   *retry.Spec
+	LatestVersion bool
+	Notes         string
+}
+
+// run checks the principal's role for a and runs it on the dead letter.
+func (h *DLQActionsHandler) run(c echo.Context, dlqID string, a action, key string) (*engine.ReplayResult, error) {
+	p := principal(c)
+	if need := minRole(a); !p.Can(need) {
+		return nil, models.Errorf(models.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
+	}
+	ctx := c.Request().Context()
+	if a.Settle != "" {
+		return h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Status: a.Settle,
+			Notes: a.Notes, Actor: actorOf(p), IdempotencyKey: key})
+	}
+	return h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Mode: a.Mode,
+		FromStepID: a.FromStepID, Input: a.Input, Output: a.Output, RetryPolicy: a.RetryPolicy, LatestVersion: a.LatestVersion,
+		Notes: a.Notes, Actor: actorOf(p), IdempotencyKey: key})
+}
+
+// apiResult is the answer to an action.
+type apiResult struct {
+	DeadLetterID string `json:"deadLetterId"`
+	ExecutionID  string `json:"executionId"`
+	Action       string `json:"action"`
+	Status       string `json:"status"`
+}
+
+// respond answers an API action: 202 for a replay that now runs, 200 for a settlement or an
+// idempotent repeat (Idempotency-Replayed: true).
+func (h *DLQActionsHandler) respond(c echo.Context, name string, a action, res *engine.ReplayResult) error {
+	out := apiResult{DeadLetterID: res.DeadLetterID, ExecutionID: res.ExecutionID, Action: name, Status: models.DLQProcessing}
+	status := http.StatusAccepted
+	if a.Settle != "" {
+		out.Status, status = a.Settle, http.StatusOK
+	}
+	if res.Replayed {
+		status = http.StatusOK
+		c.Response().Header().Set("Idempotency-Replayed", "true")
+	}
+	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.execution", res.ExecutionID))
+	return c.JSON(status, out)
+}
+
+// APIAction: POST /api/v1/dlq/{id}/actions with seed 000's processDLQSchema
+// {"action": "retry" | "retry_modified" | "skip" | "resolve", "modifiedInput", "resolutionNotes"}
+// and, for a retry, the optional "fromStepId" and "retryPolicy".
+func (h *DLQActionsHandler) APIAction(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	var req struct {
+		Action          string          `json:"action"`
+		ModifiedInput   json.RawMessage `json:"modifiedInput"`
+		ResolutionNotes string          `json:"resolutionNotes"`
+		FromStepID      string          `json:"fromStepId"`
+		RetryPolicy     *retry.Spec     `json:"retryPolicy"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	a := action{Notes: req.ResolutionNotes, RetryPolicy: req.RetryPolicy, FromStepID: req.FromStepID}
+	switch req.Action {
+	case "retry", "retry_modified":
+		a.Mode = engine.ReplayFromFailed
+		if req.FromStepID != "" {
+			a.Mode = engine.ReplayFromStep
+		}
+		if req.Action == "retry_modified" {
+			if len(bytes.TrimSpace(req.ModifiedInput)) == 0 || string(bytes.TrimSpace(req.ModifiedInput)) == "null" {
+				return models.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.required"})
+			}
+			a.Input = req.ModifiedInput
+		} else if len(req.ModifiedInput) > 0 {
+			return models.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.only_modified"})
+		}
+	case "skip":
+		a.Settle = models.DLQSkipped
+	case "resolve":
+		a.Settle = models.DLQResolved
+	default:
+		return models.Invalid("replay.invalid", map[string]string{"action": "must be one of retry, retry_modified, skip, resolve"})
+	}
+	res, err := h.run(c, id, a, key)
+	if err != nil {
+		return err
+	}
+	return h.respond(c, req.Action, a, res)
+}
+
+// APIRetryExecution: POST /api/v1/executions/{id}/retry with seed 000's manualRetrySchema
+// {"retryType": "from_failed" | "full" | "skip_failed", "modifiedInput", "skipSteps"}, plus
+// "fromStepId" (resume from that step), "retryPolicy" (an override for the replay),
+// "latestVersion" (full: run the latest definition) and "output" (skip_failed: the skipped
+// step's output). The execution must be waiting in the DLQ.
+func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "execution"); err != nil {
+		return err
+	}
+	var req struct {
+		RetryType     string          `json:"retryType"`
+		ModifiedInput json.RawMessage `json:"modifiedInput"`
+		SkipSteps     []string        `json:"skipSteps"`
+		FromStepID    string          `json:"fromStepId"`
+		RetryPolicy   *retry.Spec     `json:"retryPolicy"`
+		LatestVersion bool            `json:"latestVersion"`
+		Output        json.RawMessage `json:"output"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	dl, err := h.dlq.DLQForExecution(c.Request().Context(), p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	if dl == nil {
+		if _, err := h.s.DB.GetExecution(c.Request().Context(), p.OrganizationID, id); err != nil {
+			return err
+		}
+		return &models.Error{Code: models.ECONFLICT, Message: "replay.notindlq"}
+	}
+	a := action{Mode: req.RetryType, FromStepID: req.FromStepID, Input: req.ModifiedInput, RetryPolicy: req.RetryPolicy,
+		LatestVersion: req.LatestVersion, Output: req.Output}
+	if string(bytes.TrimSpace(a.Input)) == "null" {
+		a.Input = nil
+	}
+	if a.Mode == engine.ReplayFromFailed && req.FromStepID != "" {
+		a.Mode = engine.ReplayFromStep
+	}
+	for _, s := range req.SkipSteps {
+		if s != dl.FailedStepID || a.Mode != engine.ReplaySkipFailed {
+			return models.Invalid("replay.invalid", map[string]string{"skipSteps": "replay.skipsteps"})
+		}
+	}
+	res, err := h.run(c, dl.ID, a, key)
+	if err != nil {
+		return err
+	}
+	return h.respond(c, req.RetryType, a, res)
+}
+
+// decodeBody decodes a JSON request body into v, refusing unknown fields and trailing data.
+// An empty body leaves v as it is.
+func decodeBody(c echo.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return models.Invalid("request.shape", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return models.Invalid("request.shape", map[string]string{"body": "input.trailing"})
+	}
+	return nil
+}
+
+// idempotencyKey returns the request's Idempotency-Key, or EINVALID when it cannot be used.
+func idempotencyKey(c echo.Context) (string, error) {
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
+		return "", models.Invalid("idemkey.unusable", map[string]string{"Idempotency-Key": "idemkey.unusable.field"})
+	}
+	return key, nil
+}
+
+var _ recoverer = (*engine.Engine)(nil)
+
+// canAct lists what the principal may do on a dead letter (for the pages: refused actions are hidden).
+type canAct struct{ Retry, Admin bool }
+
+func permissions(p *auth.Principal) canAct {
+	return canAct{Retry: p.Can(models.RoleAccountant), Admin: p.Can(models.RoleAdmin)}
+}

@@ -1,0 +1,85 @@
+package classify
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxReason bounds the service's own words in a Reason.
+const maxReason = 300
+
+// Reason is what a person can act on: the message the service gave, then the status, e.g.
+// "NIP must have 10 digits (400 Bad Request)". The message comes from the first of the
+// fields error, message, detail, title of a JSON body (also one level down, as in
+// {"error": {"message": …}}), else from the first line of a text body; a body that is HTML
+// or empty gives the status alone. The URL is left out: it is in the trace.
+func (e *HTTPError) Reason() string {
+	status := strconv.Itoa(e.StatusCode)
+	if text := http.StatusText(e.StatusCode); text != "" {
+		status += " " + text
+	}
+	msg := serviceMessage(e.Body)
+	if msg == "" {
+		return status
+	}
+	return msg + " (" + status + ")"
+}
+
+func serviceMessage(body string) string {
+	body = strings.TrimSpace(body)
+	if body == "" {
+		return ""
+	}
+	var doc any
+	if json.Unmarshal([]byte(body), &doc) == nil {
+		return clip(fromJSON(doc, 0))
+	}
+	if body[0] == '<' { // an HTML error page says nothing a person can act on
+		return ""
+	}
+	line, _, _ := strings.Cut(body, "\n")
+	return clip(strings.TrimSpace(line))
+}
+
+// fromJSON finds the message in a decoded JSON body.
+func fromJSON(doc any, depth int) string {
+	obj, ok := doc.(map[string]any)
+	if !ok || depth > 1 {
+		if s, ok := doc.(string); ok && depth == 0 {
+			return strings.TrimSpace(s)
+		}
+		return ""
+	}
+	for _, k := range []string{"error", "message", "detail", "title", "error_description", "errorMessage"} {
+		switch v := obj[k].(type) {
+		case string:
+			if s := strings.TrimSpace(v); s != "" {
+				return s
+			}
+		case map[string]any:
+			if s := fromJSON(v, depth+1); s != "" {
+				return s
+			}
+		}
+	}
+	// {"errors": [{"message": …}]} (GraphQL, JSON:API)
+	if list, ok := obj["errors"].([]any); ok && len(list) > 0 {
+		return fromJSON(list[0], depth+1)
+	}
+	return ""
+}
+
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= maxReason {
+		return s
+	}
+	cut := maxReason
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -35,7 +35,9 @@ func (s *Server) routes() {
 	app.GET("/executions", s.executionsPage).Name = "executions"
 	app.GET("/executions/:id", s.executionPage).Name = "execution"
 	app.GET("/dlq", s.dlqPage).Name = "dlq"
-	app.GET("/dlq/:id", s.dlqItemPage).Name = "dlq.item"
+	recovery := NewDLQActionsHandler(s, s.Engine, s.DB)
+	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
+	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
 	profile := NewProfileHandler(s, s.Auth)
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
@@ -59,6 +61,8 @@ func (s *Server) routes() {
 	api.GET("/executions/:id", s.apiGetExecution).Name = "api.execution"
 	api.GET("/dlq", s.apiListDLQ).Name = "api.dlq"
 	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
+	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
+	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
 }
 
 // url builds the URL of a named route.

@@ -91,15 +91,18 @@ func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[
 	return wfs, stats, nil
 }
 
-// ExecutionFilter narrows ListExecutions.
+// ExecutionFilter narrows ListExecutions. Zero fields do not filter.
 type ExecutionFilter struct {
 	Status     string
 	WorkflowID string
-	Cursor     string // from a previous page's Next
-	Limit      int
+	// Q is text the subject contains (case-insensitive; on SQLite for ASCII letters only).
+	Q      string
+	Cursor string // from a previous page's Next
+	Limit  int
 }
 
-// ExecutionRow is an execution with its workflow's name and its open or final error.
+// ExecutionRow is an execution with its workflow's name and its open or final error. The
+// list reads the columns it shows: Input, OriginalInput and RetryOverride stay empty.
 type ExecutionRow struct {
 	Execution
 	WorkflowName string
@@ -107,11 +110,20 @@ type ExecutionRow struct {
 	ErrorMessage string `gorm:"-"`
 }
 
-// ListExecutions returns executions newest first, and the cursor of the next page ("" at the end).
+// executionListColumns are the columns ListExecutions reads (not the inputs, which may be large).
+const executionListColumns = "workflow_executions.id, workflow_executions.organization_id, workflow_executions.workflow_id, " +
+	"workflow_executions.workflow_version, workflow_executions.status, workflow_executions.trigger_type, " +
+	"workflow_executions.correlation_id, workflow_executions.current_step_id, workflow_executions.created_by, " +
+	"workflow_executions.subject, workflow_executions.retry_of, workflow_executions.dead_letter_id, " +
+	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at"
+
+// ListExecutions returns executions newest first (created_at, then id), and the cursor of
+// the next page ("" at the end). A cursor this server did not make is an EINVALID error on
+// the "cursor" field.
 func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilter) ([]ExecutionRow, string, error) {
 	limit := clampLimit(f.Limit)
 	q := db.Conn(ctx).Table("workflow_executions").
-		Select("workflow_executions.*, workflows.name AS workflow_name").
+		Select(executionListColumns+", workflows.name AS workflow_name").
 		Joins("JOIN workflows ON workflows.id = workflow_executions.workflow_id").
 		Where("workflow_executions.organization_id = ?", orgID)
 	if f.Status != "" {
@@ -120,12 +132,12 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 	if f.WorkflowID != "" {
 		q = q.Where("workflow_executions.workflow_id = ?", f.WorkflowID)
 	}
-	at, id, err := decodeCursor(f.Cursor)
+	if f.Q != "" {
+		q = q.Where(db.contains("workflow_executions.subject"), containsPattern(f.Q))
+	}
+	q, err := keyset(q, "workflow_executions", f.Cursor)
 	if err != nil {
 		return nil, "", err
-	}
-	if id != "" {
-		q = q.Where("(workflow_executions.created_at < ? OR (workflow_executions.created_at = ? AND workflow_executions.id < ?))", at, at, id)
 	}
 	var rows []ExecutionRow
 	if err := q.Order("workflow_executions.created_at DESC, workflow_executions.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
@@ -138,6 +150,32 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 		next = encodeCursor(last.CreatedAt, last.ID)
 	}
 	return rows, next, db.attachErrors(ctx, orgID, rows)
+}
+
+// keyset narrows q to the rows after the cursor in the order (created_at DESC, id DESC) of
+// table. The first condition alone is an index range; the second breaks ties.
+func keyset(q *gorm.DB, table, cursor string) (*gorm.DB, error) {
+	at, id, err := decodeCursor(cursor)
+	if err != nil || id == "" {
+		return q, err
+	}
+	return q.Where(table+".created_at <= ? AND ("+table+".created_at < ? OR "+table+".id < ?)", at, at, id), nil
+}
+
+// contains is the condition "column contains the text" for a pattern made by
+// containsPattern: ILIKE on PostgreSQL (a trigram index can answer it), LIKE on SQLite
+// (case-insensitive for ASCII letters).
+func (db *DB) contains(column string) string {
+	if db.Dialect == Postgres {
+		return column + " ILIKE ?"
+	}
+	return column + ` LIKE ? ESCAPE '\'`
+}
+
+// containsPattern is the LIKE pattern of "contains text": its %, _ and \ match themselves.
+func containsPattern(text string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(text) + "%"
 }
 
 // attachErrors fills each row's latest unresolved error (one query for the page).
@@ -192,90 +230,6 @@ func (db *DB) WorkflowVersionDef(ctx context.Context, orgID, workflowID string, 
 		return nil, err
 	}
 	return db.Open(v.Definition, VersionAAD(workflowID, version))
-}
-
-// DLQFilter narrows ListDLQ.
-type DLQFilter struct {
-	Status     string
-	WorkflowID string
-	Cursor     string
-	Limit      int
-}
-
-// DLQRow is a dead letter with its error and workflow name.
-type DLQRow struct {
-	DeadLetter
-	WorkflowName string
-	ErrorType    string
-	ErrorCode    *string
-	ErrorMessage string
-	StackTrace   *string
-}
-
-func (db *DB) dlqQuery(ctx context.Context, orgID string) *gorm.DB {
-	return db.Conn(ctx).Table("dead_letter_queue").
-		Select("dead_letter_queue.*, workflows.name AS workflow_name, e.error_type, e.error_code, e.error_message, e.stack_trace").
-		Joins("JOIN workflows ON workflows.id = dead_letter_queue.workflow_id").
-		Joins("JOIN workflow_execution_errors e ON e.id = dead_letter_queue.error_id").
-		Where("dead_letter_queue.organization_id = ?", orgID)
-}
-
-// ListDLQ returns dead letters newest first and the next page's cursor.
-func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow, string, error) {
-	limit := clampLimit(f.Limit)
-	q := db.dlqQuery(ctx, orgID)
-	if f.Status != "" {
-		q = q.Where("dead_letter_queue.status = ?", f.Status)
-	}
-	if f.WorkflowID != "" {
-		q = q.Where("dead_letter_queue.workflow_id = ?", f.WorkflowID)
-	}
-	at, id, err := decodeCursor(f.Cursor)
-	if err != nil {
-		return nil, "", err
-	}
-	if id != "" {
-		q = q.Where("(dead_letter_queue.created_at < ? OR (dead_letter_queue.created_at = ? AND dead_letter_queue.id < ?))", at, at, id)
-	}
-	var rows []DLQRow
-	if err := q.Order("dead_letter_queue.created_at DESC, dead_letter_queue.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(rows) > limit {
-		rows = rows[:limit]
-		next = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
-	}
-	return rows, next, nil
-}
-
-// GetDLQ returns one dead letter of the organization, or ENOTFOUND.
-func (db *DB) GetDLQ(ctx context.Context, orgID, id string) (*DLQRow, error) {
-	var rows []DLQRow
-	if err := db.dlqQuery(ctx, orgID).Where("dead_letter_queue.id = ?", id).Limit(1).Scan(&rows).Error; err != nil {
-		return nil, err
-	}
-	if len(rows) == 0 {
-		return nil, NotFound("dead letter")
-	}
-	return &rows[0], nil
-}
-
-// DLQForExecution returns the newest dead letter of an execution, or nil.
-func (db *DB) DLQForExecution(ctx context.Context, orgID, executionID string) (*DeadLetter, error) {
-	var rows []DeadLetter
-	err := db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("created_at DESC").Limit(1).Find(&rows).Error
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	return &rows[0], nil
-}
-
-// CountDLQPending counts the organization's dead letters waiting for someone.
-func (db *DB) CountDLQPending(ctx context.Context, orgID string) (int, error) {
-	var n int64
-	err := db.Conn(ctx).Model(&DeadLetter{}).Where("organization_id = ? AND status = ?", orgID, DLQPending).Count(&n).Error
-	return int(n), err
 }
 
 func clampLimit(n int) int {

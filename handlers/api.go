@@ -6,7 +6,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,6 +21,7 @@ import (
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 	"lifeline/services/workflows"
+	"lifeline/views/i18n"
 )
 
 // MaxBody bounds request bodies of the API and webhooks.
@@ -183,29 +190,134 @@ func oneOf(v string, allowed []string) bool {
 	return false
 }
 
-// filters validates the status and workflowId query parameters.
-func filters(c echo.Context, statuses []string) (string, string, error) {
-	status, wfID := c.QueryParam("status"), c.QueryParam("workflowId")
-	fields := map[string]string{}
-	if status != "" && !oneOf(status, statuses) {
-		fields["status"] = "must be one of " + strings.Join(statuses, ", ")
+// maxListLimit is the largest page a list serves; without "limit" it serves 50.
+const maxListLimit = 200
+
+// maxSearch bounds the search text q.
+const maxSearch = 200
+
+// stepIDPattern is a step id as definitions allow it.
+var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
+
+// listQuery reads the query of a list page or list API: the keys are the same in the page's
+// form, its links and the API (workflowId, status, q, limit, cursor, and a list's own).
+// Each reader returns the value, or "" / zero and a field message (in the request's
+// language) when it is not valid; err reports them all at once.
+type listQuery struct {
+	l      *i18n.Localizer
+	v      url.Values
+	fields map[string]string
+}
+
+func newListQuery(c echo.Context) *listQuery {
+	return &listQuery{l: localizer(c), v: c.QueryParams(), fields: map[string]string{}}
+}
+
+func (q *listQuery) get(key string) string { return strings.TrimSpace(q.v.Get(key)) }
+
+// oneOf reads a value that must be one of allowed.
+func (q *listQuery) oneOf(key string, allowed []string) string {
+	v := q.get(key)
+	if v != "" && !oneOf(v, allowed) {
+		q.fields[key] = q.l.T("lists.error.oneof", "Values", strings.Join(allowed, ", "))
+		return ""
 	}
-	if wfID != "" && checkID(wfID, "workflow") != nil {
-		fields["workflowId"] = "must be a workflow id (a UUID)"
+	return v
+}
+
+// workflowID reads a workflow id (a UUID in its canonical form).
+func (q *listQuery) workflowID(key string) string {
+	v := q.get(key)
+	if v != "" && checkID(v, "workflow") != nil {
+		q.fields[key] = q.l.T("lists.error.workflow")
+		return ""
 	}
-	if len(fields) > 0 {
-		return "", "", models.Invalid("Invalid filter.", fields)
+	return v
+}
+
+// stepID reads a step id.
+func (q *listQuery) stepID(key string) string {
+	v := q.get(key)
+	if v != "" && !stepIDPattern.MatchString(v) {
+		q.fields[key] = q.l.T("lists.error.step")
+		return ""
 	}
-	return status, wfID, nil
+	return v
+}
+
+// search reads free text: at most maxSearch characters, no control characters.
+func (q *listQuery) search(key string) string {
+	v := q.get(key)
+	if utf8.RuneCountInString(v) > maxSearch || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		q.fields[key] = q.l.T("lists.error.search", "Max", maxSearch)
+		return ""
+	}
+	return v
+}
+
+// limit reads the page size: empty is the default (0), otherwise a whole number from 1 to
+// maxListLimit.
+func (q *listQuery) limit() int {
+	v := q.get("limit")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		q.fields["limit"] = q.l.T("lists.error.limit", "Max", maxListLimit)
+		return 0
+	}
+	return n
+}
+
+// day reads a date (YYYY-MM-DD) as the start of that day in the user's time zone.
+func (q *listQuery) day(key string) time.Time {
+	v := q.get(key)
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := time.ParseInLocation(time.DateOnly, v, q.l.Zone())
+	if err != nil {
+		q.fields[key] = q.l.T("lists.error.date")
+		return time.Time{}
+	}
+	return t
+}
+
+// days reads the "from" and "to" dates: from the start of "from" to the end of "to".
+func (q *listQuery) days() (from, to time.Time) {
+	from, to = q.day("from"), q.day("to")
+	if !to.IsZero() {
+		to = to.AddDate(0, 0, 1)
+	}
+	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
+		q.fields["to"] = q.l.T("lists.error.range")
+	}
+	return from, to
+}
+
+// err is the EINVALID error with every field message, or nil.
+func (q *listQuery) err() error {
+	if len(q.fields) == 0 {
+		return nil
+	}
+	return models.Invalid(q.l.T("lists.error.filter"), q.fields)
+}
+
+// executionFilter reads the executions list's query.
+func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
+	q := newListQuery(c)
+	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionStatuses), WorkflowID: q.workflowID("workflowId"),
+		Q: q.search("q"), Limit: q.limit(), Cursor: q.get("cursor")}
+	return f, q.err()
 }
 
 func (s *Server) apiListExecutions(c echo.Context) error {
-	status, wfID, err := filters(c, models.ExecutionStatuses)
+	f, err := executionFilter(c)
 	if err != nil {
 		return err
 	}
-	rows, next, err := s.DB.ListExecutions(c.Request().Context(), principal(c).OrganizationID,
-		models.ExecutionFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
+	rows, next, err := s.DB.ListExecutions(c.Request().Context(), principal(c).OrganizationID, f)
 	if err != nil {
 		return err
 	}
@@ -223,24 +335,6 @@ func (s *Server) apiGetExecution(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, s.apiExecutionDetail(d))
 }
-
-func (s *Server) apiListDLQ(c echo.Context) error {
-	status, wfID, err := filters(c, models.DLQStatuses)
-	if err != nil {
-		return err
-	}
-	rows, next, err := s.DB.ListDLQ(c.Request().Context(), principal(c).OrganizationID,
-		models.DLQFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
-	if err != nil {
-		return err
-	}
-	items := []apiDLQItem{}
-	for i := range rows {
-		items = append(items, apiDLQ(&rows[i], false))
-	}
-	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
-}
-
 
 func nullIfEmpty(s string) any {
 	if s == "" {

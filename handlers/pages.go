@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,7 +208,7 @@ func (s *Server) startFromForm(c echo.Context) error {
 func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow) []pages.ExecutionRow {
 	out := make([]pages.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
-		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
+		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), Subject: deref(r.Subject), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
 			ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage}
@@ -244,29 +245,54 @@ func (s *Server) workflowOptions(c echo.Context, selected string) ([]pages.Optio
 	return out, nil
 }
 
+// executionsPage lists executions. A filter that is not valid answers 422 with the form's
+// field messages (the table, for htmx, says what to fix).
 func (s *Server) executionsPage(c echo.Context) error {
-	p := principal(c)
-	status, wfID, err := filters(c, models.ExecutionStatuses)
-	if err != nil {
-		return err
+	p, l := principal(c), localizer(c)
+	f, ferr := executionFilter(c)
+	status, table := http.StatusOK, pages.ExecutionTable{}
+	vf := pages.ExecutionFilter{Action: s.url("executions"), Status: f.Status, WorkflowID: f.WorkflowID, Q: f.Q}
+	if me := invalid(ferr); me != nil {
+		status, vf.Errors, table.Error, table.FieldErrors = http.StatusUnprocessableEntity, me.Fields, me.Message, me.Fields
+		vf.Status, vf.WorkflowID, vf.Q = c.QueryParam("status"), c.QueryParam("workflowId"), c.QueryParam("q")
+	} else {
+		rows, next, err := s.DB.ListExecutions(c.Request().Context(), p.OrganizationID, f)
+		if err != nil {
+			return err
+		}
+		table.Rows = s.executionRows(l, rows)
+		table.Filtered = f.Status != "" || f.WorkflowID != "" || f.Q != ""
+		table.NextURL = nextPage(s.url("executions"), next, executionQuery(f))
 	}
-	rows, next, err := s.DB.ListExecutions(c.Request().Context(), p.OrganizationID,
-		models.ExecutionFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
-	if err != nil {
-		return err
-	}
-	table := pages.ExecutionTable{Rows: s.executionRows(localizer(c), rows), Filtered: status != "" || wfID != ""}
-	table.NextURL = nextPage(s.url("executions"), next, status, wfID)
 	if isHTMX(c) {
-		return render(c, http.StatusOK, pages.ExecutionTableFragment(table))
+		return render(c, status, pages.ExecutionTableFragment(table))
 	}
-	wfOpts, err := s.workflowOptions(c, wfID)
+	wfOpts, err := s.workflowOptions(c, vf.WorkflowID)
 	if err != nil {
 		return err
 	}
-	vm := pages.ExecutionsVM{Table: table, Filter: pages.ExecutionFilter{Action: s.url("executions"), Status: status, WorkflowID: wfID,
-		Statuses: options(models.ExecutionStatuses, status, statusText(localizer(c))), Workflows: wfOpts}}
-	return render(c, http.StatusOK, pages.Executions(s.page(c, "nav.executions", "executions"), vm))
+	vf.Statuses, vf.Workflows = options(models.ExecutionStatuses, vf.Status, statusText(l)), wfOpts
+	vm := pages.ExecutionsVM{Table: table, Filter: vf}
+	return render(c, status, pages.Executions(s.page(c, "nav.executions", "executions"), vm))
+}
+
+// executionQuery is the query of a filtered executions list, as its form sends it.
+func executionQuery(f models.ExecutionFilter) url.Values {
+	q := url.Values{}
+	set(q, "workflowId", f.WorkflowID)
+	set(q, "status", f.Status)
+	set(q, "q", f.Q)
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// set sets key to v unless v is empty.
+func set(q url.Values, key, v string) {
+	if v != "" {
+		q.Set(key, v)
+	}
 }
 
 func (s *Server) executionPage(c echo.Context) error {
@@ -316,42 +342,16 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 	return vm
 }
 
-func (s *Server) dlqPage(c echo.Context) error {
-	p := principal(c)
-	status, wfID, err := filters(c, models.DLQStatuses)
-	if err != nil {
-		return err
-	}
-	rows, next, err := s.DB.ListDLQ(c.Request().Context(), p.OrganizationID, models.DLQFilter{Status: status, WorkflowID: wfID, Cursor: c.QueryParam("cursor")})
-	if err != nil {
-		return err
-	}
-	vm := pages.DLQVM{Filter: pages.DLQFilter{Action: s.url("dlq"), Status: status, WorkflowID: wfID,
-		Statuses: options(models.DLQStatuses, status, statusText(localizer(c)))}}
-	for i := range rows {
-		vm.Rows = append(vm.Rows, s.dlqRow(localizer(c), &rows[i]))
-	}
-	vm.NextURL = nextPage(s.url("dlq"), next, status, wfID)
-	if isHTMX(c) {
-		return render(c, http.StatusOK, pages.DLQTableFragment(vm))
-	}
-	if vm.Filter.Workflows, err = s.workflowOptions(c, wfID); err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, pages.DLQ(s.page(c, "nav.dlq", "dlq"), vm))
-}
-
-// nextPage is the URL of the next page of a filtered list, or "" at the end.
-func nextPage(base, cursor, status, workflowID string) string {
+// nextPage is the URL of the next page of a filtered list (the filter's query with the
+// cursor), or "" at the end.
+func nextPage(base, cursor string, query url.Values) string {
 	if cursor == "" {
 		return ""
 	}
-	q := url.Values{"cursor": {cursor}}
-	if status != "" {
-		q.Set("status", status)
+	q := url.Values{}
+	for k, v := range query {
+		q[k] = v
 	}
-	if workflowID != "" {
-		q.Set("workflowId", workflowID)
-	}
+	q.Set("cursor", cursor)
 	return base + "?" + q.Encode()
 }

@@ -1,10 +1,10 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"lifeline/views/i18n"
 	"strings"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/definition"
+	"lifeline/views/i18n"
 )
 
 // checkID turns anything but a canonical id (a UUID in its 36-character lowercase form, as
@@ -148,6 +149,7 @@ type apiExecution struct {
 	WorkflowID      string          `json:"workflowId"`
 	WorkflowName    string          `json:"workflowName,omitempty"`
 	WorkflowVersion int             `json:"workflowVersion"`
+	Subject         *string         `json:"subject"`
 	Status          string          `json:"status"`
 	Trigger         string          `json:"trigger"`
 	CorrelationID   string          `json:"correlationId"`
@@ -161,7 +163,7 @@ type apiExecution struct {
 }
 
 func (s *Server) apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
-	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion,
+	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
 		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt)}
 }
@@ -189,28 +191,38 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 	return out
 }
 
+// apiDLQItem is a dead letter in the API: the list's fields, and with full (the item
+// endpoint) its original input, step states and the error's code and trace.
 type apiDLQItem struct {
 	ID               string          `json:"id"`
 	ExecutionID      string          `json:"executionId"`
 	WorkflowID       string          `json:"workflowId"`
 	WorkflowName     string          `json:"workflowName"`
+	Subject          *string         `json:"subject"`
 	FailedStepID     string          `json:"failedStepId"`
 	Status           string          `json:"status"`
+	ErrorType        string          `json:"errorType"`
+	Reason           string          `json:"reason"`
+	RetryCount       int             `json:"retryCount"`
 	Error            apiAttemptError `json:"error"`
 	ManualRetryCount int             `json:"manualRetryCount"`
 	CreatedAt        string          `json:"createdAt"`
 	ExpiresAt        string          `json:"expiresAt"`
+	ResolvedAt       *string         `json:"resolvedAt,omitempty"`
 	OriginalInput    json.RawMessage `json:"originalInput,omitempty"`
 	StepStates       json.RawMessage `json:"stepStates,omitempty"`
 }
 
+// apiDLQ is a dead letter for the API. Without full (the list, which reads no error record)
+// the error is its type and the reason; with full (GetDLQ's row) the error record's code,
+// message and trace, the original input and the step states.
 func apiDLQ(r *models.DLQRow, full bool) apiDLQItem {
 	out := apiDLQItem{ID: r.ID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
-		FailedStepID: r.FailedStepID, Status: r.Status, ManualRetryCount: r.ManualRetryCount,
-		Error:     apiAttemptError{Type: r.ErrorType, Code: deref(r.ErrorCode), Message: r.ErrorMessage},
-		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt)}
+		Subject: r.Subject, FailedStepID: r.FailedStepID, Status: r.Status, ErrorType: r.ErrorType, Reason: r.Reason,
+		RetryCount: r.RetryCount, ManualRetryCount: r.ManualRetryCount, Error: apiAttemptError{Type: r.ErrorType, Message: r.Reason},
+		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ResolvedAt: rfcPtr(r.ResolvedAt)}
 	if full {
-		out.Error.Trace = deref(r.StackTrace)
+		out.Error.Code, out.Error.Message, out.Error.Trace = deref(r.ErrorCode), cmp.Or(r.ErrorMessage, r.Reason), deref(r.StackTrace)
 		out.OriginalInput = json.RawMessage(r.OriginalInput)
 		out.StepStates = json.RawMessage(r.StepStates)
 	}

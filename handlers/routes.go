@@ -34,7 +34,8 @@ func (s *Server) routes() {
 	app.POST("/workflows/:id/executions", s.startFromForm, requireRole(models.RoleAccountant)).Name = "workflow.start"
 	app.GET("/executions", s.executionsPage).Name = "executions"
 	app.GET("/executions/:id", s.executionPage).Name = "execution"
-	app.GET("/dlq", s.dlqPage).Name = "dlq"
+	dlqList := NewDLQHandler(s, s.DB)
+	app.GET("/dlq", dlqList.List).Name = "dlq"
 	recovery := NewDLQActionsHandler(s, s.Engine, s.DB)
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
@@ -59,7 +60,7 @@ func (s *Server) routes() {
 	api.POST("/workflows/:id/executions", s.apiStart, requireRole(models.RoleAccountant))
 	api.GET("/executions", s.apiListExecutions).Name = "api.executions"
 	api.GET("/executions/:id", s.apiGetExecution).Name = "api.execution"
-	api.GET("/dlq", s.apiListDLQ).Name = "api.dlq"
+	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"

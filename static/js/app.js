@@ -10,6 +10,10 @@
 //    so handlers can answer every HX-Request with a fragment.
 // 4. Self-refreshing regions marked data-preserve-details keep the open/closed
 //    state of their <details id=…> across swaps (the execution page polls).
+// 5. Keyboard focus survives a swap: the element that had it inside the swapped
+//    region (found again by id, else by its path from the region) gets it back,
+//    else the region itself; never <body>.
+// 6. Filter forms (role=search) leave empty fields out of the URL they push.
 (function () {
   "use strict";
 
@@ -147,4 +151,68 @@
   if (window.htmx) {
     htmx.onLoad(restoreDetails); // initial page and every swapped-in element
   }
+
+  // ---------- keep keyboard focus across swaps ----------
+  // htmx refocuses an element with an id that is in the new content; the links, summaries
+  // and buttons of a refreshed region usually have none, so focus fell to <body> on every
+  // live refresh. Before a swap we note where focus is (its id, else the nearest ancestor
+  // with an id and the path from there); after it settles, if focus was lost, we put it on
+  // the same place in the new content, else on that ancestor.
+  var savedFocus = null;
+
+  // pathFrom is the list of child positions from root down to el.
+  function pathFrom(root, el) {
+    var path = [];
+    while (el && el !== root) {
+      var parent = el.parentElement;
+      if (!parent) return null;
+      path.unshift(Array.prototype.indexOf.call(parent.children, el));
+      el = parent;
+    }
+    return el === root ? path : null;
+  }
+
+  function follow(root, path) {
+    var el = root;
+    for (var i = 0; el && i < path.length; i++) el = el.children[path[i]];
+    return el || null;
+  }
+
+  function focusLost() {
+    var a = document.activeElement;
+    return !a || a === document.body || !document.contains(a);
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var active = document.activeElement;
+    savedFocus = null;
+    if (!evt.detail.shouldSwap || !active || active === document.body) return;
+    var region = active.id ? active : active.parentElement && active.parentElement.closest("[id]");
+    if (!region || region === document.body) return;
+    savedFocus = { id: active.id, region: region.id, path: pathFrom(region, active), tag: active.tagName };
+  });
+
+  document.addEventListener("htmx:afterSettle", function () {
+    var f = savedFocus;
+    if (!f || !focusLost()) return;
+    savedFocus = null;
+    var el = f.id ? document.getElementById(f.id) : null;
+    var region = document.getElementById(f.region);
+    if (!el && region && f.path) el = follow(region, f.path);
+    if (!el || el.tagName !== f.tag) el = region;
+    if (!el) return;
+    if (el.tabIndex < 0 && !el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
+    el.focus({ preventScroll: true });
+  });
+
+  // ---------- filter forms: no empty keys in the URL ----------
+  // A filter form (role=search) sends, and pushes into the address bar, only the fields
+  // that say something: /dlq?status=pending, not /dlq?workflowId=&status=pending&q=.
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var elt = evt.detail.elt, fd = evt.detail.formData;
+    if (!elt || elt.tagName !== "FORM" || elt.getAttribute("role") !== "search" || !fd) return;
+    Array.from(new Set(fd.keys())).forEach(function (k) {
+      if (fd.getAll(k).every(function (v) { return v === ""; })) fd.delete(k);
+    });
+  });
 })();

@@ -7,9 +7,9 @@
 //
 //	WorkflowCreateFormFragment  form#workflow-form   (422 → re-rendered with errors)
 //	StartFormFragment           form#start-form      (422 → re-rendered with errors)
-//	ExecutionTableFragment      div#executions-table (filters, "Load more")
+//	ExecutionTableFragment      div#executions-table (filters, "Load more"; 422 → the filter's errors)
 //	ExecutionBody               div#execution-body   (polls itself every 2s while Live)
-//	DLQTableFragment            div#dlq-table        (filters, "Load more")
+//	DLQTableFragment            div#dlq-table        (filters, "Load more"; 422 → the filter's errors)
 //
 // Times are passed twice: an RFC 3339 value (…At) for <time datetime> and a
 // UTC text (…AtText) shown until app.js converts it to local time.
@@ -107,13 +107,16 @@ type ExecutionsVM struct {
 	Table  ExecutionTable
 }
 
-// ExecutionFilter is the GET filter form above the executions table.
+// ExecutionFilter is the GET filter form above the executions table. Its field names are
+// the query keys of the page and the API: workflowId, status, q.
 type ExecutionFilter struct {
 	Action     string
 	Status     string
 	WorkflowID string
+	Q          string // text the subject contains
 	Statuses   []Option
 	Workflows  []Option
+	Errors     map[string]string // by query key, for a 422
 }
 
 // ExecutionTable is the swappable list of executions.
@@ -121,12 +124,17 @@ type ExecutionTable struct {
 	Rows     []ExecutionRow
 	NextURL  string // next page ("Load more"); empty on the last page
 	Filtered bool   // picks the empty-state wording
+	// Error and FieldErrors say why the filter was refused (422): the table shows them in
+	// place of rows, so an htmx swap of the table alone shows them too.
+	Error       string
+	FieldErrors map[string]string
 }
 
 // ExecutionRow is one execution in a list.
 type ExecutionRow struct {
 	ID            string
 	ShortID       string
+	Subject       string // the row's title; "" shows ShortID
 	URL           string
 	WorkflowName  string
 	WorkflowURL   string
@@ -203,18 +211,40 @@ type AttemptVM struct {
 
 // DLQVM feeds DLQ (the dead-letter list).
 type DLQVM struct {
-	Filter  DLQFilter
-	Rows    []DLQRow
-	NextURL string
+	Filter   DLQFilter
+	Counts   []StatusCount // one per status, in DLQ status order
+	Rows     []DLQRow
+	NextURL  string
+	Filtered bool // picks the empty-state wording
+	// Error and FieldErrors say why the filter was refused (422), in place of rows.
+	Error       string
+	FieldErrors map[string]string
 }
 
-// DLQFilter is the GET filter form above the dead-letter table.
+// StatusCount is one status's count above the dead-letter list: a link that filters by it.
+type StatusCount struct {
+	Status string
+	Label  string
+	Count  string // display: "12", "10 000+"
+	URL    string
+	Active bool // the list is filtered by this status
+}
+
+// DLQFilter is the GET filter form above the dead-letter table. Its field names are the
+// query keys of the page and the API: workflowId, status, errorType, stepId, from, to, q.
 type DLQFilter struct {
 	Action     string
-	Status     string
 	WorkflowID string
-	Statuses   []Option
+	Status     string
+	ErrorType  string
+	StepID     string
+	From, To   string // dates (YYYY-MM-DD) in the user's time zone
+	Q          string // text the subject or the reason contains
 	Workflows  []Option
+	Statuses   []Option
+	ErrorTypes []Option
+	Steps      []Option
+	Errors     map[string]string // by query key, for a 422
 }
 
 // DLQRow is one dead letter in a list (and the head of DLQItemVM).
@@ -224,7 +254,7 @@ type DLQRow struct {
 	ExecutionURL  string
 	WorkflowName  string
 	WorkflowURL   string
-	FailedStep    string
+	FailedStep    string // the step's name from the definition, else its id
 	ErrorType     string
 	ErrorMessage  string
 	Status        string // pending | processing | resolved | skipped | expired
@@ -232,6 +262,16 @@ type DLQRow struct {
 	CreatedAtText string
 	ExpiresAt     string
 	ExpiresAtText string
+	// The list's own columns.
+	Title        string // the execution's subject, else ShortID
+	HasSubject   bool   // Title is a subject (not the short id)
+	ShortID      string // the execution's
+	FailedStepID string
+	Reason       string // what a person can act on
+	RetryCount   int    // automatic retries made before it was dead-lettered
+	Age          string // "3 days ago" (CreatedAtText in the tooltip)
+	ExpiresIn    string // "in 27 days" (ExpiresAtText in the tooltip); "" once handled
+	Expiring     bool   // still open and expires within 3 days: flagged
 }
 
 // ErrorVM feeds Error.

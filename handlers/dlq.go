@@ -1,0 +1,231 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/classify"
+	"lifeline/services/definition"
+	"lifeline/views/i18n"
+	"lifeline/views/pages"
+)
+
+// dlqStore is what the dead-letter list needs.
+type dlqStore interface {
+	ListDLQ(ctx context.Context, orgID string, f models.DLQFilter) ([]models.DLQRow, string, error)
+	DLQStatusCounts(ctx context.Context, orgID string) (map[string]int, error)
+	Workflows(ctx context.Context, orgID string) ([]models.Workflow, error)
+}
+
+var _ dlqStore = (*models.DB)(nil)
+
+// expiringWithin is how close to its expiry an open dead letter is flagged.
+const expiringWithin = 3 * 24 * time.Hour
+
+// DLQHandler serves the dead-letter list: the page (GET /dlq) and the API (GET /api/v1/dlq),
+// with the same query keys: workflowId, status, errorType, stepId, from, to (dates in the
+// user's time zone), q, limit (1-200) and cursor. A value that is not valid is a 422 with
+// a message per key, never ignored.
+type DLQHandler struct {
+	s     *Server
+	store dlqStore
+	// Now is the clock of ages, expiries and the expiring flag.
+	Now func() time.Time
+}
+
+// NewDLQHandler returns the handler.
+func NewDLQHandler(s *Server, store dlqStore) *DLQHandler {
+	return &DLQHandler{s: s, store: store, Now: time.Now}
+}
+
+// errorTypes are the classifier's nine error types (seed 000).
+func errorTypes() []string {
+	var out []string
+	for _, t := range classify.Types() {
+		out = append(out, string(t))
+	}
+	return out
+}
+
+// DLQFilterOf reads a dead-letter filter from query keys (the list's, and a bulk action's
+// filter): an EINVALID error names every key that is not valid, in l's language.
+func DLQFilterOf(l *i18n.Localizer, v url.Values) (models.DLQFilter, error) {
+	q := &listQuery{l: l, v: v, fields: map[string]string{}}
+	f := models.DLQFilter{WorkflowID: q.workflowID("workflowId"), Status: q.oneOf("status", models.DLQStatuses),
+		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), Q: q.search("q"),
+		Limit: q.limit(), Cursor: q.get("cursor")}
+	f.From, f.To = q.days()
+	return f, q.err()
+}
+
+// dlqQuery is the query of a filtered list as its form sends it (dates as given).
+func dlqQuery(f models.DLQFilter, from, to string) url.Values {
+	q := url.Values{}
+	set(q, "workflowId", f.WorkflowID)
+	set(q, "status", f.Status)
+	set(q, "errorType", f.ErrorType)
+	set(q, "stepId", f.StepID)
+	if !f.From.IsZero() {
+		set(q, "from", from)
+	}
+	if !f.To.IsZero() {
+		set(q, "to", to)
+	}
+	set(q, "q", f.Q)
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// List renders the page, or for htmx the table alone.
+func (h *DLQHandler) List(c echo.Context) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	v := c.QueryParams()
+	f, ferr := DLQFilterOf(l, v)
+	vf := pages.DLQFilter{Action: h.s.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
+		From: strings.TrimSpace(v.Get("from")), To: strings.TrimSpace(v.Get("to")), Q: f.Q}
+	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit})}
+	status := http.StatusOK
+	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	steps := stepsOf(wfs)
+	if me := invalid(ferr); me != nil {
+		status, vm.Error, vm.FieldErrors, vf.Errors = http.StatusUnprocessableEntity, me.Message, me.Fields, me.Fields
+		vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.Q = v.Get("workflowId"), v.Get("status"), v.Get("errorType"), v.Get("stepId"), v.Get("q")
+	} else {
+		rows, next, err := h.store.ListDLQ(ctx, p.OrganizationID, f)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			vm.Rows = append(vm.Rows, h.row(l, &rows[i], steps))
+		}
+		vm.NextURL = nextPage(h.s.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
+	}
+	if isHTMX(c) {
+		return render(c, status, pages.DLQTableFragment(vm))
+	}
+	counts, err := h.store.DLQStatusCounts(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	for _, st := range models.DLQStatuses {
+		vm.Counts = append(vm.Counts, pages.StatusCount{Status: st, Label: statusText(l)(st), Count: countText(l, counts[st]),
+			URL: h.s.url("dlq") + "?" + url.Values{"status": {st}}.Encode(), Active: st == vf.Status})
+	}
+	vf.Workflows = workflowChoices(wfs, vf.WorkflowID)
+	vf.Statuses = options(models.DLQStatuses, vf.Status, statusText(l))
+	vf.ErrorTypes = options(errorTypes(), vf.ErrorType, func(t string) string { return l.TOr("errortype."+t, t) })
+	vf.Steps = stepChoices(wfs, steps, vf.WorkflowID, vf.StepID)
+	vm.Filter = vf
+	return render(c, status, pages.DLQ(h.s.page(c, "nav.dlq", "dlq"), vm))
+}
+
+// API answers a page of dead letters as JSON: {"items": […], "next": cursor or null}.
+func (h *DLQHandler) API(c echo.Context) error {
+	f, err := DLQFilterOf(localizer(c), c.QueryParams())
+	if err != nil {
+		return err
+	}
+	rows, next, err := h.store.ListDLQ(c.Request().Context(), principal(c).OrganizationID, f)
+	if err != nil {
+		return err
+	}
+	items := make([]apiDLQItem, 0, len(rows))
+	for i := range rows {
+		items = append(items, apiDLQ(&rows[i], false))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
+}
+
+// row is one dead letter for the list.
+func (h *DLQHandler) row(l *i18n.Localizer, r *models.DLQRow, steps workflowSteps) pages.DLQRow {
+	now := h.Now()
+	subject := deref(r.Subject)
+	out := pages.DLQRow{ID: r.ID, URL: h.s.url("dlq.item", r.ID), ExecutionURL: h.s.url("execution", r.ExecutionID),
+		WorkflowName: r.WorkflowName, WorkflowURL: h.s.url("workflow", r.WorkflowID),
+		FailedStep: steps.name(r.WorkflowID, r.FailedStepID), FailedStepID: r.FailedStepID,
+		ErrorType: r.ErrorType, ErrorMessage: r.Reason, Reason: r.Reason, RetryCount: r.RetryCount, Status: r.Status,
+		Title: cmp.Or(subject, shortID(r.ExecutionID)), HasSubject: subject != "", ShortID: shortID(r.ExecutionID),
+		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), Age: l.Relative(r.CreatedAt, now),
+		ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(l, r.ExpiresAt)}
+	if r.Status == models.DLQPending || r.Status == models.DLQProcessing {
+		out.ExpiresIn = l.Relative(r.ExpiresAt, now)
+		out.Expiring = r.ExpiresAt.Sub(now) <= expiringWithin
+	}
+	return out
+}
+
+// countText shows a status count; above the cap, "10 000+".
+func countText(l *i18n.Localizer, n int) string {
+	if n > models.DLQCountCap {
+		return l.Number(models.DLQCountCap, 0) + "+"
+	}
+	return l.Number(float64(n), 0)
+}
+
+// workflowSteps are the steps of each workflow's current definition, by workflow id.
+type workflowSteps map[string][]definition.Step
+
+func stepsOf(wfs []models.Workflow) workflowSteps {
+	out := make(workflowSteps, len(wfs))
+	for _, wf := range wfs {
+		var def definition.Definition
+		if json.Unmarshal(wf.Definition, &def) == nil {
+			out[wf.ID] = def.Steps
+		}
+	}
+	return out
+}
+
+// name is a step's name, else its id (a step the current definition no longer has).
+func (ws workflowSteps) name(workflowID, stepID string) string {
+	for _, st := range ws[workflowID] {
+		if st.ID == stepID {
+			return st.Title()
+		}
+	}
+	return stepID
+}
+
+func workflowChoices(wfs []models.Workflow, selected string) []pages.Option {
+	out := make([]pages.Option, 0, len(wfs))
+	for _, wf := range wfs {
+		out = append(out, pages.Option{Value: wf.ID, Label: wf.Name, Selected: wf.ID == selected})
+	}
+	return out
+}
+
+// stepChoices are the failed-step filter's choices: the chosen workflow's steps in order,
+// or every workflow's; a chosen step that no definition has any more stays.
+func stepChoices(wfs []models.Workflow, ws workflowSteps, workflowID, selected string) []pages.Option {
+	var out []pages.Option
+	seen := map[string]bool{}
+	for _, wf := range wfs {
+		if workflowID != "" && wf.ID != workflowID {
+			continue
+		}
+		for _, st := range ws[wf.ID] {
+			if !seen[st.ID] {
+				seen[st.ID] = true
+				out = append(out, pages.Option{Value: st.ID, Label: st.Title(), Selected: st.ID == selected})
+			}
+		}
+	}
+	if selected != "" && !seen[selected] {
+		out = append(out, pages.Option{Value: selected, Label: selected, Selected: true})
+	}
+	return out
+}

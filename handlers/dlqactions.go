@@ -41,15 +41,15 @@ func NewDLQActionsHandler(s *Server, eng recoverer, dlq deadLetters) *DLQActions
 	return &DLQActionsHandler{s: s, eng: eng, dlq: dlq}
 }
 
-// Roles: viewers read; accountants may retry unmodified and resume; admins may do everything.
-// minRole returns the role an action needs.
+// Roles: viewers read; accountants may retry unmodified and resume; admins may do everything
+// (edit the input, override the retry policy, skip the step, resolve, skip the item).
+// minRole returns the role an action needs (a request the engine will refuse as invalid
+// needs no more than an accountant, so the answer says what is wrong with it).
 func minRole(a action) string {
-	if a.Mode == engine.ReplayFromFailed || a.Mode == engine.ReplayFromStep || a.Mode == engine.ReplayFull {
-		if len(a.Input) == 0 && a.RetryPolicy == nil {
-			return models.RoleAccountant
-		}
+	if a.Settle != "" || a.Mode == engine.ReplaySkipFailed || len(a.Input) > 0 || a.RetryPolicy != nil {
+		return models.RoleAdmin
 	}
-	return models.RoleAdmin
+	return models.RoleAccountant
 }
 
 // action is one recovery request, from the API or a form: a replay (Mode) or a settlement

@@ -74,7 +74,7 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	sealer := secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}
 	db.Sealer = sealer
 	eng := engine.New(db, reg, log, engine.Config{Sealer: sealer})
-	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond}, log)
+	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	}))
 	t.Cleanup(a.ext.Close)
 	// Tests log in often from one address: the login limits get their own tests.
-	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test",
+	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
 		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
 	t.Cleanup(a.srv.Close)
 	return a

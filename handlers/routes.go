@@ -39,6 +39,12 @@ func (s *Server) routes() {
 	recovery := NewDLQActionsHandler(s, s.Engine, s.DB)
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
+	bulkActions := NewBulkHandler(s, s.Bulk)
+	if s.Bulk != nil {
+		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAdmin)).Name = "dlq.bulk.start"
+		app.GET("/dlq/bulk/:id", bulkActions.Show, requireRole(models.RoleAdmin)).Name = "dlq.bulk"
+		app.POST("/dlq/bulk/:id/cancel", bulkActions.Cancel, requireRole(models.RoleAdmin)).Name = "dlq.bulk.cancel"
+	}
 	profile := NewProfileHandler(s, s.Auth)
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
@@ -64,6 +70,11 @@ func (s *Server) routes() {
 	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
+	if s.Bulk != nil {
+		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.create"
+		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk"
+		api.POST("/dlq/bulk/:id/cancel", bulkActions.APICancel, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.cancel"
+	}
 }
 
 // url builds the URL of a named route.

@@ -18,6 +18,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/auth"
+	"lifeline/services/bulk"
 	"lifeline/services/engine"
 	"lifeline/services/workflows"
 )
@@ -38,6 +39,8 @@ type Deps struct {
 	// LoginThrottle limits login attempts (10 a minute per address, 5 failures a
 	// quarter-hour per account when nil).
 	LoginThrottle *auth.Throttle
+	// Bulk runs bulk actions on dead letters (nil: the bulk routes answer 404).
+	Bulk *bulk.Service
 	// TrustedProxies are the networks of the reverse proxies in front of the app: from them,
 	// the client is the address X-Forwarded-For names (for the login limits and the request
 	// log). Empty: proxy headers are ignored and the client is the TCP peer.

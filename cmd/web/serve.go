@@ -54,7 +54,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
-		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready})
+		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk()})
 	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 1)

@@ -19,6 +19,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/auth"
+	"lifeline/services/bulk"
 	"lifeline/services/engine"
 )
 
@@ -63,16 +64,51 @@ type ReconcileArgs struct{}
 // Kind implements river.JobArgs.
 func (ReconcileArgs) Kind() string { return "reconcile" }
 
-// ReconcileWorker repairs stuck executions.
+// ReconcileWorker repairs stuck executions and bulk jobs whose queue job was lost.
 type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
 	Engine *engine.Engine
+	Bulk   *bulk.Service
 }
 
 // Work runs one reconciliation pass.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
-	_, err := w.Engine.Reconcile(ctx)
-	return err
+	if _, err := w.Engine.Reconcile(ctx); err != nil {
+		return err
+	}
+	return w.Bulk.Repair(ctx)
+}
+
+// BulkArgs runs the next batch of a bulk action on dead letters.
+type BulkArgs struct {
+	BulkID string `json:"bulk_id"`
+}
+
+// Kind implements river.JobArgs.
+func (BulkArgs) Kind() string { return "dlq_bulk" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one queue job per bulk job at a time.
+func (BulkArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
+}
+
+// BulkWorker works through a bulk job a batch at a time: while items remain it snoozes for
+// a second (the rate limit) and runs again.
+type BulkWorker struct {
+	river.WorkerDefaults[BulkArgs]
+	Bulk *bulk.Service
+}
+
+// Work runs one batch.
+func (w *BulkWorker) Work(ctx context.Context, job *river.Job[BulkArgs]) error {
+	more, err := w.Bulk.Step(ctx, job.Args.BulkID)
+	if err != nil {
+		return err
+	}
+	if more {
+		return river.JobSnooze(time.Second)
+	}
+	return nil
 }
 
 // RetentionArgs applies retention rules.
@@ -109,6 +145,8 @@ type Config struct {
 	ReconcileEvery time.Duration // default 10 s
 	// Periodic lists further periodic jobs (demo traffic, retention).
 	Periodic []*river.PeriodicJob
+	// BulkRate is how many dead letters a second a bulk action acts on (default 20).
+	BulkRate int
 	// Register adds further workers.
 	Register func(*river.Workers)
 	// Clock is the application's clock, River's included (default time.Now). Lifeline never
@@ -155,9 +193,10 @@ func (c clock) NowOrNil() *time.Time {
 
 // Runner owns the River client.
 type Runner struct {
-	db  *models.DB
-	eng *engine.Engine
-	log *slog.Logger
+	db   *models.DB
+	eng  *engine.Engine
+	log  *slog.Logger
+	bulk *bulk.Service
 	// stopWatch stops the engine's database health watch.
 	stopWatch context.CancelFunc
 	sqlite    *river.Client[*sql.Tx]
@@ -170,8 +209,11 @@ var _ engine.Enqueuer = (*Runner)(nil)
 func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runner, error) {
 	cfg = cfg.withDefaults()
 	workers := river.NewWorkers()
+	r := &Runner{db: db, eng: eng, log: log}
+	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: r, Rate: cfg.BulkRate}
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
-	river.AddWorker(workers, &ReconcileWorker{Engine: eng})
+	river.AddWorker(workers, &ReconcileWorker{Engine: eng, Bulk: r.bulk})
+	river.AddWorker(workers, &BulkWorker{Bulk: r.bulk})
 	river.AddWorker(workers, &RetentionWorker{Engine: eng, Sessions: &auth.SessionStore{DB: db}})
 	if cfg.Register != nil {
 		cfg.Register(workers)
@@ -195,7 +237,6 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	if cfg.Clock != nil {
 		rc.Test.Time = clock(cfg.Clock)
 	}
-	r := &Runner{db: db, eng: eng, log: log}
 	var err error
 	if db.Dialect == models.Postgres {
 		r.pg, err = river.NewClient(riverpgxv5.New(db.Pool), rc)
@@ -299,6 +340,20 @@ func (r *Runner) EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []engine.Job) 
 		return nil, err
 	}
 	return func(ctx context.Context) error { return r.Enqueue(ctx, jobs) }, nil
+}
+
+// Bulk returns the service of bulk actions on dead letters, whose jobs this runner works.
+func (r *Runner) Bulk() *bulk.Service { return r.bulk }
+
+// EnqueueBulk queues the next batch of a bulk job (skipped when one is already queued).
+func (r *Runner) EnqueueBulk(ctx context.Context, id string) error {
+	var err error
+	if r.pg != nil {
+		_, err = r.pg.Insert(ctx, BulkArgs{BulkID: id}, nil)
+	} else {
+		_, err = r.sqlite.Insert(ctx, BulkArgs{BulkID: id}, nil)
+	}
+	return err
 }
 
 // Enqueue inserts outside a transaction.

@@ -49,7 +49,7 @@ var idCall = regexp.MustCompile(`\b(?:T|N|TOr)\(\s*(?:ctx\s*,\s*)?"([a-z][a-z0-9
 // idLiteral finds message ids that code hands over as plain strings, to be translated later
 // (a service's error message or field message, a form's error): string literals in the
 // namespaces that only messages use.
-var idLiteral = regexp.MustCompile(`"((?:input|auth|request|http|idemkey|form|tokens|language|timezone|locale|login|replay)\.[a-z0-9_.]*[a-z0-9_])"`)
+var idLiteral = regexp.MustCompile(`"((?:input|auth|request|http|idemkey|form|tokens|language|timezone|locale|login|replay|bulk)\.[a-z0-9_.]*[a-z0-9_])"`)
 
 func usedIDs(t *testing.T) map[string][]string {
 	t.Helper()

@@ -1,0 +1,222 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/bulk"
+	"lifeline/views/pages"
+)
+
+// bulkService is what the bulk handlers need.
+type bulkService interface {
+	Create(ctx context.Context, r bulk.Request) (*models.BulkJob, error)
+	Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error)
+	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
+}
+
+var _ bulkService = (*bulk.Service)(nil)
+
+// BulkHandler serves bulk actions on dead letters (admins): start one from the list, follow
+// its progress, cancel it; and the same through the API.
+type BulkHandler struct {
+	s   *Server
+	svc bulkService
+}
+
+// NewBulkHandler returns the handler.
+func NewBulkHandler(s *Server, svc bulkService) *BulkHandler { return &BulkHandler{s: s, svc: svc} }
+
+// maxShownItems bounds the items the progress page lists (the API gives all of them).
+const maxShownItems = 500
+
+type apiBulk struct {
+	ID        string        `json:"id"`
+	Action    string        `json:"action"`
+	Status    string        `json:"status"`
+	Total     int           `json:"total"`
+	Processed int           `json:"processed"`
+	Succeeded int           `json:"succeeded"`
+	Failed    int           `json:"failed"`
+	CreatedAt string        `json:"createdAt"`
+	Items     []apiBulkItem `json:"items,omitempty"`
+}
+
+type apiBulkItem struct {
+	DeadLetterID string  `json:"deadLetterId"`
+	Status       string  `json:"status"`
+	Message      string  `json:"message,omitempty"`
+	ExecutionID  *string `json:"executionId"`
+}
+
+// APICreate: POST /api/v1/dlq/bulk with {"action", "ids": […]} or {"action", "filter": {…}}
+// (the list's query keys) and an optional "resolutionNotes" → 202 and the job.
+func (h *BulkHandler) APICreate(c echo.Context) error {
+	var req struct {
+		Action          string            `json:"action"`
+		IDs             []string          `json:"ids"`
+		Filter          map[string]string `json:"filter"`
+		ResolutionNotes string            `json:"resolutionNotes"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes, Actor: actorOf(principal(c))}
+	if req.Filter != nil {
+		v := url.Values{}
+		for k, val := range req.Filter {
+			v.Set(k, val)
+		}
+		f, err := DLQFilterOf(localizer(c), v)
+		if err != nil {
+			return prefixFields(err, "filter.")
+		}
+		r.Filter = &f
+	}
+	job, err := h.svc.Create(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.dlq.bulk", job.ID))
+	return c.JSON(http.StatusAccepted, bulkOf(job, nil, false))
+}
+
+// APIGet: GET /api/v1/dlq/bulk/{id}, the progress and each item's result.
+func (h *BulkHandler) APIGet(c echo.Context) error {
+	job, items, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	out := bulkOf(job, items, true)
+	l := localizer(c)
+	for i := range out.Items {
+		out.Items[i].Message = l.Text(out.Items[i].Message)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// APICancel: POST /api/v1/dlq/bulk/{id}/cancel.
+func (h *BulkHandler) APICancel(c echo.Context) error {
+	if err := h.cancel(c); err != nil {
+		return err
+	}
+	return h.APIGet(c)
+}
+
+func (h *BulkHandler) cancel(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "bulk job"); err != nil {
+		return err
+	}
+	p := principal(c)
+	return h.svc.Cancel(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+}
+
+func (h *BulkHandler) load(c echo.Context) (*models.BulkJob, []models.BulkItem, error) {
+	id := c.Param("id")
+	if err := checkID(id, "bulk job"); err != nil {
+		return nil, nil, err
+	}
+	return h.svc.Get(c.Request().Context(), principal(c).OrganizationID, id)
+}
+
+func bulkOf(job *models.BulkJob, items []models.BulkItem, withItems bool) apiBulk {
+	out := apiBulk{ID: job.ID, Action: job.Action, Status: job.Status, Total: job.Total, Processed: job.Processed,
+		Succeeded: job.Succeeded, Failed: job.Failed, CreatedAt: rfc(job.CreatedAt)}
+	if withItems {
+		out.Items = make([]apiBulkItem, 0, len(items))
+		for _, it := range items {
+			out.Items = append(out.Items, apiBulkItem{DeadLetterID: it.DeadLetterID, Status: it.Status, Message: deref(it.Message), ExecutionID: it.ExecutionID})
+		}
+	}
+	return out
+}
+
+// Start: POST /dlq/bulk, the list's bulk form: the checked rows (ids), or with scope=filter
+// every pending item the list's filter (sent as its query keys) matches.
+func (h *BulkHandler) Start(c echo.Context) error {
+	p := principal(c)
+	r := bulk.Request{OrganizationID: p.OrganizationID, Action: c.FormValue("action"), Notes: c.FormValue("notes"), Actor: actorOf(p)}
+	form, err := c.FormParams()
+	if err != nil {
+		return err
+	}
+	if c.FormValue("scope") == "filter" {
+		f, err := DLQFilterOf(localizer(c), form)
+		if err != nil {
+			return err
+		}
+		r.Filter = &f
+	} else {
+		r.IDs = form["ids"]
+	}
+	job, err := h.svc.Create(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	return redirect(c, h.s.url("dlq.bulk", job.ID))
+}
+
+// Show: GET /dlq/bulk/{id}, the progress page (it refreshes itself while the job runs).
+func (h *BulkHandler) Show(c echo.Context) error {
+	job, items, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	l, p := localizer(c), principal(c)
+	vm := pages.BulkVM{ID: job.ID, Action: job.Action, Status: job.Status, Total: job.Total, Processed: job.Processed,
+		Succeeded: job.Succeeded, Failed: job.Failed, RefreshURL: h.s.url("dlq.bulk", job.ID), ListURL: h.s.url("dlq"),
+		CreatedAt: rfc(job.CreatedAt), CreatedAtText: displayTime(l, job.CreatedAt), CSRF: csrfToken(c)}
+	vm.Live = job.Status == models.BulkQueued || job.Status == models.BulkRunning
+	if vm.Live && p.Can(models.RoleAdmin) {
+		vm.CancelURL = h.s.url("dlq.bulk.cancel", job.ID)
+	}
+	if job.Total > 0 {
+		vm.Percent = job.Processed * 100 / job.Total
+	}
+	shown := items[:min(len(items), maxShownItems)]
+	ids := make([]string, len(shown))
+	for i, it := range shown {
+		ids[i] = it.DeadLetterID
+	}
+	subjects, err := h.s.DB.DLQSubjects(c.Request().Context(), p.OrganizationID, ids)
+	if err != nil {
+		return err
+	}
+	for _, it := range shown {
+		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmpOr(subjects[it.DeadLetterID], shortID(it.DeadLetterID)),
+			Status: it.Status, Message: l.Text(deref(it.Message))}
+		if it.ExecutionID != nil {
+			iv.ExecutionURL = h.s.url("execution", *it.ExecutionID)
+		}
+		vm.Items = append(vm.Items, iv)
+	}
+	return render(c, http.StatusOK, pages.Bulk(h.s.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
+}
+
+// Cancel: POST /dlq/bulk/{id}/cancel from the progress page.
+func (h *BulkHandler) Cancel(c echo.Context) error {
+	if err := h.cancel(c); err != nil && models.ErrorCode(err) != models.ECONFLICT {
+		return err
+	}
+	return redirect(c, h.s.url("dlq.bulk", c.Param("id")))
+}
+
+// prefixFields puts prefix before the field names of an EINVALID error.
+func prefixFields(err error, prefix string) error {
+	me := invalid(err)
+	if me == nil {
+		return err
+	}
+	fields := make(map[string]string, len(me.Fields))
+	for k, v := range me.Fields {
+		fields[prefix+k] = v
+	}
+	return &models.Error{Code: me.Code, Message: me.Message, Fields: fields}
+}
+

@@ -1,0 +1,180 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/engine"
+)
+
+// switchable is a loopback service that refuses (400) until it is switched on.
+func switchable(t testing.TB) (*httptest.Server, *atomic.Bool) {
+	var on atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if !on.Load() {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error": "period not open yet"}`)
+			return
+		}
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &on
+}
+
+// deadLetters starts n executions of workflow wf and waits until all are dead letters.
+func (a *app) deadLetters(org, wf string, n int) {
+	a.t.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		if _, _, err := a.eng.Start(ctx, engine.StartRequest{OrganizationID: org, WorkflowID: wf, Input: []byte(fmt.Sprintf(`{"client": "Klient %d"}`, i))}); err != nil {
+			a.t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var got int64
+		a.db.Conn(ctx).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", wf, models.DLQPending).Count(&got)
+		if int(got) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%d of %d dead letters", got, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestBulkRetryByFilter(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Bulk")
+		svc, on := switchable(t)
+		def := func(name string) string {
+			return fmt.Sprintf(`{"name": %q, "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+			  "steps": [{"id": "send", "type": "http", "config": {"method": "POST", "url": "%s/send"}}]}`, name, svc.URL)
+		}
+		wf, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(def("JPK wysyłka")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(def("Inny przepływ")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 1000
+		a.deadLetters(tn.org, wf.ID, n)
+		a.deadLetters(tn.org, other.ID, 3)
+		on.Store(true)
+		post := func(token, body string) resp {
+			return do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk", body, bearer(token))
+		}
+
+		for _, c := range []struct {
+			name, token, body string
+			status            int
+			field             string
+		}{
+			{"viewer", tn.viewerToken, `{"action": "retry", "filter": {"workflowId": "` + wf.ID + `"}}`, 403, ""},
+			{"no selection", tn.token, `{"action": "retry"}`, 422, "ids"},
+			{"unknown action", tn.token, `{"action": "retry_modified", "ids": ["` + tn.dlqID + `"]}`, 422, "action"},
+			{"bad filter key value", tn.token, `{"action": "retry", "filter": {"errorType": "cosmic"}}`, 422, "filter.errorType"},
+			{"resolved items", tn.token, `{"action": "retry", "filter": {"status": "resolved"}}`, 422, "filter.status"},
+			{"not an id", tn.token, `{"action": "skip", "ids": ["x"]}`, 422, "ids[0]"},
+			{"another organization's id", tn.token, `{"action": "skip", "ids": ["` + models.NewID() + `"]}`, 422, "ids[0]"},
+		} {
+			r := post(c.token, c.body)
+			if r.status != c.status || (c.field != "" && fieldsOf(t, r)[c.field] == nil) {
+				t.Errorf("%s: %d %s", c.name, r.status, r.body)
+			}
+		}
+
+		// Every pending item of the workflow, not only a page of them.
+		r := post(tn.token, `{"action": "retry", "filter": {"workflowId": "`+wf.ID+`"}, "resolutionNotes": "Okres otwarty"}`)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("bulk: %d %s", r.status, r.body)
+		}
+		job := r.json(t)
+		id := job["id"].(string)
+		if job["total"] != float64(n) {
+			t.Fatalf("bulk total %v, want %d", job["total"], n)
+		}
+		deadline := time.Now().Add(120 * time.Second)
+		var got map[string]any
+		for {
+			got = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id, "", bearer(tn.token)).json(t)
+			if got["status"] == models.BulkDone {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("bulk still %v: %v of %d", got["status"], got["processed"], n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if got["succeeded"] != float64(n) || got["failed"] != 0.0 || len(got["items"].([]any)) != n {
+			t.Fatalf("bulk result %v/%v, %d items", got["succeeded"], got["failed"], len(got["items"].([]any)))
+		}
+		// The replays run; every item of the workflow ends resolved, the other workflow's stay.
+		deadline = time.Now().Add(120 * time.Second)
+		for {
+			var resolved, pendingOther int64
+			db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", wf.ID, models.DLQResolved).Count(&resolved)
+			db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", other.ID, models.DLQPending).Count(&pendingOther)
+			if pendingOther != 3 {
+				t.Fatalf("the other workflow's items changed: %d pending", pendingOther)
+			}
+			if resolved == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d resolved", resolved, n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk/"+id+"/cancel", "", bearer(tn.token)); r.status != http.StatusConflict {
+			t.Errorf("cancel a finished job: %d %s", r.status, r.body)
+		}
+
+		// In the browser: select two rows of the other workflow and skip them; the progress
+		// page shows the results. Then cancel a job before it runs.
+		browser, csrf := a.browser(tn)
+		var ids []string
+		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)
+		form := url.Values{"_csrf": {csrf}, "action": {"skip"}, "ids": ids}
+		r = do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		loc := r.header.Get("Location")
+		if r.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/dlq/bulk/") {
+			t.Fatalf("bulk form: %d %s", r.status, r.body)
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			page := do(t, browser, "GET", a.srv.URL+loc, "", nil)
+			if strings.Contains(page.body, `data-status="done"`) {
+				if strings.Count(page.body, `data-testid="bulk-item" data-status="done"`) != 2 || !strings.Contains(page.body, "Klient") {
+					t.Errorf("progress page: %s", page.body)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the skip did not finish")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		var skipped int64
+		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("id IN ? AND status = ?", ids, models.DLQSkipped).Count(&skipped)
+		if skipped != 2 {
+			t.Errorf("%d skipped, want 2", skipped)
+		}
+	})
+}

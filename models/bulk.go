@@ -1,0 +1,46 @@
+package models
+
+import "context"
+
+// DLQIDs returns the ids of the organization's dead letters that match f (its cursor and
+// limit aside), newest first, at most max.
+func (db *DB) DLQIDs(ctx context.Context, orgID string, f DLQFilter, max int) ([]string, error) {
+	q := db.Conn(ctx).Table("dead_letter_queue").Where("dead_letter_queue.organization_id = ?", orgID)
+	var ids []string
+	err := db.dlqWhere(q, f).Order("dead_letter_queue.created_at DESC, dead_letter_queue.id DESC").Limit(max).
+		Pluck("dead_letter_queue.id", &ids).Error
+	return ids, err
+}
+
+// DLQOwned reports which of ids are dead letters of the organization.
+func (db *DB) DLQOwned(ctx context.Context, orgID string, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		var found []string
+		if err := db.Conn(ctx).Model(&DeadLetter{}).Where("organization_id = ? AND id IN ?", orgID, chunk).Pluck("id", &found).Error; err != nil {
+			return nil, err
+		}
+		for _, id := range found {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// DLQSubjects returns the subjects of the organization's dead letters among ids (those
+// without a subject are absent).
+func (db *DB) DLQSubjects(ctx context.Context, orgID string, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for start := 0; start < len(ids); start += 500 {
+		var rows []DeadLetter
+		if err := db.Conn(ctx).Select("id, subject").Where("organization_id = ? AND id IN ? AND subject IS NOT NULL", orgID, ids[start:min(start+500, len(ids))]).
+			Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[r.ID] = *r.Subject
+		}
+	}
+	return out, nil
+}

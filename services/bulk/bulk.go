@@ -1,0 +1,396 @@
+// Package bulk runs one recovery action (retry, skip, resolve) over many dead letters in the
+// background, at a bounded rate, with a result per item and a way to cancel.
+//
+// A bulk job is rows in the database (dlq_bulk_jobs, dlq_bulk_items) written in one
+// transaction with the items it will act on; a queue job (Queue.EnqueueBulk) works through
+// them a batch at a time and asks to run again a second later while items remain. Every
+// item's action carries the idempotency key bulk:<job id>, so a batch that a crash
+// interrupts and runs again does not act twice on an item. Repair re-queues bulk jobs whose
+// queue job was lost.
+package bulk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/engine"
+)
+
+// Actions.
+const (
+	Retry   = "retry"
+	Skip    = "skip"
+	Resolve = "resolve"
+)
+
+// Actions lists the bulk actions.
+var Actions = []string{Retry, Skip, Resolve}
+
+// MaxItems bounds one bulk job.
+const MaxItems = 10000
+
+// Item statuses.
+const (
+	ItemPending = "pending"
+	ItemDone    = "done"
+	ItemFailed  = "failed"
+	ItemSkipped = "skipped" // cancelled before it was reached
+)
+
+// Recoverer acts on one dead letter (the engine).
+type Recoverer interface {
+	Replay(ctx context.Context, r engine.ReplayRequest) (*engine.ReplayResult, error)
+	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
+}
+
+// Queue runs a bulk job's next batch (now, or after a second).
+type Queue interface {
+	EnqueueBulk(ctx context.Context, id string) error
+}
+
+// Service creates and runs bulk jobs.
+type Service struct {
+	DB     *models.DB
+	Engine Recoverer
+	Queue  Queue
+	// Rate is how many items a second a job acts on (default 20).
+	Rate int
+	// Now is the clock of progress times (default time.Now).
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Service) rate() int {
+	if s.Rate > 0 {
+		return s.Rate
+	}
+	return 20
+}
+
+// Request asks for a bulk action on the dead letters named by IDs, or else on every pending
+// one Filter matches.
+type Request struct {
+	OrganizationID string
+	Action         string
+	IDs            []string
+	Filter         *models.DLQFilter
+	Notes          string
+	Actor          audit.Actor
+}
+
+// Create validates r, records the job with its items and queues it. Errors: EINVALID with
+// field messages (action, ids, filter, resolutionNotes); an id that is not one of the
+// organization's dead letters is an EINVALID on that id.
+func (s *Service) Create(ctx context.Context, r Request) (*models.BulkJob, error) {
+	fields := map[string]string{}
+	if !oneOf(r.Action, Actions) {
+		fields["action"] = "must be one of retry, skip, resolve"
+	}
+	if len([]rune(r.Notes)) > engine.MaxNotes {
+		fields["resolutionNotes"] = fmt.Sprintf("must be at most %d characters", engine.MaxNotes)
+	}
+	switch {
+	case len(r.IDs) > 0 && r.Filter != nil:
+		fields["ids"] = "give ids or a filter, not both"
+	case len(r.IDs) == 0 && r.Filter == nil:
+		fields["ids"] = "give the ids of the items, or a filter"
+	case len(r.IDs) > MaxItems:
+		fields["ids"] = fmt.Sprintf("must name at most %d items", MaxItems)
+	case r.Filter != nil && r.Filter.Status != "" && r.Filter.Status != models.DLQPending:
+		fields["filter.status"] = "bulk actions apply to pending items; leave the status out or choose pending"
+	}
+	if len(fields) > 0 {
+		return nil, models.Invalid("bulk.invalid", fields)
+	}
+	ids := r.IDs
+	var filterJSON models.JSON
+	if r.Filter != nil {
+		f := *r.Filter
+		f.Status, f.Cursor = models.DLQPending, ""
+		var err error
+		if ids, err = s.DB.DLQIDs(ctx, r.OrganizationID, f, MaxItems+1); err != nil {
+			return nil, err
+		}
+		if len(ids) > MaxItems {
+			return nil, models.Invalid("bulk.invalid", map[string]string{"filter": fmt.Sprintf("matches more than %d items; narrow it", MaxItems)})
+		}
+		filterJSON = models.MustJSON(f)
+	} else {
+		ids = dedupe(ids)
+		for i, id := range ids {
+			if u, err := uuid.Parse(id); err != nil || u.String() != id {
+				fields[fmt.Sprintf("ids[%d]", i)] = "is not a dead letter id (a UUID)"
+			}
+		}
+		if len(fields) > 0 {
+			return nil, models.Invalid("bulk.invalid", fields)
+		}
+		known, err := s.DB.DLQOwned(ctx, r.OrganizationID, ids)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range ids {
+			if !known[id] {
+				fields[fmt.Sprintf("ids[%d]", i)] = "is not a dead letter of this organization"
+			}
+		}
+		if len(fields) > 0 {
+			return nil, models.Invalid("bulk.invalid", fields)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, models.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
+	}
+	now := s.now()
+	job := &models.BulkJob{ID: models.NewID(), OrganizationID: r.OrganizationID, Action: r.Action, Filter: filterJSON,
+		Status: models.BulkQueued, Total: len(ids), CreatedAt: now, UpdatedAt: now}
+	if r.Notes != "" {
+		job.Notes = &r.Notes
+	}
+	if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
+		job.CreatedBy = &r.Actor.ID
+	}
+	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(job).Error; err != nil {
+			return err
+		}
+		items := make([]models.BulkItem, len(ids))
+		for i, id := range ids {
+			items[i] = models.BulkItem{BulkID: job.ID, DeadLetterID: id, Position: i, Status: ItemPending, UpdatedAt: now}
+		}
+		if err := tx.CreateInBatches(items, 500).Error; err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: r.OrganizationID, Actor: r.Actor, Action: "dlq.bulk",
+			EntityType: "dlq_bulk_job", EntityID: job.ID, At: now,
+			Details: map[string]any{"action": r.Action, "total": len(ids), "byFilter": r.Filter != nil}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Queue.EnqueueBulk(ctx, job.ID); err != nil {
+		return nil, err // the job is recorded: Repair queues it
+	}
+	return job, nil
+}
+
+// Step acts on the job's next batch: up to Rate items, for at most a second. It reports
+// whether items remain (run it again in a second). A job that is finished or cancelled
+// does nothing.
+func (s *Service) Step(ctx context.Context, id string) (more bool, err error) {
+	var job models.BulkJob
+	if err := s.DB.Conn(ctx).First(&job, "id = ?", id).Error; err != nil {
+		if models.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if job.Status != models.BulkQueued && job.Status != models.BulkRunning {
+		return false, nil
+	}
+	var items []models.BulkItem
+	if err := s.DB.Conn(ctx).Where("bulk_id = ? AND status = ?", id, ItemPending).Order("position").Limit(s.rate()).Find(&items).Error; err != nil {
+		return false, err
+	}
+	if job.Status == models.BulkQueued {
+		if err := s.DB.Conn(ctx).Model(&job).Where("status = ?", models.BulkQueued).
+			Updates(map[string]any{"status": models.BulkRunning, "updated_at": s.now()}).Error; err != nil {
+			return false, err
+		}
+	}
+	started := time.Now()
+	actor := audit.Actor{Type: audit.ActorSystem}
+	if job.CreatedBy != nil {
+		actor = audit.Actor{Type: audit.ActorUser, ID: *job.CreatedBy}
+	}
+	notes := ""
+	if job.Notes != nil {
+		notes = *job.Notes
+	}
+	for i, it := range items {
+		if i > 0 && (time.Since(started) > time.Second || ctx.Err() != nil) {
+			return true, nil
+		}
+		if cancelled, err := s.cancelled(ctx, id); err != nil || cancelled {
+			return false, err
+		}
+		res, aerr := s.act(ctx, &job, it.DeadLetterID, actor, notes)
+		status, msg := ItemDone, ""
+		var exID *string
+		switch {
+		case aerr == nil:
+			exID = &res.ExecutionID
+		case models.ErrorCode(aerr) == models.EINTERNAL:
+			return false, aerr // the database: run the batch again
+		default:
+			status, msg = ItemFailed, messageOf(aerr)
+		}
+		if err := s.record(ctx, id, it.DeadLetterID, status, msg, exID); err != nil {
+			return false, err
+		}
+	}
+	var left int64
+	if err := s.DB.Conn(ctx).Model(&models.BulkItem{}).Where("bulk_id = ? AND status = ?", id, ItemPending).Count(&left).Error; err != nil {
+		return false, err
+	}
+	if left > 0 {
+		return true, nil
+	}
+	now := s.now()
+	return false, s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("id = ? AND status = ?", id, models.BulkRunning).
+		Updates(map[string]any{"status": models.BulkDone, "finished_at": now, "updated_at": now}).Error
+}
+
+func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, actor audit.Actor, notes string) (*engine.ReplayResult, error) {
+	key := "bulk:" + job.ID
+	switch job.Action {
+	case Retry:
+		return s.Engine.Replay(ctx, engine.ReplayRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Mode: engine.ReplayFromFailed,
+			Notes: notes, Actor: actor, IdempotencyKey: key})
+	case Skip, Resolve:
+		status := models.DLQResolved
+		if job.Action == Skip {
+			status = models.DLQSkipped
+		}
+		return s.Engine.Settle(ctx, engine.SettleRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Status: status,
+			Notes: notes, Actor: actor, IdempotencyKey: key})
+	}
+	return nil, models.Errorf(models.EINVALID, "unknown bulk action %q", job.Action)
+}
+
+// record stores an item's result and counts it on the job, in one transaction.
+func (s *Service) record(ctx context.Context, bulkID, dlqID, status, msg string, exID *string) error {
+	now := s.now()
+	return s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		var m *string
+		if msg != "" {
+			m = &msg
+		}
+		r := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND dead_letter_id = ? AND status = ?", bulkID, dlqID, ItemPending).
+			Updates(map[string]any{"status": status, "message": m, "execution_id": exID, "updated_at": now})
+		if r.Error != nil || r.RowsAffected == 0 {
+			return r.Error
+		}
+		counter := "succeeded"
+		if status == ItemFailed {
+			counter = "failed"
+		}
+		return tx.Model(&models.BulkJob{}).Where("id = ?", bulkID).Updates(map[string]any{
+			"processed": gorm.Expr("processed + 1"), counter: gorm.Expr(counter + " + 1"), "updated_at": now}).Error
+	})
+}
+
+func (s *Service) cancelled(ctx context.Context, id string) (bool, error) {
+	var job models.BulkJob
+	if err := s.DB.Conn(ctx).Select("status").First(&job, "id = ?", id).Error; err != nil {
+		return false, err
+	}
+	return job.Status == models.BulkCancelled, nil
+}
+
+// Cancel stops a queued or running job of the organization: the items not reached yet are
+// marked skipped. Errors: ENOTFOUND; ECONFLICT when it already finished.
+func (s *Service) Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error {
+	now := s.now()
+	return s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		r := tx.Model(&models.BulkJob{}).Where("organization_id = ? AND id = ? AND status IN ?", orgID, id, []string{models.BulkQueued, models.BulkRunning}).
+			Updates(map[string]any{"status": models.BulkCancelled, "finished_at": now, "updated_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected == 0 {
+			if _, err := s.get(tx, orgID, id); err != nil {
+				return err
+			}
+			return models.Errorf(models.ECONFLICT, "bulk.finished")
+		}
+		msg := "cancelled"
+		if err := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND status = ?", id, ItemPending).
+			Updates(map[string]any{"status": ItemSkipped, "message": &msg, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "dlq.bulk_cancelled",
+			EntityType: "dlq_bulk_job", EntityID: id, At: now})
+	})
+}
+
+// Get returns a job of the organization and its items in order. Errors: ENOTFOUND.
+func (s *Service) Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error) {
+	job, err := s.get(s.DB.Conn(ctx), orgID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var items []models.BulkItem
+	if err := s.DB.Conn(ctx).Where("bulk_id = ?", id).Order("position").Find(&items).Error; err != nil {
+		return nil, nil, err
+	}
+	return job, items, nil
+}
+
+func (s *Service) get(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
+	var job models.BulkJob
+	if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&job).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil, models.NotFound("bulk job")
+		}
+		return nil, err
+	}
+	return &job, nil
+}
+
+// Repair queues again the unfinished jobs that made no progress for a minute (their queue
+// job was lost). The queue skips a job that is already waiting.
+func (s *Service) Repair(ctx context.Context) error {
+	var ids []string
+	if err := s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("status IN ? AND updated_at < ?",
+		[]string{models.BulkQueued, models.BulkRunning}, s.now().Add(-time.Minute)).Limit(100).Pluck("id", &ids).Error; err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, s.Queue.EnqueueBulk(ctx, id))
+	}
+	return errors.Join(errs...)
+}
+
+func messageOf(err error) string {
+	var me *models.Error
+	if errors.As(err, &me) {
+		return me.Message
+	}
+	return err.Error()
+}
+
+func dedupe(ids []string) []string {
+	seen := map[string]bool{}
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,38 @@
+package pages
+
+// BulkVM feeds Bulk: the progress and results of a bulk action on dead letters.
+type BulkVM struct {
+	ID            string
+	Action        string // retry, skip, resolve
+	Status        string // queued, running, done, cancelled
+	Total         int
+	Processed     int
+	Succeeded     int
+	Failed        int
+	Percent       int
+	Live          bool // queued or running: the page refreshes itself
+	RefreshURL    string
+	CancelURL     string // empty when it cannot be cancelled
+	CSRF          string
+	ListURL       string
+	CreatedAt     string
+	CreatedAtText string
+	Items         []BulkItemVM
+}
+
+// BulkItemVM is one dead letter of a bulk action and what happened to it.
+type BulkItemVM struct {
+	URL          string
+	Label        string
+	Status       string // pending, done, failed, skipped
+	Message      string
+	ExecutionURL string
+}
+
+// BulkBar is the bulk-action form above the dead-letter list (admins): the selected rows'
+// checkboxes (name "ids") belong to it, or every pending item of the filter ("all").
+type BulkBar struct {
+	Action string
+	CSRF   string
+	Query  string // the list's filter as query keys, sent along for "every matching item"
+}

@@ -219,4 +219,3 @@ func prefixFields(err error, prefix string) error {
 	}
 	return &models.Error{Code: me.Code, Message: me.Message, Fields: fields}
 }
-

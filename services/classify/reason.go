@@ -3,6 +3,7 @@ package classify
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,7 +36,14 @@ func serviceMessage(body string) string {
 	}
 	var doc any
 	if json.Unmarshal([]byte(body), &doc) == nil {
-		return clip(fromJSON(doc, 0))
+		msg, fields := fromJSON(doc, 0), fieldMessages(doc)
+		switch {
+		case fields == "":
+			return clip(msg)
+		case msg == "" || !strings.ContainsRune(msg, ' '): // "validation", "BAD_REQUEST": a code, not a sentence
+			return clip(fields)
+		}
+		return clip(msg + ": " + fields)
 	}
 	if body[0] == '<' { // an HTML error page says nothing a person can act on
 		return ""
@@ -68,6 +76,38 @@ func fromJSON(doc any, depth int) string {
 	// {"errors": [{"message": …}]} (GraphQL, JSON:API)
 	if list, ok := obj["errors"].([]any); ok && len(list) > 0 {
 		return fromJSON(list[0], depth+1)
+	}
+	return ""
+}
+
+// fieldMessages reads per-field messages ({"fields": {"nip": "must have 10 digits"}}, also
+// under "errors") as "nip: must have 10 digits; …", in key order.
+func fieldMessages(doc any) string {
+	obj, _ := doc.(map[string]any)
+	for _, k := range []string{"fields", "errors"} {
+		m, ok := obj[k].(map[string]any)
+		if !ok || len(m) == 0 {
+			continue
+		}
+		keys := make([]string, 0, len(m))
+		for f := range m {
+			keys = append(keys, f)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, f := range keys {
+			switch v := m[f].(type) {
+			case string:
+				parts = append(parts, f+": "+v)
+			case []any:
+				if len(v) > 0 {
+					if s, ok := v[0].(string); ok {
+						parts = append(parts, f+": "+s)
+					}
+				}
+			}
+		}
+		return strings.Join(parts, "; ")
 	}
 	return ""
 }

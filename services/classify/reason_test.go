@@ -25,6 +25,9 @@ func TestHTTPErrorReason(t *testing.T) {
 		{"html page", "<html><body><h1>502</h1></body></html>", 502, "502 Bad Gateway"},
 		{"empty", "", 504, "504 Gateway Timeout"},
 		{"unknown status", "", 599, "599"},
+		{"field messages under a code", `{"error": "validation", "fields": {"clientNip": "NIP must have 10 digits"}}`, 400, "clientNip: NIP must have 10 digits (400 Bad Request)"},
+		{"field messages after a sentence", `{"message": "The declaration is invalid", "errors": {"period": ["is closed"], "amount": "must be positive"}}`, 422,
+			"The declaration is invalid: amount: must be positive; period: is closed (422 Unprocessable Entity)"},
 		{"whitespace collapsed", "{\"error\": \"a\\n\\n  b\"}", 400, "a b (400 Bad Request)"},
 	}
 	for _, c := range cases {

@@ -69,7 +69,12 @@ type definition struct {
 type settings struct {
 	RetryPolicy   *retryPolicy `json:"retryPolicy,omitempty"`
 	UnknownErrors string       `json:"unknownErrors,omitempty"`
+	Subject       string       `json:"subject,omitempty"`
 }
+
+// subject titles every demo execution with its client and period.
+const subject = "{{ input.clientName }} · {{ input.period }}"
+
 
 type retryPolicy struct {
 	MaxRetries        int      `json:"maxRetries"`
@@ -155,7 +160,7 @@ func bankImport(base string) definition {
 		Name: BankImport,
 		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
 			"do faktur, księguje dopasowane pozycje w dzienniku i zapisuje podsumowanie.",
-		Settings: &settings{UnknownErrors: "retry"},
+		Settings: &settings{UnknownErrors: "retry", Subject: subject},
 		Steps: []step{importStep, match, post, {
 			ID:   "summary",
 			Name: "Podsumowanie",
@@ -212,6 +217,7 @@ func vat(base string) definition {
 		Description: "Waliduje miesięczny plik JPK_V7M klienta, wysyła go do urzędu skarbowego " +
 			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty.",
 		Settings: &settings{
+			Subject: subject,
 			RetryPolicy: &retryPolicy{
 				MaxRetries:        4,
 				InitialDelayMs:    2000,
@@ -246,6 +252,7 @@ func payroll(base string) definition {
 		Description: "Eksportuje listę płac klienta za okres do pliku przelewów, czeka na jego " +
 			"przetworzenie i powiadamia księgową prowadzącą.",
 		Settings: &settings{
+			Subject:       subject,
 			RetryPolicy:   &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
 			UnknownErrors: "retry",
 		},

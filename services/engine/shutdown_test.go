@@ -89,7 +89,8 @@ func TestRetention(t *testing.T) {
 		}
 		var dl models.DeadLetter
 		db.Conn(ctx).First(&dl, "execution_id = ?", ex.ID)
-		if dl.Status != models.DLQExpired || len(dl.StepStates) == 0 {
+		// Expired: the payload is purged; the item, its error and the audit trail stay.
+		if dl.Status != models.DLQExpired || string(dl.StepStates) != "[]" || string(dl.OriginalInput) != "{}" || dl.ErrorType == "" {
 			t.Fatalf("dead letter %+v", dl)
 		}
 		if res, _ := h.eng.Retain(ctx); res.ExpiredDeadLetters != 0 {

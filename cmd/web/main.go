@@ -3,8 +3,10 @@
 //
 //	web [serve]                                   serve on LIFELINE_ADDR (default :8080)
 //	web migrate                                   apply migrations and exit
-//	web create-org --name NAME                    print the new organization's id
-//	web create-user --org ID --email E --password P --role ROLE
+//	web create-org --name NAME                    print the new organization's id (and, on
+//	                                              stderr, the commands that come next)
+//	web create-user --org ID --email E --password P --role ROLE   print the user's id (and, on
+//	                                              stderr, where to log in and how to get a token)
 //	web create-token --org ID --role ROLE [--name NAME] [--expires 90d|720h|never]   print the token
 //	web revoke-token --token TOKEN | --org ID --id TOKEN_ID
 //	web reseal                                    re-encrypt secrets at rest under the first key
@@ -19,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return userError(err)
 		}
 		fmt.Fprintln(stdout, org.ID)
+		fmt.Fprintf(stderr, "Organization %q created; its id is %s.\nNext, a user who can log in:\n  %s create-user --org %s --email EMAIL --password PASSWORD --role owner\nor an API token:\n  %s create-token --org %s --role admin\n",
+			org.Name, org.ID, commandName(), org.ID, commandName(), org.ID)
 		return nil
 	case "create-user":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -94,6 +99,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return userError(err)
 		}
 		fmt.Fprintln(stdout, u.ID)
+		fmt.Fprintf(stderr, "User %s (%s) added to organization %s; they log in at %s/login.\nAn API token for this organization:\n  %s create-token --org %s --role admin\n",
+			u.Email, *role, *org, cfg.BaseURL, commandName(), *org)
 		return nil
 	case "create-token":
 		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -153,6 +160,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (serve, migrate, create-org, create-user, create-token, revoke-token, reseal)", cmd)
+}
+
+// commandName is how the user ran this program, for the commands it suggests: "go run
+// ./cmd/web" from a build cache, else the program's file name ("lifeline").
+func commandName() string {
+	if strings.Contains(os.Args[0], "go-build") {
+		return "go run ./cmd/web"
+	}
+	return filepath.Base(os.Args[0])
 }
 
 // parseExpiry reads a token's validity: "30d", a Go duration ("720h"), or "never" (0).

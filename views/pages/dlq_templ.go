@@ -249,7 +249,7 @@ func DLQTableFragment(vm DLQVM) templ.Component {
 			templ_7745c5c3_Var11 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div id=\"dlq-table\" class=\"card card--flush list\" aria-live=\"polite\" data-testid=\"dlq-table\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div id=\"dlq-table\" class=\"card card--flush list list--wide\" aria-live=\"polite\" data-testid=\"dlq-table\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

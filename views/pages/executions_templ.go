@@ -219,7 +219,7 @@ func ExecutionTableFragment(t ExecutionTable) templ.Component {
 			templ_7745c5c3_Var11 = templ.NopComponent
 		}
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div id=\"executions-table\" class=\"card card--flush list\" aria-live=\"polite\" data-testid=\"executions-table\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div id=\"executions-table\" class=\"card card--flush list list--wide\" aria-live=\"polite\" data-testid=\"executions-table\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -7,6 +7,8 @@ type TokensVM struct {
 	// Created is the plain text of a token just created: shown once.
 	Created     string
 	CreatedName string
+	// OrgID is the organization's id, which API calls and the command line name.
+	OrgID string
 }
 
 // TokenRow is one API token.

@@ -85,3 +85,18 @@ func diffClass(op string) string {
 	}
 	return "changed"
 }
+
+// stepTone is the timeline class of a step status (as the execution page colours them).
+func stepTone(status string) string {
+	switch status {
+	case "SUCCEEDED":
+		return "step--ok"
+	case "DLQ", "FAILED":
+		return "step--danger"
+	case "RETRYING", "RUNNING":
+		return "step--warn"
+	case "SKIPPED":
+		return "step--partial"
+	}
+	return "step--muted"
+}

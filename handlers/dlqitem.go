@@ -98,16 +98,26 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
 		return vm, nil
 	}
-	rec := &pages.RecoveryVM{Action: h.s.url("dlq.actions", r.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin),
+	rec := h.recoveryVM(c, &r.DeadLetter, ex, def, failedName, form)
+	vm.Recovery = rec
+	return vm, nil
+}
+
+// recoveryVM is the actions panel of a pending dead letter (the item page's and the failed
+// execution's).
+func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition,
+	failedName string, form pages.RecoveryForm) *pages.RecoveryVM {
+	p := principal(c)
+	rec := &pages.RecoveryVM{Action: h.s.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin),
 		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form}
-	if wf, err := h.s.DB.GetWorkflow(ctx, p.OrganizationID, ex.WorkflowID); err == nil {
+	if wf, err := h.s.DB.GetWorkflow(c.Request().Context(), p.OrganizationID, ex.WorkflowID); err == nil {
 		rec.LatestVersion = wf.Version
 	}
 	if def != nil {
-		selected := cmpOr(form.FromStepID, r.FailedStepID)
+		selected := cmpOr(form.FromStepID, dl.FailedStepID)
 		for i, st := range def.Steps {
 			rec.ResumeSteps = append(rec.ResumeSteps, pages.Option{Value: st.ID, Label: fmt.Sprintf("%d. %s", i+1, st.Title()), Selected: st.ID == selected})
-			if st.ID == r.FailedStepID {
+			if st.ID == dl.FailedStepID {
 				break
 			}
 		}
@@ -118,8 +128,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if rec.Form.Output == "" {
 		rec.Form.Output = "{}"
 	}
-	vm.Recovery = rec
-	return vm, nil
+	return rec
 }
 
 // definition returns a workflow version's definition, or nil when it cannot be read.

@@ -302,10 +302,19 @@ func (s *Server) executionPage(c echo.Context) error {
 		return err
 	}
 	vm := s.executionVM(localizer(c), d)
+	if d.DLQ != nil && d.DLQ.Status == models.DLQPending && p.Can(models.RoleAccountant) {
+		// The failed execution offers the recovery actions of its dead letter (scenario 4).
+		name := d.DLQ.FailedStepID
+		if i := d.Def.Index(name); i >= 0 {
+			name = d.Def.Steps[i].Title()
+		}
+		vm.Recovery = NewDLQActionsHandler(s, s.Engine, s.DB).recoveryVM(c, d.DLQ, d.Ex, d.Def, name, pages.RecoveryForm{})
+	}
+	title := cmpOr(vm.Subject, d.WorkflowName+" · "+shortID(d.Ex.ID))
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionBody(vm))
 	}
-	return render(c, http.StatusOK, pages.Execution(s.page(c, d.WorkflowName+" · "+shortID(d.Ex.ID), "executions"), vm))
+	return render(c, http.StatusOK, pages.Execution(s.page(c, title, "executions"), vm))
 }
 
 func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.ExecutionVM {
@@ -318,6 +327,12 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 	vm.Duration = span(ex.StartedAt, ex.FinishedAt)
 	if d.DLQ != nil {
 		vm.DLQURL = s.url("dlq.item", d.DLQ.ID)
+	}
+	if ex.Subject != nil {
+		vm.Subject = *ex.Subject
+	}
+	if ex.RetryOf != nil {
+		vm.RetryOfURL, vm.RetryOfID = s.url("execution", *ex.RetryOf), shortID(*ex.RetryOf)
 	}
 	for _, sd := range d.Steps {
 		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status()}

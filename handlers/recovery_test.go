@@ -226,7 +226,7 @@ func TestRecoveryPages(t *testing.T) {
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Recovery Pages")
-		_, dlID := a.failed(rs, "Kowalski")
+		exID, dlID := a.failed(rs, "Kowalski")
 		itemURL := a.srv.URL + "/dlq/" + dlID
 		form := func(c *http.Client, csrf string, v url.Values) resp {
 			v.Set("_csrf", csrf)
@@ -238,7 +238,16 @@ func TestRecoveryPages(t *testing.T) {
 		if r := do(t, viewer, "GET", itemURL, "", nil); r.status != 200 || strings.Contains(r.body, `data-testid="recovery"`) {
 			t.Errorf("viewer page: %d, actions shown", r.status)
 		}
+		// The failed execution's page has the subject as its title and the same actions.
+		if r := do(t, viewer, "GET", a.srv.URL+"/executions/"+exID, "", nil); r.status != 200 || strings.Contains(r.body, `data-testid="recovery"`) ||
+			!strings.Contains(r.body, "Kowalski · 2026-10") {
+			t.Errorf("viewer's execution page: %d", r.status)
+		}
 		acc, accCSRF := a.browser(rs.accountant)
+		if r := do(t, acc, "GET", a.srv.URL+"/executions/"+exID, "", nil); !strings.Contains(r.body, `data-testid="action-retry"`) ||
+			!strings.Contains(r.body, `action="/dlq/`+dlID+`/actions"`) {
+			t.Errorf("accountant's execution page has no recovery actions")
+		}
 		r := do(t, acc, "GET", itemURL, "", nil)
 		if !strings.Contains(r.body, `data-testid="action-retry"`) || strings.Contains(r.body, `data-testid="edit-section"`) || strings.Contains(r.body, `data-testid="action-resolve"`) {
 			t.Errorf("accountant page shows the wrong actions")

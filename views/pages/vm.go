@@ -164,7 +164,12 @@ type ExecutionVM struct {
 	Duration       string
 	InputJSON      string
 	DLQURL         string // link to the dead letter, when there is one
-	Live           bool   // while true ExecutionBody polls RefreshURL every 2s
+	Subject        string // the title, when the workflow sets settings.subject
+	RetryOfURL     string // a full retry: the execution it retries
+	RetryOfID      string
+	// Recovery: the actions on the execution's pending dead letter (nil otherwise, or for viewers).
+	Recovery *RecoveryVM
+	Live     bool // while true ExecutionBody polls RefreshURL every 2s
 	RefreshURL     string
 	Steps          []StepVM
 	Failure        *FailureVM // banner at the top when failed / in the DLQ

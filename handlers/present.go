@@ -159,13 +159,14 @@ type apiExecution struct {
 	StartedAt       *string         `json:"startedAt"`
 	FinishedAt      *string         `json:"finishedAt"`
 	DLQID           string          `json:"dlqId,omitempty"`
+	RetryOf         *string         `json:"retryOf,omitempty"` // a full retry: the execution it retries
 	Steps           []apiStep       `json:"steps,omitempty"`
 }
 
 func (s *Server) apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
 	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
-		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt)}
+		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf}
 }
 
 func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {

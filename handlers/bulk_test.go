@@ -176,5 +176,30 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if skipped != 2 {
 			t.Errorf("%d skipped, want 2", skipped)
 		}
+
+		// The list's bulk form: checkboxes on pending rows, the filter's keys sent along;
+		// "every matching item" resolves the other workflow's last pending item.
+		list := do(t, browser, "GET", a.srv.URL+"/dlq?workflowId="+other.ID, "", nil)
+		if !strings.Contains(list.body, `data-testid="bulk-form"`) || strings.Count(list.body, `data-testid="dlq-select"`) != 1 ||
+			!strings.Contains(list.body, `name="workflowId" value="`+other.ID+`" form="bulk-form"`) {
+			t.Fatalf("the list's bulk form: %s", list.body)
+		}
+		form = url.Values{"_csrf": {csrf}, "action": {"resolve"}, "scope": {"filter"}, "workflowId": {other.ID}}
+		r = do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("bulk by filter from the page: %d %s", r.status, r.body)
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			var left int64
+			db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", other.ID, models.DLQPending).Count(&left)
+			if left == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d still pending", left)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 }

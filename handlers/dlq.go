@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,15 @@ func (h *DLQHandler) List(c echo.Context) error {
 			vm.Rows = append(vm.Rows, h.row(l, &rows[i], steps))
 		}
 		vm.NextURL = nextPage(h.s.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
+	}
+	if ferr == nil && h.s.Bulk != nil && p.Can(models.RoleAdmin) {
+		vm.Bulk = &pages.BulkBar{Action: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+		for k, vals := range dlqQuery(f, vf.From, vf.To) {
+			if k != "limit" && k != "status" {
+				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})
+			}
+		}
+		sort.Slice(vm.Bulk.Fields, func(i, j int) bool { return vm.Bulk.Fields[i].Name < vm.Bulk.Fields[j].Name })
 	}
 	if isHTMX(c) {
 		return render(c, status, pages.DLQTableFragment(vm))

@@ -34,5 +34,10 @@ type BulkItemVM struct {
 type BulkBar struct {
 	Action string
 	CSRF   string
-	Query  string // the list's filter as query keys, sent along for "every matching item"
+	// Fields are the list's filter as query keys, sent along for "every matching item"
+	// (rendered inside the table fragment, so a filter change updates them).
+	Fields []HiddenField
 }
+
+// HiddenField is a name and value sent with a form.
+type HiddenField struct{ Name, Value string }

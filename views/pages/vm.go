@@ -224,6 +224,8 @@ type DLQVM struct {
 	// Error and FieldErrors say why the filter was refused (422), in place of rows.
 	Error       string
 	FieldErrors map[string]string
+	// Bulk is the bulk-action form (admins); nil hides it and the rows' checkboxes.
+	Bulk *BulkBar
 }
 
 // StatusCount is one status's count above the dead-letter list: a link that filters by it.

@@ -334,6 +334,9 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 	if ex.RetryOf != nil {
 		vm.RetryOfURL, vm.RetryOfID = s.url("execution", *ex.RetryOf), shortID(*ex.RetryOf)
 	}
+	if d.RetriedAs != "" {
+		vm.RetriedAsURL, vm.RetriedAsID = s.url("execution", d.RetriedAs), shortID(d.RetriedAs)
+	}
 	for _, sd := range d.Steps {
 		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status()}
 		for _, a := range sd.Attempts {

@@ -62,6 +62,7 @@ type executionDetail struct {
 	Def          *definition.Definition
 	Steps        []stepDetail
 	DLQ          *models.DeadLetter
+	RetriedAs    string // a full retry of this execution, when there is one
 }
 
 func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executionDetail, error) {
@@ -100,6 +101,11 @@ func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executio
 	}
 	if ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed {
 		if d.DLQ, err = s.DB.DLQForExecution(ctx, orgID, ex.ID); err != nil {
+			return nil, err
+		}
+	}
+	if ex.Status == models.ExecFailed {
+		if d.RetriedAs, err = s.DB.RetriedAs(ctx, orgID, ex.ID); err != nil {
 			return nil, err
 		}
 	}

@@ -212,6 +212,13 @@ func TestRecoveryAPI(t *testing.T) {
 		if m := a.dlqStatus(rs.token, dl2); m["status"] != models.DLQPending || m["executionId"] != newID {
 			t.Errorf("the full retry failed again: the item should follow it: %v", m)
 		}
+		browser, _ := a.browser(rs.tenant)
+		if page := do(t, browser, "GET", a.srv.URL+"/executions/"+ex2, "", nil); !strings.Contains(page.body, `href="/executions/`+newID+`" data-testid="retried-as"`) {
+			t.Errorf("the original does not link to its full retry")
+		}
+		if page := do(t, browser, "GET", a.srv.URL+"/executions/"+newID, "", nil); !strings.Contains(page.body, `href="/executions/`+ex2+`" data-testid="retry-of"`) {
+			t.Errorf("the full retry does not link to the original")
+		}
 		if r := post(a.srv.URL+"/api/v1/executions/"+exID+"/retry", rs.token, `{"retryType": "from_failed"}`, nil); r.status != http.StatusConflict {
 			t.Errorf("retry of a succeeded execution: %d %s", r.status, r.body)
 		}

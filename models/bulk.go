@@ -44,3 +44,14 @@ func (db *DB) DLQSubjects(ctx context.Context, orgID string, ids []string) (map[
 	}
 	return out, nil
 }
+
+// RetriedAs returns the id of the newest execution that retries executionID in full, or "".
+func (db *DB) RetriedAs(ctx context.Context, orgID, executionID string) (string, error) {
+	var ids []string
+	err := db.Conn(ctx).Model(&Execution{}).Where("organization_id = ? AND retry_of = ?", orgID, executionID).
+		Order("created_at DESC").Limit(1).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return "", err
+	}
+	return ids[0], nil
+}

@@ -167,12 +167,14 @@ type ExecutionVM struct {
 	Subject        string // the title, when the workflow sets settings.subject
 	RetryOfURL     string // a full retry: the execution it retries
 	RetryOfID      string
+	RetriedAsURL   string // the full retry of this execution, when there is one
+	RetriedAsID    string
 	// Recovery: the actions on the execution's pending dead letter (nil otherwise, or for viewers).
-	Recovery *RecoveryVM
-	Live     bool // while true ExecutionBody polls RefreshURL every 2s
-	RefreshURL     string
-	Steps          []StepVM
-	Failure        *FailureVM // banner at the top when failed / in the DLQ
+	Recovery   *RecoveryVM
+	Live       bool // while true ExecutionBody polls RefreshURL every 2s
+	RefreshURL string
+	Steps      []StepVM
+	Failure    *FailureVM // banner at the top when failed / in the DLQ
 }
 
 // FailureVM says where and why an execution failed.

@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
-	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 )
@@ -244,10 +243,3 @@ func idempotencyKey(c echo.Context) (string, error) {
 }
 
 var _ recoverer = (*engine.Engine)(nil)
-
-// canAct lists what the principal may do on a dead letter (for the pages: refused actions are hidden).
-type canAct struct{ Retry, Admin bool }
-
-func permissions(p *auth.Principal) canAct {
-	return canAct{Retry: p.Can(models.RoleAccountant), Admin: p.Can(models.RoleAdmin)}
-}

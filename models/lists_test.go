@@ -77,7 +77,7 @@ func newListFixture(t *testing.T, db *models.DB) *listFixture {
 
 func ptr(s string) *string { return &s }
 
-func mkOrg(t *testing.T, db *models.DB, name string) string {
+func mkOrg(t testing.TB, db *models.DB, name string) string {
 	t.Helper()
 	org := models.Organization{ID: models.NewID(), Name: name}
 	if err := db.Conn(context.Background()).Create(&org).Error; err != nil {
@@ -86,7 +86,7 @@ func mkOrg(t *testing.T, db *models.DB, name string) string {
 	return org.ID
 }
 
-func mkWorkflow(t *testing.T, db *models.DB, org, name string) string {
+func mkWorkflow(t testing.TB, db *models.DB, org, name string) string {
 	t.Helper()
 	wf := models.Workflow{ID: models.NewID(), OrganizationID: org, Name: name, Version: 1, Definition: models.JSON(`{"steps": []}`),
 		UnknownErrors: "retry", WebhookToken: models.NewID(), WebhookSecret: "s"}
@@ -96,7 +96,7 @@ func mkWorkflow(t *testing.T, db *models.DB, org, name string) string {
 	return wf.ID
 }
 
-func mkExecution(t *testing.T, db *models.DB, org, wf string, at time.Time, subject ...string) string {
+func mkExecution(t testing.TB, db *models.DB, org, wf string, at time.Time, subject ...string) string {
 	t.Helper()
 	ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: wf, WorkflowVersion: 1, Status: models.ExecDLQPending,
 		Input: models.JSON(`{}`), TriggerType: "api", CorrelationID: models.NewID(), CreatedAt: at, UpdatedAt: at}

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Prints `go test -bench` output as a table: benchmark, then each reported metric. At the end,
-# Lifeline's steps/s against the River-only baseline of the same run, per database.
+# Lifeline's steps/s against the River-only baseline of the same run, per database, and the
+# dead-letter list's worst 95th percentiles against issue 8's targets.
 awk '
 /^Benchmark/ {
   name=$1; sub(/-[0-9]+$/, "", name); line=sprintf("%-45s", name)
   for (i=3; i<NF; i+=2) {
     line=line sprintf("  %12s %-14s", $i, $(i+1))
     if ($(i+1) == "steps/s") steps[name]=$i
+    if ($(i+1) == "ms-p95") p95[name]=$i
   }
   print line; next
 }
@@ -17,6 +19,19 @@ END {
   for (k=1; k<=2; k++) {
     d=dbs[k]; l=steps["BenchmarkExecutions/" d]; r=steps["BenchmarkRiverChains/" d]
     if (l != "" && r != "" && r > 0) printf("Lifeline / River-only chains (%s): %.0f / %.0f steps/s = %.2fx\n", d, l, r, l/r)
+  }
+  # BenchmarkDLQList/<query>: the worst p95 of each kind against its target.
+  split("list item search", kinds, " "); split("50 50 200", targets, " ")
+  for (k=1; k<=3; k++) {
+    worst=""; which=""
+    for (name in p95) {
+      q=name; if (!sub(/^BenchmarkDLQList\//, "", q)) continue
+      if ((kinds[k] == "list" && (q ~ /^list-/ || q == "status-counts" || q == "pending-badge")) ||
+          (kinds[k] == "item" && q ~ /^item/) || (kinds[k] == "search" && q ~ /^search-/)) {
+        if (worst == "" || p95[name] + 0 > worst + 0) { worst=p95[name]; which=q }
+      }
+    }
+    if (worst != "") printf("DLQ %-6s p95, worst query (%s): %s ms, target %s ms: %s\n", kinds[k], which, worst, targets[k], (worst + 0 <= targets[k] ? "within" : "OVER"))
   }
 }
 '

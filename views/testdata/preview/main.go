@@ -97,7 +97,7 @@ const vatName = "Miesięczna deklaracja VAT (JPK_V7)"
 
 func execRows() []pages.ExecutionRow {
 	return []pages.ExecutionRow{
-		{ID: "01J9ZQ4X7M2K8N3P5R6S7T8V9W", ShortID: "01J9ZQ4X", URL: "execution-failed.html", WorkflowName: vatName, WorkflowURL: "workflow.html", Status: "DLQ", Trigger: "schedule", CreatedAt: "2025-03-25T07:00:02Z", CreatedAtText: "2025-03-25 07:00 UTC", Duration: "6m 12s", CurrentStep: "Wysyłka do e-Deklaracji", ErrorType: "authorization", ErrorMessage: "Bramka e-Deklaracje odrzuciła podpis: certyfikat kwalifikowany wygasł 2025-03-21."},
+		{ID: "01J9ZQ4X7M2K8N3P5R6S7T8V9W", ShortID: "01J9ZQ4X", Subject: "Piekarnia Zielińscy s.c. · 2025-02", URL: "execution-failed.html", WorkflowName: vatName, WorkflowURL: "workflow.html", Status: "DLQ", Trigger: "schedule", CreatedAt: "2025-03-25T07:00:02Z", CreatedAtText: "2025-03-25 07:00 UTC", Duration: "6m 12s", CurrentStep: "Wysyłka do e-Deklaracji", ErrorType: "authorization", ErrorMessage: "Bramka e-Deklaracje odrzuciła podpis: certyfikat kwalifikowany wygasł 2025-03-21."},
 		{ID: "01J9ZQ3A1B2C3D4E5F6G7H8J9K", ShortID: "01J9ZQ3A", URL: "execution-live.html", WorkflowName: "Dopasowanie faktur z KSeF", WorkflowURL: "workflow.html", Status: "RETRYING", Trigger: "webhook", CreatedAt: "2025-03-25T06:58:40Z", CreatedAtText: "2025-03-25 06:58 UTC", Duration: "1m 40s", CurrentStep: "Pobranie faktur z KSeF", ErrorType: "rate_limit", ErrorMessage: "KSeF API: 429 Too Many Requests (Retry-After: 30)"},
 		{ID: "01J9ZQ2Z9Y8X7W6V5U4T3S2R1Q", ShortID: "01J9ZQ2Z", URL: "execution-live.html", WorkflowName: "Księgowanie do Comarch Optima", WorkflowURL: "workflow.html", Status: "RUNNING", Trigger: "manual", CreatedAt: "2025-03-25T06:57:11Z", CreatedAtText: "2025-03-25 06:57 UTC", Duration: "3m 09s", CurrentStep: "Zaksięgowanie dokumentów"},
 		{ID: "01J9ZPZZ0000AAAABBBBCCCCDD", ShortID: "01J9ZPZZ", URL: "execution-failed.html", WorkflowName: "Import wyciągu bankowego (mBank MT940)", WorkflowURL: "workflow.html", Status: "SUCCEEDED", Trigger: "schedule", CreatedAt: "2025-03-25T06:30:00Z", CreatedAtText: "2025-03-25 06:30 UTC", Duration: "41s"},
@@ -108,7 +108,28 @@ func execRows() []pages.ExecutionRow {
 	}
 }
 
+// dlqRows are sample dead letters with the list's own columns filled (subjects, reasons,
+// retries, ages and expiries; the first expires within 3 days).
 func dlqRows() []pages.DLQRow {
+	rows := dlqBaseRows()
+	subjects := []string{"Piekarnia Zielińscy s.c. · 2025-02", "Kancelaria Nowak i Wspólnicy sp.k. · 2025-02", "", "Hurtownia Kowalczyk sp. z o.o. · 2025-03", "Piekarnia Zielińscy s.c. · 2025-02", ""}
+	ages := []string{"28 dni temu", "28 dni temu", "8 godzin temu", "5 dni temu", "22 dni temu", "43 dni temu"}
+	for i := range rows {
+		r := &rows[i]
+		r.Title, r.HasSubject, r.ShortID = subjects[i], subjects[i] != "", "01J9ZQ"+fmt.Sprint(i)
+		if r.Title == "" {
+			r.Title = r.ShortID
+		}
+		r.Reason, r.RetryCount, r.Age, r.FailedStepID = r.ErrorMessage, i%4, ages[i], "step_"+fmt.Sprint(i)
+		if r.Status == "pending" || r.Status == "processing" {
+			r.ExpiresIn = "za 29 dni"
+		}
+	}
+	rows[0].ExpiresIn, rows[0].Expiring = "za 2 dni", true
+	return rows
+}
+
+func dlqBaseRows() []pages.DLQRow {
 	return []pages.DLQRow{
 		{ID: "dl_7f3a9c", URL: "dlq-item.html", ExecutionURL: "execution-failed.html", WorkflowName: vatName, WorkflowURL: "workflow.html", FailedStep: "Wysyłka do e-Deklaracji", ErrorType: "authorization", ErrorMessage: "Bramka e-Deklaracje odrzuciła podpis: certyfikat kwalifikowany wygasł 2025-03-21.", Status: "pending", CreatedAt: "2025-03-25T07:06:14Z", CreatedAtText: "2025-03-25 07:06 UTC", ExpiresAt: "2025-04-24T07:06:14Z", ExpiresAtText: "2025-04-24 07:06 UTC"},
 		{ID: "dl_7f3a9d", URL: "dlq-item.html", ExecutionURL: "execution-failed.html", WorkflowName: vatName, WorkflowURL: "workflow.html", FailedStep: "Wysyłka do e-Deklaracji", ErrorType: "authorization", ErrorMessage: "Bramka e-Deklaracje odrzuciła podpis: certyfikat kwalifikowany wygasł 2025-03-21.", Status: "pending", CreatedAt: "2025-03-25T07:06:02Z", CreatedAtText: "2025-03-25 07:06 UTC", ExpiresAt: "2025-04-24T07:06:02Z", ExpiresAtText: "2025-04-24 07:06 UTC"},
@@ -251,7 +272,11 @@ func samplePages() map[string]templ.Component {
 		"execution-failed": pages.Execution(page("Execution 01J9ZQ4X", "Executions", 6), failedExecution()),
 		"execution-live":   pages.Execution(page("Execution 01J9ZQ3A", "Executions", 6), liveExecution()),
 		"dlq": pages.DLQ(page("Dead letters", "Dead letters", 6), pages.DLQVM{
-			Filter:  pages.DLQFilter{Action: "dlq.html", Statuses: statusOptions("", "pending", "processing", "resolved", "skipped", "expired"), Workflows: workflowOptions()},
+			Filter: pages.DLQFilter{Action: "dlq.html", Statuses: statusOptions("", "pending", "processing", "resolved", "skipped", "expired"), Workflows: workflowOptions(),
+				ErrorTypes: statusOptions("", "transient", "permanent", "timeout", "validation", "authorization", "rate_limit", "external_service", "internal", "unknown")},
+			Counts: []pages.StatusCount{{Status: "pending", Label: "To handle", Count: "2", URL: "dlq.html?status=pending"}, {Status: "processing", Label: "Processing", Count: "1", URL: "dlq.html?status=processing"},
+				{Status: "resolved", Label: "Resolved", Count: "1", URL: "dlq.html?status=resolved"}, {Status: "skipped", Label: "Skipped", Count: "1", URL: "dlq.html?status=skipped"},
+				{Status: "expired", Label: "Expired", Count: "1", URL: "dlq.html?status=expired"}},
 			Rows:    dlqRows(),
 			NextURL: "dlq.html?cursor=dl_39ff00",
 		}),

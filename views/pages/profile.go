@@ -5,7 +5,7 @@ type ProfileVM struct {
 	Action    string
 	Email     string
 	OrgName   string
-	OrgID     string // the organization's id, which the command line and API tokens name
+	OrgID     string   // the organization's id, which the command line and API tokens name
 	Language  string   // "", "pl", "en" ("": the organization's)
 	TimeZone  string   // an IANA name; "": the organization's
 	OrgLang   string   // display: the organization's language, or the browser's

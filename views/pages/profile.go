@@ -4,7 +4,6 @@ package pages
 type ProfileVM struct {
 	Action    string
 	Email     string
-	OrgName   string
 	OrgID     string   // the organization's id, which the command line and API tokens name
 	Language  string   // "", "pl", "en" ("": the organization's)
 	TimeZone  string   // an IANA name; "": the organization's

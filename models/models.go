@@ -219,8 +219,10 @@ type StepAttempt struct {
 	FinishedAt     *time.Time
 	LeaseExpiresAt *time.Time
 	NextRetryAt    *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// WaitingBreakerID names the open breaker the attempt waits on (PENDING).
+	WaitingBreakerID *string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 func (StepAttempt) TableName() string { return "step_executions" }
@@ -299,12 +301,15 @@ type DeadLetter struct {
 
 func (DeadLetter) TableName() string { return "dead_letter_queue" }
 
-// CircuitBreaker is the breaker state of one step of one workflow.
+// CircuitBreaker is the shared state of one breaker: of a step of a workflow (ScopeKey
+// "step:<workflow>:<step>") or of a target host ("host:<host>"), within an organization.
 type CircuitBreaker struct {
 	ID               string
 	OrganizationID   string
-	WorkflowID       string
-	StepID           string
+	ScopeKey         string
+	WorkflowID       *string
+	StepID           *string
+	Host             *string
 	State            string
 	FailureCount     int
 	SuccessCount     int
@@ -313,13 +318,27 @@ type CircuitBreaker struct {
 	FailureThreshold int
 	ResetTimeoutMs   int
 	HalfOpenRequests int
-	OpenedAt         *time.Time
-	HalfOpenedAt     *time.Time
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// Trials counts the half-open trial attempts running.
+	Trials int
+	// Forced: an admin opened it; it stays open until reset. Reason is the admin's.
+	Forced       bool
+	Reason       *string
+	OpenedAt     *time.Time
+	HalfOpenedAt *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 func (CircuitBreaker) TableName() string { return "circuit_breaker_state" }
+
+// BreakerFailure is one failure counted against a breaker (the window is counted from them).
+type BreakerFailure struct {
+	ID        string
+	BreakerID string
+	At        time.Time
+}
+
+func (BreakerFailure) TableName() string { return "circuit_breaker_failures" }
 
 // CompensationAction is a rollback handler for a step.
 type CompensationAction struct {

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"lifeline/models"
+	"lifeline/services/breaker"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
 	"lifeline/services/tmpl"
@@ -49,6 +50,8 @@ type Definition struct {
 type Settings struct {
 	RetryPolicy   *retry.Spec `json:"retryPolicy,omitempty"`
 	UnknownErrors string      `json:"unknownErrors,omitempty"`
+	// CircuitBreaker configures the breakers of every step (a step's own wins, field by field).
+	CircuitBreaker *breaker.Spec `json:"circuitBreaker,omitempty"`
 	// Subject is a template over the input ("{{ input.clientName }} · {{ input.period }}"),
 	// rendered when an execution starts: the execution's title in every list and page.
 	Subject string `json:"subject,omitempty"`
@@ -65,6 +68,17 @@ type Step struct {
 	Config      map[string]any `json:"config"`
 	RetryPolicy *retry.Spec    `json:"retryPolicy,omitempty"`
 	TimeoutMs   int            `json:"timeoutMs,omitempty"`
+	// CircuitBreaker configures the step's breaker over the workflow's settings.
+	CircuitBreaker *breaker.Spec `json:"circuitBreaker,omitempty"`
+}
+
+// Breaker is the effective breaker configuration of step i.
+func (d *Definition) Breaker(i int) breaker.Config {
+	var st *breaker.Spec
+	if i >= 0 && i < len(d.Steps) {
+		st = d.Steps[i].CircuitBreaker
+	}
+	return breaker.Resolve(d.Settings.CircuitBreaker, st)
 }
 
 // Title is the step's name, or its id.
@@ -153,6 +167,11 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 			}
 		}
 	}
+	if d.Settings.CircuitBreaker != nil {
+		for k, v := range d.Settings.CircuitBreaker.Validate() {
+			errs["settings.circuitBreaker."+k] = v
+		}
+	}
 	if d.Settings.RetryPolicy != nil {
 		for k, v := range d.Settings.RetryPolicy.Validate() {
 			errs["settings.retryPolicy."+k] = v
@@ -188,6 +207,11 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 		if s.RetryPolicy != nil {
 			for k, v := range s.RetryPolicy.Validate() {
 				errs[p+".retryPolicy."+k] = v
+			}
+		}
+		if s.CircuitBreaker != nil {
+			for k, v := range s.CircuitBreaker.Validate() {
+				errs[p+".circuitBreaker."+k] = v
 			}
 		}
 		t, ok := reg.Get(s.Type)

@@ -71,6 +71,10 @@ func TestParse(t *testing.T) {
 		{"gopher URL with placeholder", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "gopher://{{ input.host }}/"}}]}`, map[string]string{"steps[0].config.url": "http:// or https://"}},
 		{"templated https URL", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "HTTPS://{{ input.host }}/v1"}}]}`, nil},
 		{"URL from input", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "{{ input.callbackUrl }}"}}]}`, nil},
+		// Circuit breakers: seed 000's ranges, in the settings and in a step.
+		{"breaker", `{"name": "x", "settings": {"circuitBreaker": {"failureThreshold": 3, "scope": "host"}}, "steps": [` + step(`, "circuitBreaker": {"resetTimeoutMs": 10000, "countErrors": ["timeout"]}`) + `]}`, nil},
+		{"breaker out of range", `{"name": "x", "settings": {"circuitBreaker": {"failureThreshold": 0}}, "steps": [` + step(`, "circuitBreaker": {"halfOpenRequests": 11, "resetTimeoutMs": 5000}`) + `]}`,
+			map[string]string{"settings.circuitBreaker.failureThreshold": "between 1 and 100", "steps[0].circuitBreaker.halfOpenRequests": "between 1 and 10", "steps[0].circuitBreaker.resetTimeoutMs": "between 10000 and 600000"}},
 		// The subject is a template over the input only.
 		{"subject", `{"name": "x", "settings": {"subject": "{{ input.clientName }} · {{ input.period }}"}, "steps": [` + step(``) + `]}`, nil},
 		{"subject reads a step", `{"name": "x", "settings": {"subject": "{{ steps.a.output }}"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.subject": "only input"}},

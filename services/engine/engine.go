@@ -99,6 +99,8 @@ type Engine struct {
 	// database was unreachable for as long as their lease allowed (attempt id → generation).
 	// When the database is back they are released at once, not left to their leases.
 	abandoned sync.Map
+	// breakers caches the closed circuit breakers this process saw (a second at most).
+	breakers breakerCache
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.

@@ -20,6 +20,8 @@ const (
 type holder struct {
 	stop     context.Context
 	deadline time.Time
+	// gate is the circuit breaker the attempt passed (nil: none applies).
+	gate *gate
 }
 
 // persist runs commit, which records what happened to attempt a (RUNNING at generation, held

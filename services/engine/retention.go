@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"lifeline/models"
 	"lifeline/services/audit"
@@ -19,7 +20,7 @@ type RetentionResult struct {
 // they were dead-lettered) become "expired" and their payload (the input and the steps'
 // states) is purged; the item itself, its error record and the audit trail stay. Items a
 // replay is running (processing) wait for it. API idempotency keys past their 24 hours are
-// deleted.
+// deleted, and failures counted against circuit breakers more than an hour ago.
 func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 	var res RetentionResult
 	now, err := e.now(ctx)
@@ -45,6 +46,10 @@ func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 		if err != nil {
 			return res, err
 		}
+	}
+	// Failures counted against breakers matter for one window; an hour is plenty.
+	if err := e.db.Conn(ctx).Where("at < ?", now.Add(-time.Hour)).Delete(&models.BreakerFailure{}).Error; err != nil {
+		return res, err
 	}
 	r := e.db.Conn(ctx).Where("expires_at < ?", now).Delete(&models.IdempotencyKey{})
 	if r.Error != nil {

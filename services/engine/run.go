@@ -33,6 +33,7 @@ const (
 	OutcomeReleased  Outcome = "released"  // shutdown interrupted the attempt; it was put back to run again
 	OutcomeLost      Outcome = "lost"      // the lease was taken over while the step ran; the result was discarded
 	OutcomeDeferred  Outcome = "deferred"  // the job came before the attempt's time; it was re-queued for that time
+	OutcomeWaiting   Outcome = "waiting"   // an open circuit breaker refused the attempt; it waits, unsent, for the breaker
 )
 
 // commitTimeout bounds the commits that record an attempt's result. They run on a context
@@ -213,6 +214,11 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		secretVals = append(e.redactor.SecretValues(cfg), secretVals...)
 		input, _ = json.Marshal(cfg)
 		cfgMap, _ := cfg.(map[string]any)
+		if h.gate = breakerOf(ex, def, a.StepIndex, cfgMap); h.gate != nil {
+			if err := e.admit(ctx, ex, h.gate, a); err != nil {
+				return nil, err
+			}
+		}
 		stepCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
@@ -226,6 +232,18 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
 		outcome, err := e.release(rctx, h, a, generation, log)
 		return outcome, nil, err
+	}
+	var w *waitOnBreaker
+	if errors.As(runErr, &w) {
+		budget := def.Breaker(a.StepIndex).WaitBudget
+		if w.until.Sub(a.CreatedAt) <= budget {
+			outcome, err := e.waitOn(rctx, h, ex, a, generation, w, log)
+			return outcome, nil, err
+		}
+		// Waited too long: the step fails for good, without counting against the breaker.
+		h.gate = nil
+		runErr = classify.New(classify.ExternalService, CodeCircuitOpen, fmt.Sprintf(
+			"The circuit breaker stayed open longer than the step may wait (%s); the step was not run.", budget))
 	}
 	if runErr == nil {
 		return e.succeed(rctx, h, ex, def, a, generation, input, out, attempts, secretVals, chain.more(ctx), log)
@@ -242,7 +260,7 @@ func (e *Engine) maskText(s string, secretVals []string) string {
 
 // neverRetried lists error codes no retry can fix, whatever the policy says (even one that
 // retries permanent errors): the step's destination or type cannot be used at all.
-var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true}
+var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true}
 
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).
 const dueTolerance = 50 * time.Millisecond
@@ -448,6 +466,7 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 		return "", nil, err
 	}
 	a.Status, a.Output, a.Input = models.StepSucceeded, models.JSON(sealedOut), models.JSON(sealedIn)
+	e.breakerSucceeded(ctx, ex, h.gate)
 	log.DebugContext(ctx, "step succeeded")
 	if !claimed {
 		next = nil
@@ -627,6 +646,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 
 			errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
 			if err != nil {
+				return nil, err
+			}
+			if err := e.breakerFailed(tx, ex, h.gate, string(c.Type), now); err != nil {
 				return nil, err
 			}
 			if created {

@@ -1,0 +1,430 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/breaker"
+	"lifeline/services/classify"
+	"lifeline/services/definition"
+)
+
+// Circuit breakers sit on the step path. A closed breaker costs nothing but a look in this
+// process's cache (its state is read from the database at most once a second per breaker);
+// a success in the closed state writes nothing. A counted failure inserts one row into
+// circuit_breaker_failures (no hot row to lock) and counts the window from them; the breaker's
+// own row changes only on a transition, with a compare-and-set, in the transaction that
+// records the failure. An attempt an open breaker refuses makes no request: it is put back to
+// PENDING, with the same attempt number and idempotency key, for when the breaker half-opens.
+
+// breakerCacheTTL is how long this process trusts a closed breaker's state without reading it.
+const breakerCacheTTL = time.Second
+
+// releaseSpacing spaces out the attempts a closing breaker releases (10 a second).
+const releaseSpacing = 100 * time.Millisecond
+
+// CodeCircuitOpen is the error code of an attempt an open breaker refused.
+const CodeCircuitOpen = "circuit_open"
+
+// gate is the breaker an attempt passed: which one, and whether the attempt is a half-open trial.
+type gate struct {
+	cfg   breaker.Config
+	key   string
+	id    string // "" while the breaker has no row (it never failed)
+	trial bool
+	wf    *string
+	step  *string
+	host  *string
+}
+
+// waitOnBreaker is the "error" of an attempt an open breaker refused.
+type waitOnBreaker struct {
+	until time.Time
+	id    string
+}
+
+func (w *waitOnBreaker) Error() string {
+	return "Waiting on the circuit breaker until " + w.until.UTC().Format(time.RFC3339)
+}
+
+type breakerCache struct {
+	mu sync.Mutex
+	m  map[string]cachedBreaker
+}
+
+type cachedBreaker struct {
+	id string
+	at time.Time
+}
+
+func (c *breakerCache) closed(key string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.m[key]
+	if !ok || time.Since(b.at) > breakerCacheTTL {
+		return "", false
+	}
+	return b.id, true
+}
+
+func (c *breakerCache) set(key, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) > 10_000 {
+		c.m = map[string]cachedBreaker{}
+	}
+	c.m[key] = cachedBreaker{id: id, at: time.Now()}
+}
+
+func (c *breakerCache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+// breakerOf returns the gate of step i of an execution, before it is admitted: its
+// configuration and key (step scope, or the host of the rendered config's url).
+func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[string]any) *gate {
+	c := def.Breaker(i)
+	if !c.Enabled {
+		return nil
+	}
+	g := &gate{cfg: c}
+	if c.Scope == breaker.ScopeHost {
+		if raw, ok := cfg["url"].(string); ok {
+			if u, err := url.Parse(raw); err == nil && u.Host != "" {
+				host := strings.ToLower(u.Host)
+				g.key, g.host = "host:"+host, &host
+				return g
+			}
+		}
+	}
+	step := def.Steps[i].ID
+	g.key, g.wf, g.step = "step:"+ex.WorkflowID+":"+step, &ex.WorkflowID, &step
+	return g
+}
+
+// admit asks the breaker whether the attempt may run. It returns a *waitOnBreaker error when
+// the attempt must wait; any other error is the database's.
+func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
+	if id, ok := e.breakers.closed(g.key); ok && a.WaitingBreakerID == nil {
+		g.id = id
+		return nil
+	}
+	for try := 0; try < 3; try++ {
+		var rows []models.CircuitBreaker
+		if err := e.db.Conn(ctx).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.key).Limit(1).Find(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			e.breakers.set(g.key, "")
+			return e.unwait(ctx, a)
+		}
+		b := &rows[0]
+		g.id = b.ID
+		now, err := e.now(ctx)
+		if err != nil {
+			return err
+		}
+		v := breaker.Admit(stateOf(b), now)
+		switch {
+		case !v.Run:
+			return &waitOnBreaker{until: v.Until, id: b.ID}
+		case !v.Trial:
+			e.breakers.set(g.key, b.ID)
+			return e.unwait(ctx, a)
+		}
+		won, err := e.takeTrial(ctx, b, v.ToHalfOpen, now)
+		if err != nil {
+			return err
+		}
+		if won {
+			g.trial = true
+			return e.unwait(ctx, a)
+		}
+	}
+	return &waitOnBreaker{until: time.Now().Add(2 * time.Second)}
+}
+
+// takeTrial takes a half-open trial slot with a compare-and-set (moving the breaker from open
+// to half-open first when toHalfOpen): false when another worker changed it first.
+func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, now time.Time) (bool, error) {
+	won := false
+	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
+		var r *gorm.DB
+		if toHalfOpen {
+			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND forced = ? AND opened_at = ?", b.ID, breaker.Open, false, b.OpenedAt).
+				Updates(map[string]any{"state": breaker.HalfOpen, "half_opened_at": now, "trials": 1, "updated_at": now})
+		} else {
+			upd := map[string]any{"trials": gorm.Expr("trials + 1"), "updated_at": now}
+			if b.HalfOpenedAt != nil && now.Sub(*b.HalfOpenedAt) > time.Duration(b.ResetTimeoutMs)*time.Millisecond {
+				upd = map[string]any{"trials": 1, "half_opened_at": now, "updated_at": now} // trials that never reported back
+			}
+			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND trials = ?", b.ID, breaker.HalfOpen, b.Trials).Updates(upd)
+		}
+		if r.Error != nil || r.RowsAffected == 0 {
+			return r.Error
+		}
+		won = true
+		if !toHalfOpen {
+			return nil
+		}
+		return audit.Record(tx, breakerEntry(b, "circuit.half_opened", audit.System, now, nil))
+	})
+	return won, err
+}
+
+// unwait clears what waiting on a breaker left on an attempt that now runs.
+func (e *Engine) unwait(ctx context.Context, a *models.StepAttempt) error {
+	if a.WaitingBreakerID == nil && (a.ErrorCode == nil || *a.ErrorCode != CodeCircuitOpen) {
+		return nil
+	}
+	a.WaitingBreakerID, a.ErrorType, a.ErrorCode, a.ErrorMessage = nil, nil, nil, nil
+	return e.db.Conn(ctx).Model(&models.StepAttempt{}).Where("id = ?", a.ID).
+		Updates(map[string]any{"waiting_breaker_id": nil, "error_type": nil, "error_code": nil, "error_message": nil}).Error
+}
+
+// waitOn puts a RUNNING attempt an open breaker refused back to PENDING for until, at the
+// next generation, with the same attempt number (and so idempotency key), saying why.
+func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *models.StepAttempt, generation int, w *waitOnBreaker, log *slog.Logger) (Outcome, error) {
+	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			upd := map[string]any{"status": models.StepPending, "generation": generation + 1, "scheduled_at": w.until,
+				"started_at": nil, "lease_expires_at": nil, "next_retry_at": w.until, "waiting_breaker_id": nullable(w.id),
+				"error_type": string(classify.ExternalService), "error_code": CodeCircuitOpen, "error_message": w.Error(), "updated_at": now}
+			if err := finishAttempt(tx, a, generation, upd); err != nil {
+				return nil, err
+			}
+			if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
+				return nil, err
+			}
+			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}}, nil
+		})
+	})
+	if landed {
+		err = e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}})
+	}
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	log.InfoContext(ctx, "step waits on an open circuit breaker", "until", w.until)
+	return OutcomeWaiting, nil
+}
+
+// breakerFailed counts a failure against the attempt's breaker in tx (the transaction that
+// records the failure): a trial's failure reopens it; a counted failure in the closed state
+// is added to the window, and opens it at the threshold.
+func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, g *gate, errorType string, now time.Time) error {
+	if g == nil || !g.cfg.Counts(errorType) {
+		if g != nil && g.trial { // the dependency answered: its health is not in doubt
+			return e.breakerSucceededTx(tx, ex, g, now)
+		}
+		return nil
+	}
+	defer e.breakers.forget(g.key)
+	if g.trial {
+		r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
+			"state": breaker.Open, "opened_at": now, "trials": 0, "failure_count": gorm.Expr("failure_count + 1"), "last_failure_at": now, "updated_at": now})
+		if r.Error != nil || r.RowsAffected == 0 {
+			return r.Error
+		}
+		b, err := breakerRow(tx, g.id)
+		if err != nil {
+			return err
+		}
+		return audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now, map[string]any{"reopened": true, "errorType": errorType, "executionId": ex.ID}))
+	}
+	if g.id == "" {
+		b := models.CircuitBreaker{ID: models.NewID(), OrganizationID: ex.OrganizationID, ScopeKey: g.key, WorkflowID: g.wf, StepID: g.step, Host: g.host,
+			State: breaker.Closed, FailureThreshold: g.cfg.FailureThreshold, ResetTimeoutMs: int(g.cfg.ResetTimeout.Milliseconds()),
+			HalfOpenRequests: g.cfg.HalfOpenRequests, CreatedAt: now, UpdatedAt: now}
+		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "organization_id"}, {Name: "scope_key"}}, DoNothing: true}).Create(&b).Error; err != nil {
+			return err
+		}
+		var id string
+		if err := tx.Model(&models.CircuitBreaker{}).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.key).Pluck("id", &id).Error; err != nil {
+			return err
+		}
+		g.id = id
+	}
+	if err := tx.Create(&models.BreakerFailure{ID: models.NewID(), BreakerID: g.id, At: now}).Error; err != nil {
+		return err
+	}
+	var n int64
+	if err := tx.Model(&models.BreakerFailure{}).Where("breaker_id = ? AND at > ?", g.id, now.Add(-breaker.Window)).Count(&n).Error; err != nil {
+		return err
+	}
+	upd := map[string]any{"failure_count": n, "last_failure_at": now, "failure_threshold": g.cfg.FailureThreshold,
+		"reset_timeout_ms": int(g.cfg.ResetTimeout.Milliseconds()), "half_open_requests": g.cfg.HalfOpenRequests, "updated_at": now}
+	trips := breaker.Trips(g.cfg, int(n))
+	if trips {
+		upd["state"], upd["opened_at"], upd["trials"], upd["forced"], upd["reason"] = breaker.Open, now, 0, false, nil
+	}
+	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.Closed).Updates(upd)
+	if r.Error != nil || r.RowsAffected == 0 || !trips {
+		return r.Error
+	}
+	b, err := breakerRow(tx, g.id)
+	if err != nil {
+		return err
+	}
+	return audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now,
+		map[string]any{"failures": n, "windowSeconds": int(breaker.Window.Seconds()), "errorType": errorType, "executionId": ex.ID}))
+}
+
+// breakerSucceeded closes the breaker after a trial's success, and releases the attempts that
+// wait on it.
+func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *gate) {
+	if g == nil || !g.trial {
+		return
+	}
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		if err := e.breakerSucceededTx(tx, ex, g, now); err != nil {
+			return nil, err
+		}
+		return e.releaseWaiting(tx, g.id, now)
+	})
+	if err != nil {
+		e.log.WarnContext(ctx, "could not close the circuit breaker after a successful trial", "breaker_id", g.id, "err", err)
+	}
+}
+
+func (e *Engine) breakerSucceededTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) error {
+	defer e.breakers.forget(g.key)
+	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
+		"state": breaker.Closed, "trials": 0, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
+		"success_count": gorm.Expr("success_count + 1"), "last_success_at": now, "updated_at": now})
+	if r.Error != nil || r.RowsAffected == 0 {
+		return r.Error
+	}
+	if err := tx.Where("breaker_id = ?", g.id).Delete(&models.BreakerFailure{}).Error; err != nil {
+		return err
+	}
+	b, err := breakerRow(tx, g.id)
+	if err != nil {
+		return err
+	}
+	return audit.Record(tx, breakerEntry(b, "circuit.closed", audit.System, now, map[string]any{"executionId": ex.ID}))
+}
+
+// releaseWaiting reschedules the attempts waiting on a breaker that closed, releaseSpacing
+// apart in the order they were waiting, and returns their jobs.
+func (e *Engine) releaseWaiting(tx *gorm.DB, breakerID string, now time.Time) ([]Job, error) {
+	var waiting []models.StepAttempt
+	if err := tx.Select("id, generation").Where("waiting_breaker_id = ? AND status = ?", breakerID, models.StepPending).
+		Order("scheduled_at, created_at").Limit(10_000).Find(&waiting).Error; err != nil {
+		return nil, err
+	}
+	jobs := make([]Job, 0, len(waiting))
+	for i, a := range waiting {
+		at := now.Add(time.Duration(i) * releaseSpacing)
+		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
+			Updates(map[string]any{"scheduled_at": at, "next_retry_at": at, "generation": a.Generation + 1, "updated_at": now})
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		if r.RowsAffected == 1 {
+			jobs = append(jobs, Job{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: at})
+		}
+	}
+	return jobs, nil
+}
+
+// BreakerAction is an admin's reset or forced opening of a breaker.
+type BreakerAction struct {
+	OrganizationID string
+	BreakerID      string
+	Open           bool // true: force open; false: reset (close)
+	Reason         string
+	Actor          audit.Actor
+}
+
+// ActOnBreaker resets (closes) or force-opens a breaker of the organization, with a reason;
+// a reset releases the attempts waiting on it. Errors: ENOTFOUND; EINVALID without a reason
+// (or one over 2,000 characters).
+func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.CircuitBreaker, error) {
+	reason := strings.TrimSpace(r.Reason)
+	switch {
+	case reason == "":
+		return nil, models.Invalid("breaker.reason", map[string]string{"reason": "is required"})
+	case len([]rune(reason)) > MaxNotes:
+		return nil, models.Invalid("breaker.reason", map[string]string{"reason": fmt.Sprintf("must be at most %d characters", MaxNotes)})
+	}
+	var out *models.CircuitBreaker
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		var b models.CircuitBreaker
+		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.BreakerID).First(&b).Error; err != nil {
+			if models.IsNotFound(err) {
+				return nil, models.NotFound("circuit breaker")
+			}
+			return nil, err
+		}
+		defer e.breakers.forget(b.ScopeKey)
+		action, upd := "circuit.closed", map[string]any{"state": breaker.Closed, "trials": 0, "forced": false, "opened_at": nil,
+			"half_opened_at": nil, "failure_count": 0, "reason": reason, "updated_at": now}
+		if r.Open {
+			action, upd = "circuit.opened", map[string]any{"state": breaker.Open, "trials": 0, "forced": true, "opened_at": now,
+				"half_opened_at": nil, "reason": reason, "updated_at": now}
+		}
+		if err := tx.Model(&models.CircuitBreaker{}).Where("id = ?", b.ID).Updates(upd).Error; err != nil {
+			return nil, err
+		}
+		if err := audit.Record(tx, breakerEntry(&b, action, r.Actor, now, map[string]any{"manual": true, "reason": reason})); err != nil {
+			return nil, err
+		}
+		if err := tx.First(&b, "id = ?", b.ID).Error; err != nil {
+			return nil, err
+		}
+		out = &b
+		if r.Open {
+			return nil, nil
+		}
+		if err := tx.Where("breaker_id = ?", b.ID).Delete(&models.BreakerFailure{}).Error; err != nil {
+			return nil, err
+		}
+		return e.releaseWaiting(tx, b.ID, now)
+	})
+	return out, err
+}
+
+func breakerRow(tx *gorm.DB, id string) (*models.CircuitBreaker, error) {
+	var b models.CircuitBreaker
+	return &b, tx.First(&b, "id = ?", id).Error
+}
+
+func breakerEntry(b *models.CircuitBreaker, action string, actor audit.Actor, at time.Time, extra map[string]any) audit.Entry {
+	d := map[string]any{"scope": b.ScopeKey}
+	if b.WorkflowID != nil {
+		d["workflowId"] = *b.WorkflowID
+	}
+	if b.StepID != nil {
+		d["stepId"] = *b.StepID
+	}
+	if b.Host != nil {
+		d["host"] = *b.Host
+	}
+	for k, v := range extra {
+		d[k] = v
+	}
+	return audit.Entry{OrganizationID: b.OrganizationID, Actor: actor, Action: action, EntityType: "circuit_breaker_state",
+		EntityID: b.ID, At: at, Details: d}
+}
+
+func stateOf(b *models.CircuitBreaker) breaker.State {
+	return breaker.State{State: b.State, OpenedAt: b.OpenedAt, HalfOpenedAt: b.HalfOpenedAt, Trials: b.Trials, Forced: b.Forced,
+		ResetTimeout: time.Duration(b.ResetTimeoutMs) * time.Millisecond, HalfOpenRequests: b.HalfOpenRequests}
+}

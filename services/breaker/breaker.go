@@ -132,7 +132,9 @@ func Resolve(specs ...*Spec) Config {
 }
 
 // Counts reports whether a failure of this error type counts against the breaker.
-func (c Config) Counts(errorType string) bool { return c.Enabled && slices.Contains(c.CountErrors, errorType) }
+func (c Config) Counts(errorType string) bool {
+	return c.Enabled && slices.Contains(c.CountErrors, errorType)
+}
 
 // State is what is stored of a breaker.
 type State struct {

@@ -75,7 +75,6 @@ type settings struct {
 // subject titles every demo execution with its client and period.
 const subject = "{{ input.clientName }} · {{ input.period }}"
 
-
 type retryPolicy struct {
 	MaxRetries        int      `json:"maxRetries"`
 	InitialDelayMs    int      `json:"initialDelayMs,omitempty"`

@@ -87,6 +87,9 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 		if st.Error != nil {
 			sv.Error = st.Error.Message
 		}
+		if st.Breaker != nil {
+			sv.Breaker = l.N("recovery.breaker", st.Breaker.Failures, "State", l.TOr("recovery.breaker.state."+st.Breaker.State, st.Breaker.State))
+		}
 		vm.Steps = append(vm.Steps, sv)
 	}
 	if r.Status == models.DLQProcessing {

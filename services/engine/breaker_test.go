@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -102,11 +103,20 @@ func TestBreakerOpensWaitsAndCloses(t *testing.T) {
 		defer srv.Close()
 		wf := h.workflow(breakerDef(srv.URL))
 
-		// Five transient failures in the window open the breaker.
+		// Five transient failures in the window open the breaker; the fifth dead letter says so.
+		var fifth string
 		for i := 0; i < 5; i++ {
-			if got := h.wait(h.start(wf, `{}`).ID, 20*time.Second); got.Status != models.ExecDLQPending {
+			got := h.wait(h.start(wf, `{}`).ID, 20*time.Second)
+			if got.Status != models.ExecDLQPending {
 				t.Fatalf("execution %d: %s", i, got.Status)
 			}
+			fifth = got.ID
+		}
+		var states []engine.StepState
+		dl := h.deadLetter(fifth)
+		if err := json.Unmarshal(dl.StepStates, &states); err != nil || len(states) != 1 || states[0].Breaker == nil ||
+			states[0].Breaker.State != breaker.Open || states[0].Breaker.Failures != 5 {
+			t.Errorf("the dead letter does not record the breaker: %s", dl.StepStates)
 		}
 		b := h.breakerRow(wf.ID)
 		if b == nil || b.State != breaker.Open || b.OpenedAt == nil || b.FailureCount != 5 {

@@ -16,16 +16,25 @@ import (
 
 // StepState is one step's state in a dead letter's snapshot.
 type StepState struct {
-	StepID     string          `json:"stepId"`
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Status     string          `json:"status"`
-	Attempts   int             `json:"attempts"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Output     json.RawMessage `json:"output,omitempty"`
-	Error      *StepError      `json:"error,omitempty"`
-	StartedAt  *time.Time      `json:"startedAt,omitempty"`
-	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
+	StepID   string          `json:"stepId"`
+	Name     string          `json:"name"`
+	Type     string          `json:"type"`
+	Status   string          `json:"status"`
+	Attempts int             `json:"attempts"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    *StepError      `json:"error,omitempty"`
+	// Breaker is the failed step's circuit breaker when it failed.
+	Breaker    *BreakerState `json:"breaker,omitempty"`
+	StartedAt  *time.Time    `json:"startedAt,omitempty"`
+	FinishedAt *time.Time    `json:"finishedAt,omitempty"`
+}
+
+// BreakerState is a circuit breaker's state when a step failed.
+type BreakerState struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Failures int    `json:"failures"` // counted in the window
 }
 
 // StepError is the last error of a step.
@@ -38,7 +47,7 @@ type StepError struct {
 // deadLetter moves the execution to the DLQ: error record dead_letter, execution
 // DLQ_PENDING, and a dead_letter_queue row with the redacted input and every step's state.
 func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt,
-	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, now time.Time) error {
+	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, g *gate, now time.Time) error {
 	if err := tx.Model(&models.ExecutionError{}).Where("id = ?", rec.ID).
 		Updates(map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
 		return err
@@ -77,6 +86,11 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 		if s.ID == failed.StepID {
 			st.Status = models.StepDLQ
 			st.Error = &StepError{Type: string(c.Type), Code: c.Code, Message: c.Message}
+			if g != nil && g.id != "" {
+				if b, err := breakerRow(tx, g.id); err == nil {
+					st.Breaker = &BreakerState{ID: b.ID, State: b.State, Failures: b.FailureCount}
+				}
+			}
 		}
 		states = append(states, st)
 	}

@@ -187,7 +187,7 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 			}
 		}
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
-		return nil, e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, now)
+		return nil, e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, nil, now)
 	})
 	if err == nil {
 		e.log.ErrorContext(ctx, "an attempt's process died too often; execution moved to the dead-letter queue",

@@ -698,7 +698,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 			if err := finishAttempt(tx, a, generation, upd); err != nil {
 				return nil, err
 			}
-			return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, now)
+			return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, h.gate, now)
 		})
 	})
 	if landed { // a try committed though it seemed to fail: see what it left

@@ -38,6 +38,8 @@ type DLQStepVM struct {
 	Error      string
 	InputJSON  string
 	OutputJSON string
+	Breaker    string // the circuit breaker's state when the step failed
+	BreakerURL string
 }
 
 // RecoveryVM is the actions panel of a pending dead letter. Every form posts to Action with

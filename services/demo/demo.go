@@ -94,6 +94,14 @@ type step struct {
 	Config      any          `json:"config"`
 	RetryPolicy *retryPolicy `json:"retryPolicy,omitempty"`
 	TimeoutMs   int          `json:"timeoutMs,omitempty"`
+	// CircuitBreaker is the step's breaker (seed 000's keys).
+	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
+}
+
+type circuitBreaker struct {
+	FailureThreshold int `json:"failureThreshold"`
+	ResetTimeoutMs   int `json:"resetTimeoutMs"`
+	HalfOpenRequests int `json:"halfOpenRequests"`
 }
 
 type httpConfig struct {
@@ -142,6 +150,10 @@ func bankImport(base string) definition {
 		"period":    "{{ input.period }}",
 	}, 10_000)
 	importStep.RetryPolicy = &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 8000, BackoffMultiplier: 2}
+	// The bank's API goes down for a minute every three (the sandbox's "outage" scenario, the
+	// import's default in demo traffic): its breaker opens, the imports wait instead of
+	// hammering it, and it closes when the bank is back.
+	importStep.CircuitBreaker = &circuitBreaker{FailureThreshold: 5, ResetTimeoutMs: 20_000, HalfOpenRequests: 1}
 
 	match := httpStep(base, "match_invoices", "Dopasowanie transakcji do faktur", "/invoices/match", map[string]any{
 		"statementId":  "{{ steps.import_statement.output.statementId }}",

@@ -108,7 +108,11 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 		in["accountantEmail"] = pick(rnd, accountants())
 		in["employees"] = employees(rnd)
 	}
-	in["scenario"] = scenarios(rnd, httpStepIDs(*def))
+	sc := scenarios(rnd, httpStepIDs(*def))
+	if workflowName == BankImport && sc["import_statement"] == "ok" {
+		sc["import_statement"] = "outage" // the bank's recurring outage (see bankImport)
+	}
+	in["scenario"] = sc
 	return in
 }
 

@@ -228,6 +228,12 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, sc scenario, n in
 	case kindServerError:
 		writeError(w, http.StatusInternalServerError, "internal server error", detail)
 		return true
+	case kindOutage:
+		if since := time.Duration(h.now().UnixNano()) % sc.period; since < sc.down {
+			detail["backInSeconds"] = int((sc.down - since).Seconds()) + 1
+			writeError(w, http.StatusServiceUnavailable, "service unavailable (outage)", detail)
+			return true
+		}
 	}
 	return false
 }

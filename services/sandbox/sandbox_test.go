@@ -545,3 +545,35 @@ func TestStripAttempt(t *testing.T) {
 		}
 	}
 }
+
+func TestOutageByTheClock(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC) // a multiple of 180 s since the epoch
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(d time.Duration) {
+		mu.Lock()
+		now = time.Date(2026, 10, 1, 9, 0, 0, 0, time.UTC).Add(d)
+		mu.Unlock()
+	}
+	h := New(Options{Now: clock, Sleep: (&fakeSleep{}).Sleep})
+	for _, c := range []struct {
+		scenario string
+		at       time.Duration
+		want     int
+	}{
+		{"outage", 0, 503}, {"outage", 59 * time.Second, 503}, {"outage", 60 * time.Second, 200}, {"outage", 179 * time.Second, 200},
+		{"outage", 180 * time.Second, 503}, {"outage:10:3", 2 * time.Second, 503}, {"outage:10:3", 3 * time.Second, 200},
+		{"outage:10:0", 0, 200},
+	} {
+		set(c.at)
+		if r := do(t, h, call{target: "/bank/statements/import?scenario=" + c.scenario, body: importBody}); r.status != c.want {
+			t.Errorf("%s at +%v: %d, want %d", c.scenario, c.at, r.status, c.want)
+		}
+	}
+	for _, bad := range []string{"outage:0:0", "outage:10:11", "outage:x:1"} {
+		if r := do(t, h, call{target: "/bank/statements/import?scenario=" + bad, body: importBody}); r.status != 400 {
+			t.Errorf("%s: %d, want 400", bad, r.status)
+		}
+	}
+}

@@ -19,6 +19,7 @@ const (
 	kindNotFound
 	kindUnauthorized
 	kindServerError
+	kindOutage
 )
 
 // scenario is a parsed scenario name. For fail503, rate_limited and slow only
@@ -29,6 +30,8 @@ type scenario struct {
 	n          int
 	retryAfter int // seconds, rate_limited
 	delay      time.Duration
+	period     time.Duration // outage: the cycle
+	down       time.Duration // outage: how long it is down at the start of each cycle
 }
 
 // knownScenarios lists the scenario forms for a caller who asked for an
@@ -36,7 +39,7 @@ type scenario struct {
 func knownScenarios() []string {
 	return []string{
 		"ok", "flaky", "fail503:N", "down", "rate_limited", "429:N:S", "slow", "slow:N:MS",
-		"invalid", "notfound", "unauthorized", "server_error",
+		"invalid", "notfound", "unauthorized", "server_error", "outage", "outage:P:D",
 	}
 }
 
@@ -60,6 +63,9 @@ const (
 //	notfound       always 404
 //	unauthorized   always 401
 //	server_error   always 500
+//	outage         503 during the first minute of every 3 minutes (= outage:180:60)
+//	outage:P:D     503 during the first D seconds of every P seconds, by the sandbox's clock
+//	               (a dependency that goes down and comes back: circuit breakers open and close)
 func parseScenario(s string) (scenario, error) {
 	name := strings.ToLower(strings.TrimSpace(s))
 	sc := scenario{name: name}
@@ -91,6 +97,9 @@ func parseScenario(s string) (scenario, error) {
 	case "server_error":
 		sc.kind = kindServerError
 		return sc, nil
+	case "outage":
+		sc.kind, sc.period, sc.down = kindOutage, 180*time.Second, 60*time.Second
+		return sc, nil
 	}
 
 	parts := strings.Split(name, ":")
@@ -111,6 +120,16 @@ func parseScenario(s string) (scenario, error) {
 			ms, err = bounded(parts[2], "MS", maxSlowMs)
 			sc.delay = time.Duration(ms) * time.Millisecond
 		}
+	case parts[0] == "outage" && len(parts) == 3:
+		sc.kind = kindOutage
+		var p, d int
+		if p, err = bounded(parts[1], "P", maxRetryAfter); err == nil {
+			d, err = bounded(parts[2], "D", p)
+		}
+		if err == nil && p == 0 {
+			err = fmt.Errorf("P must be at least 1")
+		}
+		sc.period, sc.down = time.Duration(p)*time.Second, time.Duration(d)*time.Second
 	default:
 		return scenario{}, fmt.Errorf("unknown scenario %q", s)
 	}

@@ -20,6 +20,11 @@ END {
     d=dbs[k]; l=steps["BenchmarkExecutions/" d]; r=steps["BenchmarkRiverChains/" d]
     if (l != "" && r != "" && r > 0) printf("Lifeline / River-only chains (%s): %.0f / %.0f steps/s = %.2fx\n", d, l, r, l/r)
   }
+  # BenchmarkBreakerCost/<db>/breakers-{on,off}: on must keep at least 90 % of off.
+  for (k=1; k<=2; k++) {
+    d=dbs[k]; on=steps["BenchmarkBreakerCost/" d "/breakers-on"]; off=steps["BenchmarkBreakerCost/" d "/breakers-off"]
+    if (on != "" && off != "" && off > 0) printf("Breakers on / off (%s): %.0f / %.0f steps/s = %.0f%% (target >= 90%%): %s\n", d, on, off, 100*on/off, (on/off >= 0.9 ? "within" : "UNDER"))
+  }
   # BenchmarkDLQList/<query>: the worst p95 of each kind against its target.
   split("list item search", kinds, " "); split("50 50 200", targets, " ")
   for (k=1; k<=3; k++) {

@@ -188,6 +188,28 @@ func BenchmarkExecutions(b *testing.B) {
 	}
 }
 
+// BenchmarkBreakerCost measures the circuit breakers' cost on the step path: the throughput
+// of BenchmarkExecutions with every step's breaker on (the default) and off.
+func BenchmarkBreakerCost(b *testing.B) {
+	for _, dialect := range modeltest.Dialects {
+		for _, on := range []bool{true, false} {
+			name := dialect + "/breakers-on"
+			if !on {
+				name = dialect + "/breakers-off"
+			}
+			b.Run(name, func(b *testing.B) {
+				def := noopDef()
+				if !on {
+					def = strings.Replace(def, `"steps": [`, `"settings": {"circuitBreaker": {"enabled": false}}, "steps": [`, 1)
+				}
+				s := newBenchStack(b, dialect, def)
+				b.ResetTimer()
+				s.batches(b)
+			})
+		}
+	}
+}
+
 // noopDef is a workflow of noopSteps transform steps that do nothing but return a value.
 func noopDef() string {
 	var ss []string

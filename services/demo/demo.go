@@ -70,7 +70,13 @@ type settings struct {
 	RetryPolicy   *retryPolicy `json:"retryPolicy,omitempty"`
 	UnknownErrors string       `json:"unknownErrors,omitempty"`
 	Subject       string       `json:"subject,omitempty"`
+	// CircuitBreaker applies to every step without its own.
+	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
 }
+
+// tolerant is the breaker of the demo's steps other than the bank import: the sandbox's
+// scripted 503s (flaky, down) must not trip them every minute; the bank's outage does.
+var tolerant = &circuitBreaker{FailureThreshold: 20, ResetTimeoutMs: 30_000, HalfOpenRequests: 3}
 
 // subject titles every demo execution with its client and period.
 const subject = "{{ input.clientName }} · {{ input.period }}"
@@ -171,7 +177,7 @@ func bankImport(base string) definition {
 		Name: BankImport,
 		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
 			"do faktur, księguje dopasowane pozycje w dzienniku i zapisuje podsumowanie.",
-		Settings: &settings{UnknownErrors: "retry", Subject: subject},
+		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant},
 		Steps: []step{importStep, match, post, {
 			ID:   "summary",
 			Name: "Podsumowanie",
@@ -228,7 +234,8 @@ func vat(base string) definition {
 		Description: "Waliduje miesięczny plik JPK_V7M klienta, wysyła go do urzędu skarbowego " +
 			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty.",
 		Settings: &settings{
-			Subject: subject,
+			Subject:        subject,
+			CircuitBreaker: tolerant,
 			RetryPolicy: &retryPolicy{
 				MaxRetries:        4,
 				InitialDelayMs:    2000,
@@ -263,9 +270,10 @@ func payroll(base string) definition {
 		Description: "Eksportuje listę płac klienta za okres do pliku przelewów, czeka na jego " +
 			"przetworzenie i powiadamia księgową prowadzącą.",
 		Settings: &settings{
-			Subject:       subject,
-			RetryPolicy:   &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
-			UnknownErrors: "retry",
+			Subject:        subject,
+			CircuitBreaker: tolerant,
+			RetryPolicy:    &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
+			UnknownErrors:  "retry",
 		},
 		Steps: []step{
 			export,

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/services/breaker"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
@@ -134,7 +135,16 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	vm := pages.WorkflowVM{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: fmt.Sprint(wf.Version),
 		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(l, wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
 		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(models.JSON(shown)),
-		ExecutionsURL: s.url("executions") + "?workflowId=" + wf.ID}
+		ExecutionsURL: s.url("executions") + "?workflowId=" + wf.ID,
+		BreakersURL:   s.url("breakers") + "?" + url.Values{"workflowId": {wf.ID}}.Encode()}
+	breakers, err := s.DB.WorkflowBreakers(ctx, p.OrganizationID, wf.ID, breakerHosts(&def))
+	if err != nil {
+		return err
+	}
+	breakerStates := make(map[string]string, len(breakers))
+	for _, b := range breakers {
+		breakerStates[b.ScopeKey] = b.State
+	}
 	for i, st := range def.Steps {
 		pol, err := s.Engine.Policy(tx, p.OrganizationID, wf.ID, st.ID)
 		if err != nil {
@@ -148,7 +158,8 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 			source = "workflow"
 		}
 		vm.Steps = append(vm.Steps, pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(l, st),
-			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(l, pol), PolicySource: source})
+			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(l, pol), PolicySource: source,
+			BreakerState: stepBreakerState(&def, i, wf.ID, breakerStates)})
 	}
 	start.Action, start.CanStart = s.url("workflow.start", wf.ID), p.Can(models.RoleAccountant)
 	vm.Start = start
@@ -161,6 +172,22 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	}
 	vm.Recent = s.executionRows(localizer(c), rows)
 	return render(c, status, pages.Workflow(s.page(c, wf.Name, "workflows"), vm))
+}
+
+// stepBreakerState is the state of step i's breaker (the engine's scope keys: the step's, or
+// its host's): closed while it has no row, "" when the step's breaker is off.
+func stepBreakerState(def *definition.Definition, i int, workflowID string, states map[string]string) string {
+	if !def.Breaker(i).Enabled {
+		return ""
+	}
+	key := "step:" + workflowID + ":" + def.Steps[i].ID
+	if h := breakerHost(def, i); h != "" {
+		key = "host:" + h
+	}
+	if st, ok := states[key]; ok {
+		return st
+	}
+	return breaker.Closed
 }
 
 func stepSummary(l *i18n.Localizer, st definition.Step) string {
@@ -348,6 +375,13 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 			if a.Status == models.StepPending {
 				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", displayTime(l, a.ScheduledAt))
 				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), relativeTime(l, a.ScheduledAt)
+				if deref(a.ErrorCode) == engine.CodeCircuitOpen {
+					// Not an error: the step waits, unsent, for the breaker to let it through.
+					av.BreakerWait = l.T("breakers.wait", "Time", displayTime(l, a.ScheduledAt), "Relative", until(l, a.ScheduledAt, time.Now()))
+					av.BreakersURL = s.url("breakers") + "?" + url.Values{"workflowId": {ex.WorkflowID}}.Encode()
+					av.ErrorType, av.ErrorCode, av.ErrorMessage = "", "", ""
+					st.NextRetryAt, st.NextRetryAtText = "", ""
+				}
 			}
 			st.Attempts = append(st.Attempts, av)
 			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {

@@ -56,6 +56,7 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 		{ID: "workflows", Label: l.T("nav.workflows"), URL: s.url("workflows"), Active: active == "workflows"},
 		{ID: "executions", Label: l.T("nav.executions"), URL: s.url("executions"), Active: active == "executions"},
 		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: s.url("dlq"), Active: active == "dlq", Badge: dlq},
+		{ID: "breakers", Label: l.T("nav.breakers"), URL: s.url("breakers"), Active: active == "breakers"},
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
 		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"},

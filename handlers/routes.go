@@ -49,6 +49,10 @@ func (s *Server) routes() {
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
 	admin := requireRole(models.RoleAdmin)
+	breakers := NewBreakersHandler(s, s.DB, s.Engine)
+	app.GET("/breakers", breakers.List).Name = "breakers"
+	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"
+	app.POST("/breakers/:id/open", breakers.Open, admin).Name = "breakers.open"
 	app.POST("/settings/organization", profile.SaveOrg, admin).Name = "organization.save"
 	auditLog := NewAuditHandler(s, s.DB)
 	app.GET("/audit", auditLog.List, admin).Name = "audit"
@@ -70,6 +74,9 @@ func (s *Server) routes() {
 	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
+	api.GET("/breakers", breakers.API).Name = "api.breakers"
+	api.POST("/breakers/:id/reset", breakers.APIReset, admin).Name = "api.breakers.reset"
+	api.POST("/breakers/:id/open", breakers.APIOpen, admin).Name = "api.breakers.open"
 	if s.Bulk != nil {
 		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.create"
 		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk"

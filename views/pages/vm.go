@@ -77,6 +77,7 @@ type WorkflowVM struct {
 	Recent         []ExecutionRow
 	ExecutionsURL  string
 	WebhookURL     string // empty = no webhook trigger
+	BreakersURL    string // the breakers page filtered by this workflow
 }
 
 // StepDefRow is one step of a workflow definition.
@@ -89,6 +90,9 @@ type StepDefRow struct {
 	Timeout      string
 	Policy       string // one line, e.g. "3 retries · 5s ×2 · max 5m"
 	PolicySource string // "step" | "workflow" | "default"
+	// BreakerState is the state of the step's circuit breaker (closed | open | half_open;
+	// closed while it never failed); "" when the step has its breaker turned off.
+	BreakerState string
 }
 
 // StartForm starts an execution with a JSON input. Errors["input"] is shown
@@ -214,6 +218,10 @@ type AttemptVM struct {
 	InputJSON      string
 	OutputJSON     string
 	IdempotencyKey string
+	// BreakerWait replaces the error of an attempt waiting on an open circuit breaker
+	// ("Waiting on the circuit breaker until …"); BreakersURL links to the breakers page.
+	BreakerWait string
+	BreakersURL string
 }
 
 // DLQVM feeds DLQ (the dead-letter list).

@@ -321,7 +321,7 @@ func BenchmarkRetryLateness(b *testing.B) {
 			srv := httptest.NewServer(svc)
 			b.Cleanup(srv.Close)
 			// A retry 5 minutes later: the benchmark moves it to the second under test.
-			def := fmt.Sprintf(`{"name": "Retry", "settings": {"retryPolicy": %s},
+			def := fmt.Sprintf(`{"name": "Retry", "settings": {"retryPolicy": %s, "circuitBreaker": {"enabled": false}},
 			  "steps": [{"id": "call", "type": "http", "config": {"method": "POST", "url": %q, "body": {"n": "{{ input.n }}"}}}]}`,
 				`{"maxRetries": 3, "initialDelayMs": 300000, "backoffMultiplier": 1, "jitterRatio": 0}`, srv.URL)
 			s := newBenchStack(b, dialect, def)

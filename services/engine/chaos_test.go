@@ -66,7 +66,7 @@ func chaosDef(url, policy string) string {
 		ss = append(ss, fmt.Sprintf(`{"id": %q, "type": "http", "timeoutMs": %d,
 		  "config": {"method": "POST", "url": "%s/%s", "body": {"order": "{{ input.order }}"}}}`, id, chaosTimeoutMs, url, id))
 	}
-	return fmt.Sprintf(`{"name": "Chaos", "settings": {"retryPolicy": %s}, "steps": [%s]}`, policy, strings.Join(ss, ","))
+	return fmt.Sprintf(`{"name": "Chaos", "settings": {"retryPolicy": %s, "circuitBreaker": {"enabled": false}}, "steps": [%s]}`, policy, strings.Join(ss, ","))
 }
 
 // chaosDoomed: about one (execution, step) pair in 40 fails on every attempt (its execution

@@ -126,7 +126,7 @@ func TestTwoEngines(t *testing.T) {
 			for s := range twoEnginesSteps {
 				ss = append(ss, fmt.Sprintf(`{"id": "s%d", "type": "count", "config": {}}`, s))
 			}
-			def := `{"name": "Two engines", "settings": {"retryPolicy": {"maxRetries": 3, "initialDelayMs": 1000, "backoffType": "fixed", "jitterRatio": 0}},
+			def := `{"name": "Two engines", "settings": {"circuitBreaker": {"enabled": false}, "retryPolicy": {"maxRetries": 3, "initialDelayMs": 1000, "backoffType": "fixed", "jitterRatio": 0}},
 			  "steps": [` + strings.Join(ss, ",") + `]}`
 			if wf, err = (&workflows.Service{DB: db, Steps: reg}).Create(ctx, orgID, audit.System, []byte(def)); err != nil {
 				t.Fatal(err)

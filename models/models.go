@@ -186,10 +186,12 @@ type Execution struct {
 	RetryOverride JSON
 	// OriginalInput is the input (sealed) before an operator first edited it.
 	OriginalInput JSON
-	StartedAt     *time.Time
-	FinishedAt    *time.Time
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// RollbackStatus: nil, or the state of its rollback (RollingBack, RolledBack, RollbackFailed).
+	RollbackStatus *string
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 func (Execution) TableName() string { return "workflow_executions" }
@@ -340,19 +342,52 @@ type BreakerFailure struct {
 
 func (BreakerFailure) TableName() string { return "circuit_breaker_failures" }
 
-// CompensationAction is a rollback handler for a step.
+// Compensation statuses.
+const (
+	CompPending   = "pending"
+	CompRunning   = "running"
+	CompWaiting   = "waiting" // a manual compensation waits for an admin's confirmation
+	CompCompleted = "completed"
+	CompFailed    = "failed"
+	CompSkipped   = "skipped"
+)
+
+// Rollback statuses of an execution (workflow_executions.rollback_status).
+const (
+	RollingBack    = "ROLLING_BACK"
+	RolledBack     = "ROLLED_BACK"
+	RollbackFailed = "ROLLBACK_FAILED"
+)
+
+// CompensationAction is one compensation of an execution's rollback: it undoes one completed
+// step. Position orders the rollback (0 runs first: the last completed step). It runs durably
+// like a step attempt (Generation, ScheduledAt, LeaseExpiresAt), with its own attempts and
+// the idempotency key compensate:{execution}:{step}.
 type CompensationAction struct {
 	ID                 string
 	OrganizationID     string
 	WorkflowID         string
 	StepID             string
+	StepIndex          int
+	Position           int
 	CompensationType   string
 	CompensationConfig JSON
 	ExecutionID        *string
 	Status             *string
-	ExecutedAt         *time.Time
+	Attempts           int
+	Generation         int
+	IdempotencyKey     *string
+	ErrorType          *string
+	ErrorMessage       *string
 	Result             JSON
+	ScheduledAt        *time.Time
+	StartedAt          *time.Time
+	FinishedAt         *time.Time
+	LeaseExpiresAt     *time.Time
+	ExecutedAt         *time.Time
+	ResolvedBy         *string
 	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 func (CompensationAction) TableName() string { return "compensation_actions" }

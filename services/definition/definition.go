@@ -50,6 +50,11 @@ type Definition struct {
 type Settings struct {
 	RetryPolicy   *retry.Spec `json:"retryPolicy,omitempty"`
 	UnknownErrors string      `json:"unknownErrors,omitempty"`
+	// RollbackOnFailure: when a step fails for good, the compensations of the completed steps
+	// run in reverse order. RollbackStopOnFailure: a compensation that fails for good stops
+	// the rollback (else the others still run).
+	RollbackOnFailure     bool `json:"rollbackOnFailure,omitempty"`
+	RollbackStopOnFailure bool `json:"rollbackStopOnFailure,omitempty"`
 	// CircuitBreaker configures the breakers of every step (a step's own wins, field by field).
 	CircuitBreaker *breaker.Spec `json:"circuitBreaker,omitempty"`
 	// Subject is a template over the input ("{{ input.clientName }} · {{ input.period }}"),
@@ -70,6 +75,8 @@ type Step struct {
 	TimeoutMs   int            `json:"timeoutMs,omitempty"`
 	// CircuitBreaker configures the step's breaker over the workflow's settings.
 	CircuitBreaker *breaker.Spec `json:"circuitBreaker,omitempty"`
+	// Compensation undoes the step when the execution is rolled back.
+	Compensation *Compensation `json:"compensation,omitempty"`
 }
 
 // Breaker is the effective breaker configuration of step i.
@@ -213,6 +220,9 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 			for k, v := range s.CircuitBreaker.Validate() {
 				errs[p+".circuitBreaker."+k] = v
 			}
+		}
+		if s.Compensation != nil {
+			validateCompensation(s.Compensation, p+".compensation", errs)
 		}
 		t, ok := reg.Get(s.Type)
 		if !ok {

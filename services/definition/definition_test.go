@@ -75,6 +75,15 @@ func TestParse(t *testing.T) {
 		{"breaker", `{"name": "x", "settings": {"circuitBreaker": {"failureThreshold": 3, "scope": "host"}}, "steps": [` + step(`, "circuitBreaker": {"resetTimeoutMs": 10000, "countErrors": ["timeout"]}`) + `]}`, nil},
 		{"breaker out of range", `{"name": "x", "settings": {"circuitBreaker": {"failureThreshold": 0}}, "steps": [` + step(`, "circuitBreaker": {"halfOpenRequests": 11, "resetTimeoutMs": 5000}`) + `]}`,
 			map[string]string{"settings.circuitBreaker.failureThreshold": "between 1 and 100", "steps[0].circuitBreaker.halfOpenRequests": "between 1 and 10", "steps[0].circuitBreaker.resetTimeoutMs": "between 10000 and 600000"}},
+		// Compensations (seed 000's compensationActionSchema).
+		{"compensations", `{"name": "x", "settings": {"rollbackOnFailure": true}, "steps": [` + step(`, "compensation": {"compensationType": "api_call", "config": {"url": "https://x.example/cancel/{{ step.output.id }}", "method": "DELETE", "body": {"nip": "{{ input.nip }}"}}}`) + `,
+		  {"id": "b", "type": "transform", "config": {"output": 1}, "compensation": {"compensationType": "database_operation", "config": {"connection": "erp", "statement": "UPDATE invoices SET booked = false WHERE id = $1", "params": ["{{ step.output }}"]}}},
+		  {"id": "c", "type": "transform", "config": {"output": 1}, "compensation": {"compensationType": "manual", "config": {"instructions": "Cancel the transfer in the bank."}}}]}`, nil},
+		{"compensation type", `{"name": "x", "steps": [` + step(`, "compensation": {"compensationType": "undo"}`) + `]}`, map[string]string{"steps[0].compensation.compensationType": "one of"}},
+		{"compensation config", `{"name": "x", "steps": [` + step(`, "compensation": {"compensationType": "database_operation", "config": {"statement": "DELETE FROM t WHERE id = '{{ step.output.id }}'"}}`) + `]}`,
+			map[string]string{"steps[0].compensation.config.connection": "required", "steps[0].compensation.config.statement": "templates"}},
+		{"compensation url", `{"name": "x", "steps": [` + step(`, "compensation": {"compensationType": "api_call", "config": {"url": "file:///etc/passwd"}}`) + `]}`, map[string]string{"steps[0].compensation.config.url": "http"}},
+		{"compensation template root", `{"name": "x", "steps": [` + step(`, "compensation": {"compensationType": "notification", "config": {"message": "{{ env.HOME }}"}}`) + `]}`, map[string]string{"steps[0].compensation.config.message": "unknown name"}},
 		// The subject is a template over the input only.
 		{"subject", `{"name": "x", "settings": {"subject": "{{ input.clientName }} · {{ input.period }}"}, "steps": [` + step(``) + `]}`, nil},
 		{"subject reads a step", `{"name": "x", "settings": {"subject": "{{ steps.a.output }}"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.subject": "only input"}},

@@ -28,11 +28,13 @@ import (
 	"lifeline/services/steps"
 )
 
-// Job asks for one attempt to run at RunAt (zero: now).
+// Job asks for one attempt (or, with CompensationID, one compensation of a rollback) to run
+// at RunAt (zero: now).
 type Job struct {
-	AttemptID  string
-	Generation int
-	RunAt      time.Time
+	AttemptID      string
+	CompensationID string
+	Generation     int
+	RunAt          time.Time
 }
 
 // Enqueuer puts attempt jobs on the queue.
@@ -101,6 +103,8 @@ type Engine struct {
 	abandoned sync.Map
 	// breakers caches the closed circuit breakers this process saw (a second at most).
 	breakers breakerCache
+	// databases runs database_operation compensations (nil: they fail).
+	databases DatabaseExecutor
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.

@@ -146,7 +146,7 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 			res.Requeued++
 		}
 	}
-	return res, nil
+	return res, e.reconcileCompensations(ctx, now, pendingGrace)
 }
 
 // exhaust sends an attempt that was reclaimed MaxReclaims times to the DLQ: its process
@@ -187,7 +187,13 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 			}
 		}
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
-		return nil, e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, nil, now)
+		if err := e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, nil, now); err != nil {
+			return nil, err
+		}
+		if def.Settings.RollbackOnFailure {
+			return e.startRollbackTx(tx, &ex, def, audit.System, now)
+		}
+		return nil, nil
 	})
 	if err == nil {
 		e.log.ErrorContext(ctx, "an attempt's process died too often; execution moved to the dead-letter queue",

@@ -698,7 +698,13 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 			if err := finishAttempt(tx, a, generation, upd); err != nil {
 				return nil, err
 			}
-			return nil, e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, h.gate, now)
+			if err := e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, h.gate, now); err != nil {
+				return nil, err
+			}
+			if def.Settings.RollbackOnFailure {
+				return e.startRollbackTx(tx, ex, def, audit.System, now)
+			}
+			return nil, nil
 		})
 	})
 	if landed { // a try committed though it seemed to fail: see what it left

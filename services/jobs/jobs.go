@@ -92,23 +92,64 @@ func (BulkArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
 }
 
-// BulkWorker works through a bulk job a batch at a time: while items remain it snoozes for
-// a second (the rate limit) and runs again.
+// BulkWorker works through a bulk job a batch at a time, a batch a second (the rate limit).
+// One run paces itself for at most bulkRun; then, while items remain, it snoozes a second
+// and runs again, so a long bulk job does not hold a worker for good. (The pacing wait is a
+// rate limit inside a running job; where the job stands is in the database, and a crash
+// loses nothing: the job runs again, or Repair queues it.)
 type BulkWorker struct {
 	river.WorkerDefaults[BulkArgs]
 	Bulk *bulk.Service
 }
 
-// Work runs one batch.
+// bulkRun bounds one run of a bulk job.
+const bulkRun = 15 * time.Second
+
+// Work runs batches.
 func (w *BulkWorker) Work(ctx context.Context, job *river.Job[BulkArgs]) error {
-	more, err := w.Bulk.Step(ctx, job.Args.BulkID)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(bulkRun)
+	for {
+		began := time.Now()
+		more, err := w.Bulk.Step(ctx, job.Args.BulkID)
+		if err != nil || !more {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return river.JobSnooze(time.Second)
+		}
+		pace := time.NewTimer(time.Second - time.Since(began))
+		select {
+		case <-ctx.Done():
+			pace.Stop()
+			return river.JobSnooze(time.Second)
+		case <-pace.C:
+		}
 	}
-	if more {
-		return river.JobSnooze(time.Second)
-	}
-	return nil
+}
+
+// CompensateArgs runs one compensation of a rollback at one generation.
+type CompensateArgs struct {
+	CompensationID string `json:"compensation_id"`
+	Generation     int    `json:"generation"`
+}
+
+// Kind implements river.JobArgs.
+func (CompensateArgs) Kind() string { return "compensate" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (CompensateArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
+}
+
+// CompensateWorker runs compensations; only database errors make River retry the job.
+type CompensateWorker struct {
+	river.WorkerDefaults[CompensateArgs]
+	Engine *engine.Engine
+}
+
+// Work runs the compensation.
+func (w *CompensateWorker) Work(ctx context.Context, job *river.Job[CompensateArgs]) error {
+	return w.Engine.RunCompensation(ctx, job.Args.CompensationID, job.Args.Generation)
 }
 
 // RetentionArgs applies retention rules.
@@ -214,6 +255,7 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
 	river.AddWorker(workers, &ReconcileWorker{Engine: eng, Bulk: r.bulk})
 	river.AddWorker(workers, &BulkWorker{Bulk: r.bulk})
+	river.AddWorker(workers, &CompensateWorker{Engine: eng})
 	river.AddWorker(workers, &RetentionWorker{Engine: eng, Sessions: &auth.SessionStore{DB: db}})
 	if cfg.Register != nil {
 		cfg.Register(workers)
@@ -317,6 +359,14 @@ func (r *Runner) Kill() {
 func params(jobs []engine.Job) []river.InsertManyParams {
 	out := make([]river.InsertManyParams, len(jobs))
 	for i, j := range jobs {
+		if j.CompensationID != "" {
+			opts := CompensateArgs{}.InsertOpts()
+			if !j.RunAt.IsZero() {
+				opts.ScheduledAt = j.RunAt
+			}
+			out[i] = river.InsertManyParams{Args: CompensateArgs{CompensationID: j.CompensationID, Generation: j.Generation}, InsertOpts: &opts}
+			continue
+		}
 		opts := AttemptArgs{}.InsertOpts()
 		// RunAt is read from the database clock; River compares it with the same clock.
 		// (The application clock may be off: it never decides when an attempt is due.)
@@ -399,7 +449,7 @@ func (l levelFilter) WithGroup(name string) slog.Handler {
 	return levelFilter{l.Handler.WithGroup(name), l.min, l.quiet}
 }
 
-// onTime keeps attempt jobs "available" even when they are due in the future. River's
+// onTime keeps attempt and compensation jobs "available" even when they are due in the future. River's
 // fetch takes available jobs whose scheduled_at has passed, so a retry starts within
 // FetchPollInterval of its time, instead of waiting for River's scheduler, which
 // promotes "scheduled" jobs only every 5 seconds.
@@ -408,7 +458,7 @@ type onTime struct{ river.MiddlewareDefaults }
 func (*onTime) InsertMany(ctx context.Context, many []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
 	for _, p := range many {
-		if p.Kind == (AttemptArgs{}).Kind() && p.State == rivertype.JobStateScheduled {
+		if (p.Kind == (AttemptArgs{}).Kind() || p.Kind == (CompensateArgs{}).Kind()) && p.State == rivertype.JobStateScheduled {
 			p.State = rivertype.JobStateAvailable
 		}
 	}

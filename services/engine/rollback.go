@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/definition"
+	"lifeline/services/retry"
+	"lifeline/services/steps"
+	"lifeline/services/tmpl"
+)
+
+// A rollback undoes the completed steps of a failed execution in reverse order (3, 2, 1): one
+// compensation_actions row per completed step that declares a compensation, run one after the
+// other, each durably (a River job per try, a lease while it runs, retries on its own policy,
+// the idempotency key compensate:{execution}:{step}, sent as Idempotency-Key by api_call).
+// A compensation that fails for good does not stop the others unless the workflow says
+// so (settings.rollbackStopOnFailure); the execution's rollback_status ends ROLLED_BACK or
+// ROLLBACK_FAILED. A manual compensation waits for an admin to confirm it was done (or skip it).
+
+// DatabaseExecutor runs one parameterized statement on a database connection an admin
+// configured by name (the database_operation compensation).
+type DatabaseExecutor interface {
+	Exec(ctx context.Context, orgID, connection, statement string, args []any, timeout time.Duration) (int64, error)
+}
+
+// SetDatabases gives the engine the named database connections of database_operation.
+func (e *Engine) SetDatabases(d DatabaseExecutor) { e.databases = d }
+
+// compensationPolicy is a compensation's retry policy without one of its own.
+var compensationPolicy = func() *retry.Spec {
+	n, d, m := 3, 5000, 2.0
+	return &retry.Spec{MaxRetries: &n, InitialDelayMs: &d, BackoffMultiplier: &m}
+}()
+
+// CompensationKey is the idempotency key of a step's compensation.
+func CompensationKey(executionID, stepID string) string {
+	return "compensate:" + executionID + ":" + stepID
+}
+
+// RollbackRequest asks for the rollback of a failed execution.
+type RollbackRequest struct {
+	OrganizationID string
+	ExecutionID    string
+	Actor          audit.Actor
+}
+
+// StartRollback starts the rollback of a failed execution (DLQ_PENDING or FAILED). Errors:
+// ENOTFOUND; ECONFLICT when it is not failed, or was rolled back (or is being) already.
+func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.Execution, error) {
+	ex, err := e.db.GetExecution(ctx, r.OrganizationID, r.ExecutionID)
+	if err != nil {
+		return nil, err
+	}
+	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return nil, err
+	}
+	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		if err := tx.Where("id = ?", ex.ID).First(ex).Error; err != nil {
+			return nil, err
+		}
+		switch {
+		case ex.RollbackStatus != nil:
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
+		case ex.Status != models.ExecDLQPending && ex.Status != models.ExecFailed:
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
+		}
+		return e.startRollbackTx(tx, ex, def, r.Actor, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
+}
+
+// startRollbackTx records the rollback of ex in tx: a row per completed step with a
+// compensation, last step first, and the job of the first to run.
+func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
+	var attempts []models.StepAttempt
+	if err := tx.Select("step_id, step_index, attempt, status").Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
+		return nil, err
+	}
+	last := map[string]string{} // step → status of its latest attempt
+	for _, a := range attempts {
+		last[a.StepID] = a.Status
+	}
+	var rows []models.CompensationAction
+	for i := len(def.Steps) - 1; i >= 0; i-- {
+		st := def.Steps[i]
+		if last[st.ID] != models.StepSucceeded || st.Compensation == nil {
+			continue
+		}
+		cfg, _ := json.Marshal(st.Compensation)
+		status, key := models.CompPending, CompensationKey(ex.ID, st.ID)
+		if st.Compensation.CompensationType == definition.CompNone {
+			status = models.CompSkipped
+		}
+		rows = append(rows, models.CompensationAction{ID: models.NewID(), OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
+			StepID: st.ID, StepIndex: i, Position: len(rows), CompensationType: st.Compensation.CompensationType,
+			CompensationConfig: models.JSON(cfg), ExecutionID: &ex.ID, Status: &status, Generation: 1, IdempotencyKey: &key,
+			CreatedAt: now, UpdatedAt: now})
+	}
+	rolling := models.RollingBack
+	ex.RollbackStatus = &rolling
+	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).Updates(map[string]any{"rollback_status": rolling, "updated_at": now}).Error; err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		if err := tx.Create(&rows).Error; err != nil {
+			return nil, err
+		}
+	}
+	if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: actor, Action: "execution.rollback",
+		EntityType: "workflow_execution", EntityID: ex.ID, At: now, Details: map[string]any{"phase": "started", "compensations": len(rows)}}); err != nil {
+		return nil, err
+	}
+	return e.nextCompensation(tx, ex.OrganizationID, ex.ID, -1, now)
+}
+
+// nextCompensation schedules the first compensation after position that has not run yet and
+// returns its job; when none is left the rollback ends (or waits for a manual confirmation).
+func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, position int, now time.Time) ([]Job, error) {
+	var next []models.CompensationAction
+	if err := tx.Where("execution_id = ? AND position > ? AND status = ? AND scheduled_at IS NULL", executionID, position, models.CompPending).
+		Order("position").Limit(1).Find(&next).Error; err != nil {
+		return nil, err
+	}
+	if len(next) == 1 {
+		c := next[0]
+		if err := tx.Model(&models.CompensationAction{}).Where("id = ?", c.ID).Updates(map[string]any{"scheduled_at": now, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		return []Job{{CompensationID: c.ID, Generation: c.Generation, RunAt: now}}, nil
+	}
+	return nil, e.finishRollback(tx, orgID, executionID, now)
+}
+
+// finishRollback ends the rollback when no compensation is left to run: ROLLED_BACK, or
+// ROLLBACK_FAILED when one failed for good (or is still pending behind one that stopped it).
+func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time.Time) error {
+	var open, failed int64
+	if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND status IN ?", executionID,
+		[]string{models.CompRunning, models.CompWaiting}).Count(&open).Error; err != nil {
+		return err
+	}
+	if open > 0 {
+		return nil
+	}
+	if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND (status = ? OR (status = ? AND scheduled_at IS NULL))", executionID,
+		models.CompFailed, models.CompPending).Count(&failed).Error; err != nil {
+		return err
+	}
+	status := models.RolledBack
+	if failed > 0 {
+		status = models.RollbackFailed
+	}
+	r := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", executionID, models.RollingBack).
+		Updates(map[string]any{"rollback_status": status, "updated_at": now})
+	if r.Error != nil || r.RowsAffected == 0 {
+		return r.Error
+	}
+	return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: audit.System, Action: "execution.rollback",
+		EntityType: "workflow_execution", EntityID: executionID, At: now, Details: map[string]any{"phase": "finished", "status": status}})
+}
+
+// compensationLease is how long a running compensation is held beyond its timeout.
+const compensationLease = 30 * time.Second
+
+// RunCompensation claims a pending compensation at this generation, runs it and records the
+// result, then schedules the next one. It returns an error only when the database failed.
+func (e *Engine) RunCompensation(ctx context.Context, id string, generation int) error {
+	var c models.CompensationAction
+	if err := e.db.Conn(ctx).Where("id = ?", id).First(&c).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if c.Status == nil || *c.Status != models.CompPending || c.Generation != generation || c.ExecutionID == nil {
+		return nil
+	}
+	var comp definition.Compensation
+	if err := json.Unmarshal(c.CompensationConfig, &comp); err != nil {
+		return fmt.Errorf("compensation %s: %w", c.ID, err)
+	}
+	timeout := compensationTimeout(comp)
+	now, err := e.now(ctx)
+	if err != nil {
+		return err
+	}
+	if comp.CompensationType == definition.CompManual {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			return nil, tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
+				Updates(map[string]any{"status": models.CompWaiting, "started_at": now, "updated_at": now}).Error
+		})
+	}
+	r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
+		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + compensationLease),
+			"attempts": c.Attempts + 1, "updated_at": now})
+	if r.Error != nil || r.RowsAffected == 0 {
+		return r.Error
+	}
+	c.Attempts++
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	result, runErr := e.compensate(ctx, &c, comp, timeout)
+	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
+		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
+			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
+	}
+	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		return e.recordCompensation(tx, &c, comp, generation, result, runErr, now)
+	})
+}
+
+// compensate runs one compensation (not manual) and returns what it produced.
+func (e *Engine) compensate(ctx context.Context, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, error) {
+	if comp.CompensationType == definition.CompNone {
+		return nil, nil
+	}
+	var ex models.Execution
+	if err := e.db.Conn(ctx).Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
+		return nil, err
+	}
+	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
+	if err != nil {
+		return nil, err
+	}
+	env, err := e.env(&ex, attempts, 1<<30)
+	if err != nil {
+		return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+	}
+	if st, ok := env["steps"].(map[string]any)[c.StepID].(map[string]any); ok {
+		env["step"] = st
+	} else {
+		env["step"] = map[string]any{"output": nil}
+	}
+	cfgAny, err := tmpl.Render(withoutKey(comp.Config, "statement"), env)
+	if err != nil {
+		return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
+	}
+	cfg, _ := cfgAny.(map[string]any)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch comp.CompensationType {
+	case definition.CompAPICall:
+		t, ok := e.steps.Get("http")
+		if !ok {
+			return nil, classify.New(classify.Permanent, "STEP_TYPE", "the http step type is not registered in this process")
+		}
+		in := map[string]any{"url": cfg["url"], "method": cmpOrAny(cfg["method"], "POST")}
+		for _, k := range []string{"headers", "body"} {
+			if v, ok := cfg[k]; ok && v != nil {
+				in[k] = v
+			}
+		}
+		return safeRun(rctx, t, steps.Input{ExecutionID: ex.ID, StepID: c.StepID, Attempt: c.Attempts, IdempotencyKey: *c.IdempotencyKey, Config: in})
+	case definition.CompDatabase:
+		if e.databases == nil {
+			return nil, classify.New(classify.Permanent, "NO_DATABASES", "database connections are not available in this process")
+		}
+		conn, _ := comp.Config["connection"].(string)
+		stmt, _ := comp.Config["statement"].(string)
+		params, _ := cfg["params"].([]any)
+		n, err := e.databases.Exec(rctx, ex.OrganizationID, conn, stmt, params, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"rowsAffected": n}, nil
+	case definition.CompNotify:
+		msg, _ := cfg["message"].(string)
+		return map[string]any{"message": msg, "delivered": "recorded"}, nil
+	}
+	return nil, classify.New(classify.Permanent, "COMPENSATION_TYPE", fmt.Sprintf("unknown compensation type %q", comp.CompensationType))
+}
+
+// recordCompensation stores a compensation's result in tx: completed; or failed, retried on
+// its policy or failed for good; then the next compensation.
+func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
+	result any, runErr error, now time.Time) ([]Job, error) {
+	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
+	if runErr == nil {
+		out, _ := json.Marshal(result)
+		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(e.redactor.JSON(out)), "error_type": nil,
+			"error_message": nil, "finished_at": now, "executed_at": now, "lease_expires_at": nil, "updated_at": now})
+		if r.Error != nil || r.RowsAffected == 0 {
+			return nil, r.Error
+		}
+		if err := compensationEntry(tx, c, "compensation.completed", audit.System, now, nil); err != nil {
+			return nil, err
+		}
+		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+	}
+	cl := classify.Classify(runErr)
+	var he *classify.HTTPError
+	if errors.As(runErr, &he) {
+		cl.Message = he.Reason()
+	}
+	msg := cleanText(e.redactor.Text(cl.Message), maxErrorMessage)
+	policy := retry.ResolveLevels(compensationPolicy, comp.RetryPolicy)
+	decision := policy.Decide(cl.Type, c.Attempts-1, true, 0)
+	if neverRetried[cl.Code] {
+		decision.Retry = false
+	}
+	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg, "lease_expires_at": nil, "updated_at": now}
+	if decision.Retry {
+		at := now.Add(policy.Delay(c.Attempts, e.Rand))
+		upd["status"], upd["generation"], upd["scheduled_at"] = models.CompPending, generation+1, at
+		if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
+			return nil, r.Error
+		}
+		return []Job{{CompensationID: c.ID, Generation: generation + 1, RunAt: at}}, nil
+	}
+	upd["status"], upd["finished_at"] = models.CompFailed, now
+	if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
+		return nil, r.Error
+	}
+	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
+		return nil, err
+	}
+	if e.stopsOnFailure(tx, c) {
+		return nil, e.finishRollback(tx, c.OrganizationID, *c.ExecutionID, now)
+	}
+	return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+}
+
+// stopsOnFailure reports whether the execution's workflow stops its rollback at a failed compensation.
+func (e *Engine) stopsOnFailure(tx *gorm.DB, c *models.CompensationAction) bool {
+	var ex models.Execution
+	if err := tx.Select("workflow_version").Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
+		return false
+	}
+	def, err := e.definitionFor(context.Background(), c.OrganizationID, c.WorkflowID, ex.WorkflowVersion)
+	return err == nil && def.Settings.RollbackStopOnFailure
+}
+
+// CompensationAction is an admin's action on one compensation.
+type CompensationAction struct {
+	OrganizationID string
+	CompensationID string
+	// Action: "retry" (a failed one runs again), "skip" (a failed or waiting one is passed
+	// over), "confirm" (a manual one was done).
+	Action string
+	Actor  audit.Actor
+}
+
+// ActOnCompensation retries, skips or confirms a compensation, and lets the rollback go on.
+// Errors: ENOTFOUND; EINVALID for an unknown action; ECONFLICT when the compensation is not
+// in a state the action applies to.
+func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) error {
+	from := map[string][]string{"retry": {models.CompFailed}, "skip": {models.CompFailed, models.CompWaiting, models.CompPending},
+		"confirm": {models.CompWaiting}}[r.Action]
+	if from == nil {
+		return models.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
+	}
+	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		var c models.CompensationAction
+		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.CompensationID).First(&c).Error; err != nil {
+			if models.IsNotFound(err) {
+				return nil, models.NotFound("compensation")
+			}
+			return nil, err
+		}
+		var by *string
+		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
+			by = &r.Actor.ID
+		}
+		upd := map[string]any{"resolved_by": by, "updated_at": now}
+		switch r.Action {
+		case "retry":
+			upd["status"], upd["generation"], upd["scheduled_at"], upd["attempts"], upd["finished_at"] = models.CompPending, c.Generation+1, now, 0, nil
+		case "skip":
+			upd["status"], upd["finished_at"] = models.CompSkipped, now
+		case "confirm":
+			upd["status"], upd["finished_at"], upd["executed_at"] = models.CompCompleted, now, now
+		}
+		res := tx.Model(&models.CompensationAction{}).Where("id = ? AND status IN ?", c.ID, from).Updates(upd)
+		if res.Error != nil {
+			return nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "compensation.conflict"}
+		}
+		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
+			r.Actor, now, nil); err != nil {
+			return nil, err
+		}
+		if err := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", *c.ExecutionID, models.RollbackFailed).
+			Updates(map[string]any{"rollback_status": models.RollingBack, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		if r.Action == "retry" {
+			return []Job{{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now}}, nil
+		}
+		var running int64
+		if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND status IN ?", *c.ExecutionID,
+			[]string{models.CompRunning, models.CompWaiting}).Count(&running).Error; err != nil {
+			return nil, err
+		}
+		if running > 0 {
+			return nil, nil
+		}
+		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+	})
+}
+
+// Compensations returns an execution's compensations in the order they run.
+func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
+	var out []models.CompensationAction
+	err := e.db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("position").Find(&out).Error
+	return out, err
+}
+
+// reconcileCompensations takes back compensations whose process died (their lease ran out)
+// and queues again the due ones whose job was lost.
+func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
+	var stuck []models.CompensationAction
+	if err := e.db.Conn(ctx).Where("status = ? AND lease_expires_at < ?", models.CompRunning, now).Limit(500).Find(&stuck).Error; err != nil {
+		return err
+	}
+	var jobs []Job
+	for _, c := range stuck {
+		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, c.Generation).
+			Updates(map[string]any{"status": models.CompPending, "generation": c.Generation + 1, "scheduled_at": now, "lease_expires_at": nil, "updated_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected == 1 {
+			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+		}
+	}
+	// Due for longer than grace and not taken: its job was lost (or taken by a process that
+	// died). The next generation makes any older job a no-op.
+	var due []models.CompensationAction
+	if err := e.db.Conn(ctx).Where("status = ? AND scheduled_at < ?", models.CompPending, now.Add(-grace)).Limit(500).Find(&due).Error; err != nil {
+		return err
+	}
+	for _, c := range due {
+		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, c.Generation).
+			Updates(map[string]any{"generation": c.Generation + 1, "scheduled_at": now, "updated_at": now})
+		if r.Error != nil {
+			return r.Error
+		}
+		if r.RowsAffected == 1 {
+			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+		}
+	}
+	return e.enq.Enqueue(ctx, jobs)
+}
+
+func compensationTimeout(c definition.Compensation) time.Duration {
+	if ms, ok := c.Config["timeoutMs"].(float64); ok && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 30 * time.Second
+}
+
+func compensationEntry(tx *gorm.DB, c *models.CompensationAction, action string, actor audit.Actor, at time.Time, extra map[string]any) error {
+	d := map[string]any{"executionId": deref(c.ExecutionID), "stepId": c.StepID, "type": c.CompensationType, "position": c.Position}
+	for k, v := range extra {
+		d[k] = v
+	}
+	return audit.Record(tx, audit.Entry{OrganizationID: c.OrganizationID, Actor: actor, Action: action, EntityType: "compensation_action",
+		EntityID: c.ID, At: at, Details: d})
+}
+
+func withoutKey(m map[string]any, key string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != key {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func cmpOrAny(v any, fallback string) any {
+	if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+		return strings.ToUpper(s)
+	}
+	return fallback
+}

@@ -42,11 +42,12 @@ func NewAuditHandler(s *Server, store auditStore) *AuditHandler {
 
 // auditEvents are the events the filter offers: seed 000's and Lifeline's own.
 func auditEvents() []string {
-	out := make([]string, 0, len(audit.Labels)+6)
+	out := make([]string, 0, len(audit.Labels)+20)
 	for k := range audit.Labels {
 		out = append(out, k)
 	}
-	out = append(out, "token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "circuit.half_opened")
+	out = append(out, "token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "circuit.half_opened",
+		"compensation.completed", "compensation.failed", "compensation.retried", "compensation.skipped", "compensation.confirmed")
 	sort.Strings(out)
 	return out
 }

@@ -63,6 +63,32 @@ type executionDetail struct {
 	Steps        []stepDetail
 	DLQ          *models.DeadLetter
 	RetriedAs    string // a full retry of this execution, when there is one
+	// Compensations of its rollback, in the order they run (none without a rollback).
+	Compensations []models.CompensationAction
+}
+
+// apiCompensation is one compensation of a rollback.
+type apiCompensation struct {
+	ID               string          `json:"id"`
+	StepID           string          `json:"stepId"`
+	CompensationType string          `json:"compensationType"`
+	Status           string          `json:"status"`
+	Attempts         int             `json:"attempts"`
+	StartedAt        *string         `json:"startedAt"`
+	FinishedAt       *string         `json:"finishedAt"`
+	Result           json.RawMessage `json:"result"`
+	Error            *string         `json:"error"`
+	ErrorType        *string         `json:"errorType,omitempty"`
+}
+
+func compensationsOf(cs []models.CompensationAction) []apiCompensation {
+	out := make([]apiCompensation, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, apiCompensation{ID: c.ID, StepID: c.StepID, CompensationType: c.CompensationType, Status: deref(c.Status),
+			Attempts: c.Attempts, StartedAt: rfcPtr(c.StartedAt), FinishedAt: rfcPtr(c.FinishedAt), Result: json.RawMessage(c.Result),
+			Error: c.ErrorMessage, ErrorType: c.ErrorType})
+	}
+	return out
 }
 
 func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executionDetail, error) {
@@ -109,6 +135,11 @@ func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executio
 			return nil, err
 		}
 	}
+	if ex.RollbackStatus != nil {
+		if d.Compensations, err = s.Engine.Compensations(ctx, orgID, ex.ID); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 
@@ -151,28 +182,30 @@ type apiStep struct {
 }
 
 type apiExecution struct {
-	ID              string          `json:"id"`
-	WorkflowID      string          `json:"workflowId"`
-	WorkflowName    string          `json:"workflowName,omitempty"`
-	WorkflowVersion int             `json:"workflowVersion"`
-	Subject         *string         `json:"subject"`
-	Status          string          `json:"status"`
-	Trigger         string          `json:"trigger"`
-	CorrelationID   string          `json:"correlationId"`
-	CurrentStepID   *string         `json:"currentStepId"`
-	Input           json.RawMessage `json:"input,omitempty"`
-	CreatedAt       string          `json:"createdAt"`
-	StartedAt       *string         `json:"startedAt"`
-	FinishedAt      *string         `json:"finishedAt"`
-	DLQID           string          `json:"dlqId,omitempty"`
-	RetryOf         *string         `json:"retryOf,omitempty"` // a full retry: the execution it retries
-	Steps           []apiStep       `json:"steps,omitempty"`
+	ID              string            `json:"id"`
+	WorkflowID      string            `json:"workflowId"`
+	WorkflowName    string            `json:"workflowName,omitempty"`
+	WorkflowVersion int               `json:"workflowVersion"`
+	Subject         *string           `json:"subject"`
+	Status          string            `json:"status"`
+	Trigger         string            `json:"trigger"`
+	CorrelationID   string            `json:"correlationId"`
+	CurrentStepID   *string           `json:"currentStepId"`
+	Input           json.RawMessage   `json:"input,omitempty"`
+	CreatedAt       string            `json:"createdAt"`
+	StartedAt       *string           `json:"startedAt"`
+	FinishedAt      *string           `json:"finishedAt"`
+	DLQID           string            `json:"dlqId,omitempty"`
+	RetryOf         *string           `json:"retryOf,omitempty"` // a full retry: the execution it retries
+	RollbackStatus  *string           `json:"rollbackStatus,omitempty"`
+	Compensations   []apiCompensation `json:"compensations,omitempty"`
+	Steps           []apiStep         `json:"steps,omitempty"`
 }
 
 func (s *Server) apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
 	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
-		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf}
+		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf, RollbackStatus: ex.RollbackStatus}
 }
 
 func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
@@ -180,6 +213,9 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 	out.Input = s.redacted(d.Ex.Input)
 	if d.DLQ != nil {
 		out.DLQID = d.DLQ.ID
+	}
+	if d.Ex.RollbackStatus != nil {
+		out.Compensations = compensationsOf(d.Compensations)
 	}
 	out.Steps = []apiStep{}
 	for _, sd := range d.Steps {

@@ -39,6 +39,9 @@ func (s *Server) routes() {
 	recovery := NewDLQActionsHandler(s, s.Engine, s.DB)
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
+	rollback := NewRollbackHandler(s, s.Engine)
+	app.POST("/executions/:id/rollback", rollback.Start, requireRole(models.RoleAdmin)).Name = "execution.rollback"
+	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
 	bulkActions := NewBulkHandler(s, s.Bulk)
 	if s.Bulk != nil {
 		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAdmin)).Name = "dlq.bulk.start"
@@ -74,6 +77,8 @@ func (s *Server) routes() {
 	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
+	api.POST("/executions/:id/rollback", rollback.APIStart, requireRole(models.RoleAdmin)).Name = "api.execution.rollback"
+	api.POST("/compensations/:id/actions", rollback.APIAct, requireRole(models.RoleAdmin)).Name = "api.compensation.actions"
 	api.GET("/breakers", breakers.API).Name = "api.breakers"
 	api.POST("/breakers/:id/reset", breakers.APIReset, admin).Name = "api.breakers.reset"
 	api.POST("/breakers/:id/open", breakers.APIOpen, admin).Name = "api.breakers.open"

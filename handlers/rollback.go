@@ -1,0 +1,96 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/services/engine"
+)
+
+// rollbacks is what the rollback handlers need from the engine.
+type rollbacks interface {
+	StartRollback(ctx context.Context, r engine.RollbackRequest) (*models.Execution, error)
+	ActOnCompensation(ctx context.Context, r engine.CompensationAction) error
+}
+
+var _ rollbacks = (*engine.Engine)(nil)
+
+// RollbackHandler starts rollbacks of failed executions and acts on their compensations
+// (admins): retry or skip a failed one, confirm a manual one.
+type RollbackHandler struct {
+	s   *Server
+	eng rollbacks
+}
+
+// NewRollbackHandler returns the handler.
+func NewRollbackHandler(s *Server, eng rollbacks) *RollbackHandler { return &RollbackHandler{s: s, eng: eng} }
+
+func (h *RollbackHandler) start(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "execution"); err != nil {
+		return err
+	}
+	p := principal(c)
+	_, err := h.eng.StartRollback(c.Request().Context(), engine.RollbackRequest{OrganizationID: p.OrganizationID, ExecutionID: id, Actor: actorOf(p)})
+	return err
+}
+
+func (h *RollbackHandler) act(c echo.Context, action string) error {
+	id := c.Param("id")
+	if err := checkID(id, "compensation"); err != nil {
+		return err
+	}
+	p := principal(c)
+	return h.eng.ActOnCompensation(c.Request().Context(), engine.CompensationAction{OrganizationID: p.OrganizationID, CompensationID: id,
+		Action: action, Actor: actorOf(p)})
+}
+
+// APIStart: POST /api/v1/executions/{id}/rollback → 202 with the execution and its compensations.
+func (h *RollbackHandler) APIStart(c echo.Context) error {
+	if err := h.start(c); err != nil {
+		return err
+	}
+	d, err := h.s.loadExecution(c.Request().Context(), principal(c).OrganizationID, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, h.s.apiExecutionDetail(d))
+}
+
+// APIAct: POST /api/v1/compensations/{id}/actions with {"action": "retry" | "skip" | "confirm"}.
+func (h *RollbackHandler) APIAct(c echo.Context) error {
+	var req struct {
+		Action string `json:"action"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	if err := h.act(c, req.Action); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"id": c.Param("id"), "action": req.Action})
+}
+
+// Start: POST /executions/{id}/rollback from the execution page.
+func (h *RollbackHandler) Start(c echo.Context) error {
+	if err := h.start(c); err != nil {
+		return err
+	}
+	return redirect(c, h.s.url("execution", c.Param("id"))+"#rollback")
+}
+
+// Act: POST /compensations/{id}/actions from the execution page's rollback panel; the form
+// names the execution to go back to.
+func (h *RollbackHandler) Act(c echo.Context) error {
+	if err := h.act(c, c.FormValue("action")); err != nil {
+		return err
+	}
+	back := c.FormValue("execution")
+	if checkID(back, "execution") != nil {
+		return redirect(c, h.s.url("executions"))
+	}
+	return redirect(c, h.s.url("execution", back)+"#rollback")
+}

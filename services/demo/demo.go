@@ -72,6 +72,8 @@ type settings struct {
 	Subject       string       `json:"subject,omitempty"`
 	// CircuitBreaker applies to every step without its own.
 	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
+	// RollbackOnFailure: the compensations of the completed steps run when a step fails for good.
+	RollbackOnFailure bool `json:"rollbackOnFailure,omitempty"`
 }
 
 // tolerant is the breaker of the demo's steps other than the bank import: the sandbox's
@@ -102,6 +104,19 @@ type step struct {
 	TimeoutMs   int          `json:"timeoutMs,omitempty"`
 	// CircuitBreaker is the step's breaker (seed 000's keys).
 	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
+	// Compensation undoes the step in a rollback.
+	Compensation *compensation `json:"compensation,omitempty"`
+}
+
+type compensation struct {
+	CompensationType string         `json:"compensationType"`
+	Config           map[string]any `json:"config"`
+}
+
+// undo is the compensation of a bank-import step: the sandbox's /undo/<what>, with the
+// reference from the step's output.
+func undo(base, what string, body map[string]any) *compensation {
+	return &compensation{CompensationType: "api_call", Config: map[string]any{"method": "POST", "url": base + "/undo/" + what, "body": body}}
 }
 
 type circuitBreaker struct {
@@ -173,12 +188,22 @@ func bankImport(base string) definition {
 	}, 15_000)
 	post.RetryPolicy = &retryPolicy{MaxRetries: 2, InitialDelayMs: 2000, MaxDelayMs: 10_000, BackoffType: "linear"}
 
+	// When a step fails for good the completed ones are undone, last first (3, 2, 1).
+	importStep.Compensation = undo(base, "statement", map[string]any{"statementId": "{{ step.output.statementId }}"})
+	match.Compensation = undo(base, "match", map[string]any{"statementId": "{{ steps.import_statement.output.statementId }}"})
+	post.Compensation = undo(base, "posting", map[string]any{"postingId": "{{ step.output.postingId }}"})
+	report := httpStep(base, "send_report", "Wysłanie raportu do klienta", "/mail/send", map[string]any{
+		"to":      "{{ input.clientEmail }}",
+		"subject": "Wyciąg {{ input.period }} zaksięgowany – {{ input.clientName }}",
+	}, 10_000)
+
 	return definition{
 		Name: BankImport,
 		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
-			"do faktur, księguje dopasowane pozycje w dzienniku i zapisuje podsumowanie.",
-		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant},
-		Steps: []step{importStep, match, post, {
+			"do faktur, księguje dopasowane pozycje w dzienniku, wysyła raport klientowi i zapisuje " +
+			"podsumowanie. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
+		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true},
+		Steps: []step{importStep, match, post, report, {
 			ID:   "summary",
 			Name: "Podsumowanie",
 			Type: "transform",

@@ -166,7 +166,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			}
 			if s, ok := def["settings"]; ok {
 				settings := s.(map[string]any)
-				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker")
+				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure")
 				if u, ok := settings["unknownErrors"]; ok && u != "retry" {
 					t.Errorf("settings.unknownErrors = %v", u)
 				}
@@ -182,7 +182,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			for i, s := range list {
 				id, _ := s["id"].(string)
 				where := fmt.Sprintf("step %d (%s)", i, id)
-				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker")
+				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation")
 				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(id) {
 					t.Errorf("%s: id %q is not a plain identifier", where, id)
 				}
@@ -255,8 +255,18 @@ func TestDefinitionsShowRetryConfiguration(t *testing.T) {
 	for _, s := range steps(defs[0]) {
 		kinds = append(kinds, s["type"].(string))
 	}
-	if !reflect.DeepEqual(kinds, []string{"http", "http", "http", "transform"}) {
+	if !reflect.DeepEqual(kinds, []string{"http", "http", "http", "http", "transform"}) {
 		t.Errorf("bank import step types %v", kinds)
+	}
+	// The bank import rolls back: its first three steps undo themselves (the fourth, a
+	// report mail, fails at times and so shows 3, 2, 1 being compensated).
+	if defs[0]["settings"].(map[string]any)["rollbackOnFailure"] != true {
+		t.Error("the bank import does not roll back on failure")
+	}
+	for _, s := range steps(defs[0])[:3] {
+		if c, ok := s["compensation"].(map[string]any); !ok || c["compensationType"] != "api_call" {
+			t.Errorf("bank import step %v has no api_call compensation", s["id"])
+		}
 	}
 }
 

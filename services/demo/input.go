@@ -99,6 +99,7 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 	switch workflowName {
 	case BankImport:
 		in["account"] = iban(rnd)
+		in["clientEmail"] = "ksiegowosc@" + c.domain
 	case VAT:
 		sales := float64(50_000_00+rnd.IntN(750_000_00)) / 100
 		in["clientEmail"] = "ksiegowosc@" + c.domain

@@ -125,6 +125,9 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 			}
 		}
 	}
+	if ex.RollbackStatus != nil {
+		rec.RolledBack = *ex.RollbackStatus
+	}
 	if rec.Form.Input == "" {
 		rec.Form.Input = prettyJSON(h.s.redacted(ex.Input))
 	}

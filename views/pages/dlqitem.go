@@ -52,6 +52,8 @@ type RecoveryVM struct {
 	ResumeSteps    []Option // the failed step and the steps before it
 	Version        int      // the version the execution ran
 	LatestVersion  int
+	// RolledBack: the execution's completed steps were undone (or are being): retries warn.
+	RolledBack string
 	Form           RecoveryForm
 }
 

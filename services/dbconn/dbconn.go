@@ -1,0 +1,473 @@
+// Package dbconn keeps the database connections an organization's admins configure by name,
+// and runs statements through them: the database_operation compensation's one
+// parameterized statement, and the "Test connection" button.
+//
+// The contract:
+//
+//   - A connection has a name (1–100 letters, digits, '_' or '-', unique in the
+//     organization), a driver ("postgres", the only one) and a DSN: a PostgreSQL URL
+//     (postgres://user:password@host:5432/db) or key=value settings, at most 2,000
+//     characters, naming its host and user, with only the settings host, port, dbname, user,
+//     password, sslmode, connect_timeout and application_name (no setting that reads a file
+//     of this server). Create and Update answer models.Invalid with messages on "name",
+//     "driver", "dsn" and "description"; Update with an empty DSN keeps the stored one.
+//   - The DSN is stored sealed (models.DB.Sealer, bound to the row) and never leaves this
+//     package: Connection carries it masked ("postgres://user:•••@host:5432/db"), and error
+//     messages never contain the password.
+//   - Every connection to a database server is dialled through the SSRF guard of HTTP steps
+//     (services/outbound): the address is checked at dial time, after DNS resolution;
+//     loopback and private addresses only inside Config.Allow (LIFELINE_OUTBOUND_ALLOW),
+//     link-local and cloud metadata addresses never. A refused address fails before any
+//     connection is made.
+//   - Exec runs exactly one statement with its values bound as parameters ($1, $2…), never
+//     spliced into the SQL, through the extended protocol (which refuses several statements
+//     in one string, even with no values), in a transaction with SET LOCAL
+//     statement_timeout, committed when the statement succeeds. Its errors are *Error, typed
+//     for services/classify (validation for SQL and data errors, transient for connection,
+//     serialization and deadlock failures, timeout for the statement timeout…), except an
+//     unknown connection name, which is models.NotFound("database connection").
+//   - Test connects and runs SELECT 1 within TestTimeout, and records when and with which
+//     error (nil for success) on the connection.
+//   - A connection is opened for each call and closed before it returns; the package starts
+//     no goroutine.
+//   - Create, Update and Delete write the audit events connection.created,
+//     connection.updated and connection.deleted in their transaction (with the DSN masked).
+package dbconn
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/outbound"
+)
+
+// Limits and defaults.
+const (
+	// Driver is the only driver: PostgreSQL.
+	Driver = "postgres"
+	// MaxDSNLength is the longest DSN, in bytes.
+	MaxDSNLength = 2000
+	// MaxDescriptionLength is the longest description, in characters.
+	MaxDescriptionLength = 500
+	// DefaultTimeout is Exec's statement timeout when none is given; MaxTimeout the longest.
+	DefaultTimeout = 10 * time.Second
+	MaxTimeout     = 60 * time.Second
+	// TestTimeout bounds a connection test: connecting and SELECT 1.
+	TestTimeout = 5 * time.Second
+	// connectTimeout bounds connecting for Exec (unless the DSN's connect_timeout is shorter).
+	connectTimeout = 10 * time.Second
+)
+
+// Config configures a Service.
+type Config struct {
+	// Allow lists the networks outside the public internet that database servers may be
+	// reached at (LIFELINE_OUTBOUND_ALLOW; e.g. 10.0.0.0/8). It cannot open link-local or
+	// cloud metadata addresses.
+	Allow []netip.Prefix
+	// Now is the clock of created_at, updated_at and last_tested_at (time.Now when nil).
+	Now func() time.Time
+}
+
+// Service manages the connections and runs statements through them.
+type Service struct {
+	db   *models.DB
+	now  func() time.Time
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// New returns the service.
+func New(db *models.DB, cfg Config) *Service {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{db: db, now: func() time.Time { return now().UTC() }, dial: guardedDial(cfg.Allow)}
+}
+
+// guardedDial returns the dialer of outbound's SSRF-safe client: outbound documents the
+// client's Transport as an *http.Transport whose dialer checks each address it connects to,
+// so database connections obey the same rules as HTTP steps. Should that ever change, every
+// dial fails (closed, not open).
+func guardedDial(allow []netip.Prefix) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if tr, ok := outbound.NewClient(outbound.Options{Allow: allow}).Transport.(*http.Transport); ok && tr.DialContext != nil {
+		return tr.DialContext
+	}
+	return func(context.Context, string, string) (net.Conn, error) {
+		return nil, fmt.Errorf("%w: no guarded dialer", outbound.ErrDenied)
+	}
+}
+
+// Connection is a connection as pages and the API show it: the DSN masked.
+type Connection struct {
+	ID          string
+	Name        string
+	Driver      string
+	MaskedDSN   string
+	Description string
+	CreatedBy   string // the user's or API token's id; "" for the system
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// LastTestedAt is when the connection was last tested (nil: never); LastTestError that
+	// test's error ("" when it succeeded).
+	LastTestedAt  *time.Time
+	LastTestError string
+}
+
+func view(c *models.DBConnection) *Connection {
+	out := &Connection{ID: c.ID, Name: c.Name, Driver: c.Driver, MaskedDSN: MaskDSN(c.DSN), Description: c.Description,
+		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), LastTestedAt: c.LastTestedAt}
+	if c.CreatedBy != nil {
+		out.CreatedBy = *c.CreatedBy
+	}
+	if c.LastTestError != nil {
+		out.LastTestError = *c.LastTestError
+	}
+	if out.LastTestedAt != nil {
+		t := out.LastTestedAt.UTC()
+		out.LastTestedAt = &t
+	}
+	return out
+}
+
+// Input is what Create and Update take.
+type Input struct {
+	Name   string
+	Driver string // "" is Driver
+	// DSN is the connection string; on Update "" keeps the stored one.
+	DSN         string
+	Description string
+}
+
+// List returns the organization's connections by name.
+func (s *Service) List(ctx context.Context, orgID string) ([]Connection, error) {
+	cs, err := s.db.DBConnections(ctx, orgID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Connection, len(cs))
+	for i := range cs {
+		out[i] = *view(&cs[i])
+	}
+	return out, nil
+}
+
+// Get returns the organization's connection id, or ENOTFOUND (also for an id that is not a
+// UUID, or another organization's).
+func (s *Service) Get(ctx context.Context, orgID, id string) (*Connection, error) {
+	c, err := s.get(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	return view(c), nil
+}
+
+func (s *Service) get(ctx context.Context, orgID, id string) (*models.DBConnection, error) {
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return nil, models.NotFound("database connection")
+	}
+	return s.db.GetDBConnection(ctx, orgID, id)
+}
+
+// Create adds a connection to the organization: EINVALID with field messages when the input
+// is not valid (a name the organization already uses included). Audit connection.created.
+func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, in Input) (*Connection, error) {
+	if fields := validate(&in, true); len(fields) > 0 {
+		return nil, models.Invalid("The connection has errors.", fields)
+	}
+	now := s.now()
+	c := models.DBConnection{ID: models.NewID(), OrganizationID: orgID, Name: in.Name, Driver: in.Driver, DSN: in.DSN,
+		Description: in.Description, CreatedAt: now, UpdatedAt: now}
+	if actor.ID != "" {
+		id := actor.ID
+		c.CreatedBy = &id
+	}
+	err := s.db.Tx(ctx, func(tx *gorm.DB) error {
+		if err := nameFree(tx, orgID, in.Name, ""); err != nil {
+			return err
+		}
+		if err := s.db.CreateDBConnection(tx, &c); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "connection.created", EntityType: "db_connection",
+			EntityID: c.ID, At: now, Details: map[string]any{"name": c.Name, "driver": c.Driver, "dsn": MaskDSN(c.DSN), "description": c.Description}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return view(&c), nil
+}
+
+// Update changes the organization's connection id (ENOTFOUND for another's): EINVALID with
+// field messages when the input is not valid. An empty DSN keeps the stored one; a new DSN
+// forgets the last test. Audit connection.updated, with what changed (the DSN masked).
+func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, in Input) (*Connection, error) {
+	c, err := s.get(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	if fields := validate(&in, false); len(fields) > 0 {
+		return nil, models.Invalid("The connection has errors.", fields)
+	}
+	before := *c
+	c.Name, c.Driver, c.Description, c.UpdatedAt = in.Name, in.Driver, in.Description, s.now()
+	if in.DSN != "" && in.DSN != c.DSN {
+		c.DSN, c.LastTestedAt, c.LastTestError = in.DSN, nil, nil
+	}
+	changed := map[string]any{}
+	if before.Name != c.Name {
+		changed["name"] = map[string]any{"from": before.Name, "to": c.Name}
+	}
+	if before.Driver != c.Driver {
+		changed["driver"] = map[string]any{"from": before.Driver, "to": c.Driver}
+	}
+	if before.DSN != c.DSN {
+		changed["dsn"] = map[string]any{"from": MaskDSN(before.DSN), "to": MaskDSN(c.DSN)}
+	}
+	if before.Description != c.Description {
+		changed["description"] = map[string]any{"from": before.Description, "to": c.Description}
+	}
+	err = s.db.Tx(ctx, func(tx *gorm.DB) error {
+		if err := nameFree(tx, orgID, c.Name, c.ID); err != nil {
+			return err
+		}
+		if err := s.db.UpdateDBConnection(tx, c); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "connection.updated", EntityType: "db_connection",
+			EntityID: c.ID, At: c.UpdatedAt, Details: map[string]any{"name": c.Name, "changed": changed}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return view(c), nil
+}
+
+// Delete removes the organization's connection id (ENOTFOUND for another's). Audit
+// connection.deleted.
+func (s *Service) Delete(ctx context.Context, orgID, id string, actor audit.Actor) error {
+	c, err := s.get(ctx, orgID, id)
+	if err != nil {
+		return err
+	}
+	return s.db.Tx(ctx, func(tx *gorm.DB) error {
+		if err := s.db.DeleteDBConnection(tx, orgID, id); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "connection.deleted", EntityType: "db_connection",
+			EntityID: id, At: s.now(), Details: map[string]any{"name": c.Name, "dsn": MaskDSN(c.DSN)}})
+	})
+}
+
+// nameFree is EINVALID on "name" when another connection of the organization (not id) has
+// the name. The unique constraint decides races.
+func nameFree(tx *gorm.DB, orgID, name, id string) error {
+	var n int64
+	if err := tx.Model(&models.DBConnection{}).Where("organization_id = ? AND name = ? AND id <> ?", orgID, name, orEmptyID(id)).Count(&n).Error; err != nil {
+		return err
+	}
+	if n > 0 {
+		return models.Invalid("The connection has errors.", map[string]string{"name": models.DBConnectionNameTaken})
+	}
+	return nil
+}
+
+// orEmptyID is an id no row has, for comparisons with a UUID column.
+func orEmptyID(id string) string {
+	if id == "" {
+		return "00000000-0000-0000-0000-000000000000"
+	}
+	return id
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
+
+// validate normalizes in (trimmed name, DSN and description; the default driver) and
+// returns its field messages, English, for views/i18n/locales/formats.
+func validate(in *Input, requireDSN bool) map[string]string {
+	fields := map[string]string{}
+	in.Name = strings.TrimSpace(in.Name)
+	switch {
+	case in.Name == "":
+		fields["name"] = "is required"
+	case !validName.MatchString(in.Name):
+		fields["name"] = "must be 1-100 letters, digits, '_' or '-'"
+	}
+	if in.Driver = strings.TrimSpace(in.Driver); in.Driver == "" {
+		in.Driver = Driver
+	}
+	if in.Driver != Driver {
+		fields["driver"] = "must be one of " + Driver
+	}
+	in.DSN = strings.TrimSpace(in.DSN)
+	if in.DSN != "" || requireDSN {
+		if _, msg := parseDSN(in.DSN); msg != "" {
+			fields["dsn"] = msg
+		}
+	}
+	in.Description = strings.TrimSpace(in.Description)
+	switch {
+	case utf8.RuneCountInString(in.Description) > MaxDescriptionLength:
+		fields["description"] = fmt.Sprintf("must be at most %d characters", MaxDescriptionLength)
+	case !utf8.ValidString(in.Description) || strings.IndexFunc(in.Description, func(r rune) bool {
+		return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t'
+	}) >= 0:
+		fields["description"] = "must not contain control characters other than line breaks and tabs"
+	}
+	return fields
+}
+
+// config returns the driver's configuration of a stored DSN, dialling through the guard.
+func (s *Service) config(c *models.DBConnection, connect time.Duration) (*pgx.ConnConfig, error) {
+	cfg, msg := parseDSN(c.DSN)
+	if msg != "" {
+		return nil, &Error{Type: classify.Permanent, Code: "DSN", Message: fmt.Sprintf("database connection %q: the DSN %s", c.Name, msg)}
+	}
+	cfg.DialFunc = s.dial
+	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > connect {
+		cfg.ConnectTimeout = connect
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "lifeline"
+	}
+	return cfg, nil
+}
+
+// Test connects to the organization's connection id and runs SELECT 1, within TestTimeout,
+// and records the outcome on the connection. It returns the connection as recorded, and for
+// a failed test also the failure (an *Error, its message the driver's or the database's,
+// the password masked). ENOTFOUND for another organization's id.
+func (s *Service) Test(ctx context.Context, orgID, id string) (*Connection, error) {
+	c, err := s.get(ctx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	testErr := s.test(ctx, c)
+	at := s.now()
+	var msg *string
+	if testErr != nil {
+		m := testErr.Message
+		msg = &m
+	}
+	if err := s.db.RecordDBConnectionTest(ctx, orgID, id, at, msg); err != nil {
+		return nil, err
+	}
+	c.LastTestedAt, c.LastTestError = &at, msg
+	if testErr != nil {
+		return view(c), testErr
+	}
+	return view(c), nil
+}
+
+func (s *Service) test(ctx context.Context, c *models.DBConnection) *Error {
+	cfg, err := s.config(c, TestTimeout)
+	if err != nil {
+		return classified(ctx, err, "", false)
+	}
+	tctx, cancel := context.WithTimeout(ctx, TestTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(tctx, cfg)
+	if err != nil {
+		return classified(tctx, err, cfg.Password, false)
+	}
+	defer closeConn(conn)
+	if _, err := conn.Exec(tctx, "SELECT 1"); err != nil {
+		return classified(tctx, err, cfg.Password, !conn.IsClosed())
+	}
+	return nil
+}
+
+// Exec runs statement with args bound as its parameters ($1, $2…) through the
+// organization's connection called name, in a transaction whose statement_timeout is
+// timeout (DefaultTimeout when not positive, at most MaxTimeout), and commits it. It returns
+// the number of rows the statement affected.
+//
+// Errors: models.NotFound("database connection") for an unknown name; otherwise an *Error
+// (classify.Classified): validation for an empty statement (EMPTY_STATEMENT), for several
+// statements in one string or a syntax error, an unknown table or column, bad data or a
+// violated constraint (SQLSTATE_42601, …), for a number of values other than the
+// statement's parameters (PARAMETERS) or a value the driver cannot send as its parameter's
+// type (ARGUMENTS); timeout for the statement timeout (SQLSTATE_57014) or a connection that
+// does not answer in time; transient for a refused or broken connection (CONNECT,
+// CONNECTION), serialization failures and deadlocks (SQLSTATE_40001, SQLSTATE_40P01);
+// permanent for an address the SSRF rules refuse (DESTINATION_DENIED); authorization for a
+// rejected login or privilege (SQLSTATE_28P01, SQLSTATE_42501). Nothing is committed when
+// it fails.
+func (s *Service) Exec(ctx context.Context, orgID, name, statement string, args []any, timeout time.Duration) (rowsAffected int64, err error) {
+	if strings.Trim(statement, " \t\r\n;") == "" {
+		return 0, &Error{Type: classify.Validation, Code: "EMPTY_STATEMENT", Message: "the statement is empty"}
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	timeout = min(timeout, MaxTimeout)
+	c, err := s.db.DBConnectionByName(ctx, orgID, name)
+	if err != nil {
+		return 0, err
+	}
+	cfg, err := s.config(c, connectTimeout)
+	if err != nil {
+		return 0, err
+	}
+	// The server ends the statement at its timeout; this deadline only guards against a
+	// server or network that stops answering altogether.
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+timeout+5*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return 0, classified(ctx, err, cfg.Password, false)
+	}
+	defer closeConn(conn)
+	fail := func(err error) (int64, error) { return 0, classified(ctx, err, cfg.Password, !conn.IsClosed()) }
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: nothing to do
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
+		return fail(err)
+	}
+	// Prepared under its own text, the statement is parsed by the extended protocol, which
+	// refuses several statements; Exec then runs that prepared statement even with no values
+	// (pgx would otherwise send a statement without values by the simple protocol).
+	sd, err := conn.Prepare(ctx, statement, statement)
+	if err != nil {
+		return fail(err)
+	}
+	if len(sd.ParamOIDs) != len(args) {
+		return 0, &Error{Type: classify.Validation, Code: "PARAMETERS",
+			Message: fmt.Sprintf("the statement has %d parameters but %d values were given", len(sd.ParamOIDs), len(args))}
+	}
+	tag, err := tx.Exec(ctx, statement, args...)
+	if err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// closeConn closes a connection, waiting at most a second for the server to hear it.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
+}

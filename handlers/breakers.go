@@ -205,15 +205,10 @@ func (h *BreakersHandler) row(l *i18n.Localizer, b *models.BreakerRow, steps wor
 	default:
 		r.HalfOpenAt, r.HalfOpen, r.HalfOpenTitle = rfc(*at), until(l, *at, now), displayTime(l, *at)
 	}
-	reset, open := h.s.url("breakers.reset", b.ID), h.s.url("breakers.open", b.ID)
-	switch {
-	case b.State == breaker.Closed:
-		r.OpenURL = open
-	case b.State == breaker.Open && b.Forced:
-		r.ResetURL = reset
-	default:
-		r.ResetURL, r.OpenURL = reset, open
-	}
+	// Both actions in every state (a reset of a closed breaker clears its failures; forcing
+	// a forced one again records the new reason): the row's actions are kept across the
+	// list's refreshes, and must not depend on a state that has changed since.
+	r.ResetURL, r.OpenURL = h.s.url("breakers.reset", b.ID), h.s.url("breakers.open", b.ID)
 	return r
 }
 
@@ -263,8 +258,10 @@ func (h *BreakersHandler) submit(c echo.Context, open bool) error {
 	}
 	_, err := h.act(c, c.Param("id"), open, reason)
 	if me := invalid(err); me != nil {
+		// The engine's message says what to do ("Give a reason…"); its field message says
+		// more only when the reason is there but too long.
 		msg, fields := translated(localizer(c), me.Message, me.Fields)
-		if m := fields["reason"]; m != "" {
+		if m := fields["reason"]; m != "" && me.Fields["reason"] != "is required" {
 			msg = m
 		}
 		return h.render(c, http.StatusUnprocessableEntity, back, "", &refusal{id: c.Param("id"), reason: reason, message: msg})

@@ -278,8 +278,10 @@ func TestBreakersPage(t *testing.T) {
 		if len(row.testID("breaker-actions")) != 1 || len(row.testID("breaker-reset")) != 1 || len(row.testID("breaker-open")) != 1 {
 			t.Errorf("the open row's actions")
 		}
-		if rows := doc.testID("breaker-row"); len(rows[2].testID("breaker-reset")) != 0 || len(rows[2].testID("breaker-open")) != 1 {
-			t.Errorf("a closed breaker offers only Force open")
+		// The actions are kept across the list's refreshes (hx-preserve): the same in every state.
+		if rows := doc.testID("breaker-row"); len(rows[2].testID("breaker-reset")) != 1 || len(rows[2].testID("breaker-open")) != 1 ||
+			rows[2].testID("breaker-actions")[0].attr("hx-preserve") != "true" {
+			t.Errorf("a closed breaker's actions")
 		}
 
 		// The filter form sends the keys the list reads.
@@ -297,9 +299,12 @@ func TestBreakersPage(t *testing.T) {
 				t.Errorf("?%s: %d %v, want %v", c.query.Encode(), r.status, got, c.want)
 			}
 		}
-		// htmx (the filter, the live refresh) gets the table alone, which refreshes itself.
+		// htmx (the filter, the live refresh) gets the table alone, which refreshes itself; a
+		// row's form comes back to the filtered list (its filter is sent from outside the form,
+		// which is kept across refreshes).
 		r = do(t, admin, "GET", page+"?state=open", "", map[string]string{"HX-Request": "true"})
-		if r.status != 200 || strings.Contains(r.body, "<html") || !strings.Contains(r.body, `hx-get="/breakers?state=open"`) {
+		if r.status != 200 || strings.Contains(r.body, "<html") || !strings.Contains(r.body, `hx-get="/breakers?state=open"`) ||
+			!strings.Contains(r.body, `<input type="hidden" name="state" value="open" form="breaker-form-`+bs.open+`">`) {
 			t.Errorf("htmx table: %d %.200s", r.status, r.body)
 		}
 		r = do(t, admin, "GET", page+"?state=broken&workflowId=nope", "", nil)
@@ -325,7 +330,7 @@ func TestBreakersPage(t *testing.T) {
 		// The waiting execution's page says until when, not an error.
 		r = do(t, admin, "GET", a.srv.URL+"/executions/"+bs.waitingExec, "", nil)
 		d := parseListDoc(t, r.body)
-		if w := d.testID("breaker-wait"); len(w) != 1 || !strings.HasPrefix(w[0].text(), "⏸ Waiting on the circuit breaker until ") ||
+		if w := d.testID("breaker-wait"); len(w) != 1 || !strings.HasPrefix(w[0].text(), "Waiting on the circuit breaker until ") ||
 			!strings.Contains(w[0].text(), "(in 10 minutes)") || len(d.testID("attempt-error")) != 0 || len(d.testID("next-retry")) != 0 {
 			t.Errorf("waiting execution page: %v", d.testID("breaker-wait"))
 		}
@@ -335,7 +340,7 @@ func TestBreakersPage(t *testing.T) {
 		// In Polish (the browser's language, as the user has chosen none).
 		pl := map[string]string{"Accept-Language": "pl"}
 		d = parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/executions/"+bs.waitingExec, "", pl).body)
-		if w := d.testID("breaker-wait"); len(w) != 1 || !strings.HasPrefix(w[0].text(), "⏸ Czeka na bezpiecznik do ") || !strings.Contains(w[0].text(), "(za 10 minut)") {
+		if w := d.testID("breaker-wait"); len(w) != 1 || !strings.HasPrefix(w[0].text(), "Czeka na bezpiecznik do ") || !strings.Contains(w[0].text(), "(za 10 minut)") {
 			t.Errorf("waiting execution page in Polish: %v", w)
 		}
 		d = parseListDoc(t, do(t, admin, "GET", page, "", pl).body)
@@ -373,7 +378,7 @@ func TestBreakersPage(t *testing.T) {
 		if f := d.byID("breaker-actions-" + bs.open); f == nil || !slices.ContainsFunc(f.Attr, func(a html.Attribute) bool { return a.Key == "open" }) {
 			t.Errorf("the refused row's form is not open")
 		}
-		if e := d.testID("field-error"); len(e) != 1 || e[0].text() != "is required" {
+		if e := d.testID("field-error"); len(e) != 1 || e[0].text() != "Give a reason: it is kept in the audit log." {
 			t.Errorf("the refusal's message: %v", e)
 		}
 		// With a reason: back to the list (its filter kept) with a confirmation.
@@ -392,8 +397,7 @@ func TestBreakersPage(t *testing.T) {
 		}
 		d = parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/breakers?state=open", "", nil).body)
 		if rows := d.testID("breaker-row"); len(rows) != 1 || rows[0].attr("data-id") != bs.closed || len(rows[0].testID("breaker-forced")) != 1 ||
-			rows[0].testID("breaker-reason")[0].text() != "„Przerwa w bramce”" || rows[0].testID("breaker-half-open")[0].text() != "when reset" ||
-			len(rows[0].testID("breaker-open")) != 0 {
+			rows[0].testID("breaker-reason")[0].text() != "„Przerwa w bramce”" || rows[0].testID("breaker-half-open")[0].text() != "when reset" {
 			t.Errorf("the forced breaker's row")
 		}
 

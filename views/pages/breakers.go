@@ -92,3 +92,9 @@ func breakerTone(state string) string {
 	}
 	return "neutral"
 }
+
+// waitsOnBreaker reports whether a step's latest attempt waits on an open circuit breaker
+// (its timeline entry starts expanded, to say until when).
+func waitsOnBreaker(s StepVM) bool {
+	return len(s.Attempts) > 0 && s.Attempts[len(s.Attempts)-1].BreakerWait != ""
+}

@@ -47,7 +47,8 @@ func auditEvents() []string {
 		out = append(out, k)
 	}
 	out = append(out, "token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "circuit.half_opened",
-		"compensation.completed", "compensation.failed", "compensation.retried", "compensation.skipped", "compensation.confirmed")
+		"compensation.completed", "compensation.failed", "compensation.retried", "compensation.skipped", "compensation.confirmed",
+		"connection.created", "connection.updated", "connection.deleted")
 	sort.Strings(out)
 	return out
 }

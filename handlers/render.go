@@ -60,7 +60,8 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
 		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"},
-			layouts.NavItem{ID: "audit", Label: l.T("nav.audit"), URL: s.url("audit"), Active: active == "audit"})
+			layouts.NavItem{ID: "audit", Label: l.T("nav.audit"), URL: s.url("audit"), Active: active == "audit"},
+			layouts.NavItem{ID: "connections", Label: l.T("nav.connections"), URL: s.url("connections"), Active: active == "connections"})
 	}
 	return p
 }

@@ -64,6 +64,13 @@ func (s *Server) routes() {
 	app.GET("/settings/tokens", tokens.List, admin).Name = "tokens"
 	app.POST("/settings/tokens", tokens.Create, admin).Name = "tokens.create"
 	app.POST("/settings/tokens/:id/revoke", tokens.Revoke, admin).Name = "tokens.revoke"
+	conns := NewConnectionsHandler(s, s.connections())
+	app.GET("/settings/connections", conns.List, admin).Name = "connections"
+	app.POST("/settings/connections", conns.Create, admin).Name = "connections.create"
+	app.GET("/settings/connections/:id", conns.Edit, admin).Name = "connection"
+	app.POST("/settings/connections/:id", conns.Update, admin).Name = "connection.update"
+	app.POST("/settings/connections/:id/delete", conns.Delete, admin).Name = "connection.delete"
+	app.POST("/settings/connections/:id/test", conns.Test, admin).Name = "connection.test"
 
 	api := e.Group("/api/v1", s.requireAPI)
 	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"
@@ -82,6 +89,12 @@ func (s *Server) routes() {
 	api.GET("/breakers", breakers.API).Name = "api.breakers"
 	api.POST("/breakers/:id/reset", breakers.APIReset, admin).Name = "api.breakers.reset"
 	api.POST("/breakers/:id/open", breakers.APIOpen, admin).Name = "api.breakers.open"
+	api.GET("/connections", conns.APIList, admin).Name = "api.connections"
+	api.POST("/connections", conns.APICreate, admin)
+	api.GET("/connections/:id", conns.APIGet, admin).Name = "api.connection"
+	api.PUT("/connections/:id", conns.APIUpdate, admin)
+	api.DELETE("/connections/:id", conns.APIDelete, admin)
+	api.POST("/connections/:id/test", conns.APITest, admin).Name = "api.connection.test"
 	if s.Bulk != nil {
 		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.create"
 		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk"

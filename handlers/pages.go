@@ -337,6 +337,10 @@ func (s *Server) executionPage(c echo.Context) error {
 		}
 		vm.Recovery = NewDLQActionsHandler(s, s.Engine, s.DB).recoveryVM(c, d.DLQ, d.Ex, d.Def, name, pages.RecoveryForm{})
 	}
+	vm.Rollback = s.rollbackVM(c, d)
+	if vm.Rollback != nil && vm.Rollback.Status == models.RollingBack {
+		vm.Live = true // follow the rollback as it runs
+	}
 	title := cmpOr(vm.Subject, d.WorkflowName+" · "+shortID(d.Ex.ID))
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionBody(vm))

@@ -2,12 +2,15 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/views/pages"
 )
 
 // rollbacks is what the rollback handlers need from the engine.
@@ -93,4 +96,38 @@ func (h *RollbackHandler) Act(c echo.Context) error {
 		return redirect(c, h.s.url("executions"))
 	}
 	return redirect(c, h.s.url("execution", back)+"#rollback")
+}
+
+// rollbackVM is the execution page's rollback panel: the rollback's compensations, or for
+// an admin the button that starts one on a failed execution; nil when neither applies.
+func (s *Server) rollbackVM(c echo.Context, d *executionDetail) *pages.RollbackVM {
+	p, l, ex := principal(c), localizer(c), d.Ex
+	failed := ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed
+	if ex.RollbackStatus == nil && (!failed || !p.Can(models.RoleAdmin)) {
+		return nil
+	}
+	vm := &pages.RollbackVM{CSRF: csrfToken(c)}
+	if ex.RollbackStatus == nil {
+		vm.StartURL = s.url("execution.rollback", ex.ID)
+		return vm
+	}
+	vm.Status = *ex.RollbackStatus
+	for _, comp := range d.Compensations {
+		name := comp.StepID
+		if i := d.Def.Index(comp.StepID); i >= 0 {
+			name = d.Def.Steps[i].Title()
+		}
+		item := pages.CompensationVM{ID: comp.ID, StepName: name, Type: comp.CompensationType, Status: deref(comp.Status),
+			Attempts: comp.Attempts, Error: l.Text(deref(comp.ErrorMessage)), ExecutionID: ex.ID}
+		item.FinishedAt, item.FinishedText = displayTimePtr(l, comp.FinishedAt)
+		var spec definition.Compensation
+		if json.Unmarshal(comp.CompensationConfig, &spec) == nil {
+			item.Instructions, _ = spec.Config["instructions"].(string)
+		}
+		if p.Can(models.RoleAdmin) {
+			item.ActionURL = s.url("compensation.actions", comp.ID)
+		}
+		vm.Items = append(vm.Items, item)
+	}
+	return vm
 }

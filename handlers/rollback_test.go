@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,16 @@ func TestRollbackAPI(t *testing.T) {
 			}
 		}
 		poll("dead letter", func(m map[string]any) bool { return m["status"] == models.ExecDLQPending })
+		// The page offers admins a rollback of the failed execution; an accountant sees no panel.
+		admin, csrf := a.browser(rs.tenant)
+		acc, _ := a.browser(rs.accountant)
+		page := func(c *http.Client) string { return do(t, c, "GET", a.srv.URL+"/executions/"+exID, "", nil).body }
+		if p := page(admin); !strings.Contains(p, `data-testid="action-rollback"`) {
+			t.Error("no rollback button for the admin")
+		}
+		if p := page(acc); strings.Contains(p, `data-testid="rollback"`) {
+			t.Error("the accountant sees the rollback panel")
+		}
 		rollbackURL := a.srv.URL + "/api/v1/executions/" + exID + "/rollback"
 		if r := do(t, http.DefaultClient, "POST", rollbackURL, "", bearer(rs.accountantToken)); r.status != 403 {
 			t.Errorf("accountant: %d", r.status)
@@ -99,10 +110,20 @@ func TestRollbackAPI(t *testing.T) {
 		if r := do(t, http.DefaultClient, "POST", act, `{"action": "explode"}`, bearer(rs.token)); r.status != 422 {
 			t.Errorf("bad action: %d", r.status)
 		}
-		if r := do(t, http.DefaultClient, "POST", act, `{"action": "confirm"}`, bearer(rs.token)); r.status != 200 {
-			t.Fatalf("confirm: %d %s", r.status, r.body)
+		// The admin confirms it on the page, where the instructions are shown.
+		if p := page(admin); !strings.Contains(p, "Call the client.") || !strings.Contains(p, `data-testid="compensation-confirm"`) {
+			t.Fatalf("the waiting compensation on the page: %s", p)
+		}
+		form := url.Values{"_csrf": {csrf}, "action": {"confirm"}, "execution": {exID}}
+		r = do(t, admin, "POST", a.srv.URL+"/compensations/"+first["id"].(string)+"/actions", form.Encode(),
+			map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/executions/"+exID+"#rollback" {
+			t.Fatalf("confirm on the page: %d %s", r.status, r.header.Get("Location"))
 		}
 		poll("rolled back", func(m map[string]any) bool { return m["rollbackStatus"] == models.RolledBack })
+		if p := page(admin); !strings.Contains(p, `data-status="ROLLED_BACK"`) || strings.Count(p, `data-testid="compensation" data-status="completed"`) != 2 {
+			t.Errorf("the rolled-back execution's page: %s", p)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if len(cancels) != 1 || cancels[0] != "/cancel/B-7" {

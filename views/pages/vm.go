@@ -175,6 +175,8 @@ type ExecutionVM struct {
 	RetriedAsID    string
 	// Recovery: the actions on the execution's pending dead letter (nil otherwise, or for viewers).
 	Recovery   *RecoveryVM
+	// Rollback: its rollback, or the button that starts one (nil when neither applies).
+	Rollback *RollbackVM
 	Live       bool // while true ExecutionBody polls RefreshURL every 2s
 	RefreshURL string
 	Steps      []StepVM

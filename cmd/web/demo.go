@@ -77,8 +77,9 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 	return d, nil
 }
 
-// kickoff starts, on the first run, one execution that recovers after retries and one that
-// lands in the DLQ, so a newcomer sees both at once.
+// kickoff starts, on the first run, one execution that recovers after retries, one that
+// lands in the DLQ early, and one that fails at its 4th step and is rolled back, so a
+// newcomer sees them at once.
 func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 	if !d.created {
 		return nil
@@ -88,8 +89,10 @@ func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 		return nil
 	}
 	inputs := []string{
-		`{"clientNip": "5260250274", "clientName": "Kowalski Sp. z o.o.", "account": "PL61109010140000071219812874", "period": "2026-10", "scenario": {"import_statement": "flaky"}}`,
-		`{"clientNip": "7010002137", "clientName": "Nowak i Wspólnicy", "account": "PL27114020040000300201355387", "period": "2026-10", "scenario": {"match_invoices": "invalid"}}`,
+		`{"clientNip": "5260250274", "clientName": "Kowalski Sp. z o.o.", "clientEmail": "ksiegowosc@kowalski.pl", "account": "PL61109010140000071219812874", "period": "2026-10", "scenario": {"import_statement": "flaky"}}`,
+		`{"clientNip": "7010002137", "clientName": "Nowak i Wspólnicy", "clientEmail": "biuro@nowak.pl", "account": "PL27114020040000300201355387", "period": "2026-10", "scenario": {"match_invoices": "invalid"}}`,
+		// Fails at its 4th step: the rollback undoes steps 3, 2 and 1, in that order.
+		`{"clientNip": "5213017228", "clientName": "Piekarnia Zawada", "clientEmail": "zawada@piekarnia.pl", "account": "PL10105000997603123456789123", "period": "2026-10", "scenario": {"send_report": "invalid"}}`,
 	}
 	for _, in := range inputs {
 		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: id, Input: []byte(in),

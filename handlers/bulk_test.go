@@ -160,7 +160,7 @@ func TestBulkRetryByFilter(t *testing.T) {
 		deadline = time.Now().Add(30 * time.Second)
 		for {
 			page := do(t, browser, "GET", a.srv.URL+loc, "", nil)
-			if strings.Contains(page.body, `data-status="done"`) {
+			if strings.Contains(page.body, `data-testid="bulk" data-status="done"`) {
 				if strings.Count(page.body, `data-testid="bulk-item" data-status="done"`) != 2 || !strings.Contains(page.body, "Klient") {
 					t.Errorf("progress page: %s", page.body)
 				}

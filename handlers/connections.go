@@ -29,7 +29,12 @@ var _ connectionService = (*dbconn.Service)(nil)
 // connections returns the service behind the connections page and API. Deps carries no
 // outbound allow list (LIFELINE_OUTBOUND_ALLOW) yet, so its tests reach public addresses
 // only; the compensation engine gets its own Service with cmd/web's allow list.
-func (s *Server) connections() *dbconn.Service { return dbconn.New(s.DB, dbconn.Config{}) }
+func (s *Server) connections() *dbconn.Service {
+	if s.Databases != nil {
+		return s.Databases
+	}
+	return dbconn.New(s.DB, dbconn.Config{})
+}
 
 // ConnectionsHandler serves the admins' database connections (/settings/connections and
 // /api/v1/connections): list, create, edit (an empty DSN keeps the stored one), delete and

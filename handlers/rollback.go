@@ -29,7 +29,9 @@ type RollbackHandler struct {
 }
 
 // NewRollbackHandler returns the handler.
-func NewRollbackHandler(s *Server, eng rollbacks) *RollbackHandler { return &RollbackHandler{s: s, eng: eng} }
+func NewRollbackHandler(s *Server, eng rollbacks) *RollbackHandler {
+	return &RollbackHandler{s: s, eng: eng}
+}
 
 func (h *RollbackHandler) start(c echo.Context) error {
 	id := c.Param("id")

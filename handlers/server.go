@@ -19,6 +19,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
+	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/workflows"
 )
@@ -41,6 +42,9 @@ type Deps struct {
 	LoginThrottle *auth.Throttle
 	// Bulk runs bulk actions on dead letters (nil: the bulk routes answer 404).
 	Bulk *bulk.Service
+	// Databases are the organization's named database connections (nil: one without an
+	// allow list for private networks).
+	Databases *dbconn.Service
 	// TrustedProxies are the networks of the reverse proxies in front of the app: from them,
 	// the client is the address X-Forwarded-For names (for the login limits and the request
 	// log). Empty: proxy headers are ignored and the client is the TCP peer.

@@ -15,6 +15,7 @@ import (
 	"lifeline/handlers"
 	"lifeline/models"
 	"lifeline/services/auth"
+	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
 	"lifeline/services/redact"
@@ -53,8 +54,11 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
+	// Named database connections: the admins' page and database_operation compensations.
+	databases := dbconn.New(db, dbconn.Config{Allow: cfg.OutboundAllow})
+	eng.SetDatabases(databases)
 	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
-		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk()})
+		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk(), Databases: databases})
 	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 1)

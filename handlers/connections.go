@@ -26,9 +26,9 @@ type connectionService interface {
 
 var _ connectionService = (*dbconn.Service)(nil)
 
-// connections returns the service behind the connections page and API. Deps carries no
-// outbound allow list (LIFELINE_OUTBOUND_ALLOW) yet, so its tests reach public addresses
-// only; the compensation engine gets its own Service with cmd/web's allow list.
+// connections returns the service behind the connections page and API: Deps.Databases (the
+// one the engine's compensations use, with LIFELINE_OUTBOUND_ALLOW), or without it one that
+// reaches public addresses only.
 func (s *Server) connections() *dbconn.Service {
 	if s.Databases != nil {
 		return s.Databases

@@ -173,9 +173,6 @@ func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time
 		EntityType: "workflow_execution", EntityID: executionID, At: now, Details: map[string]any{"phase": "finished", "status": status}})
 }
 
-// compensationLease is how long a running compensation is held beyond its timeout.
-const compensationLease = 30 * time.Second
-
 // RunCompensation claims a pending compensation at this generation, runs it and records the
 // result, then schedules the next one. It returns an error only when the database failed.
 func (e *Engine) RunCompensation(ctx context.Context, id string, generation int) error {
@@ -205,7 +202,7 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 		})
 	}
 	r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
-		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + compensationLease),
+		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + e.cfg.LeaseGrace),
 			"attempts": c.Attempts + 1, "updated_at": now})
 	if r.Error != nil || r.RowsAffected == 0 {
 		return r.Error

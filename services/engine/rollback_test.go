@@ -210,3 +210,94 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		}
 	})
 }
+
+// TestRollbackSurvivesAKill: the worker running a compensation is stopped dead while its
+// request is in flight; another engine on the same database takes the rollback over, and
+// the compensation is sent again with the same idempotency key (the receiver applies it once).
+func TestRollbackSurvivesAKill(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		ctx := context.Background()
+		var mu sync.Mutex
+		var keys []string
+		applied := map[string]int{}
+		hang := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case r.URL.Path == "/book":
+				fmt.Fprint(w, `{"id": "B-1"}`)
+			case r.URL.Path == "/fail":
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"error": "refused"}`)
+			default: // the cancellation
+				key := r.Header.Get("Idempotency-Key")
+				mu.Lock()
+				keys = append(keys, key)
+				first := len(keys) == 1
+				mu.Unlock()
+				if first {
+					select { // the first request hangs: the worker dies waiting for it
+					case <-hang:
+					case <-time.After(10 * time.Second):
+					}
+					return
+				}
+				mu.Lock()
+				applied[key]++
+				mu.Unlock()
+				fmt.Fprint(w, `{"cancelled": true}`)
+			}
+		}))
+		defer srv.Close()
+		defer close(hang)
+		wf := h.workflow(fmt.Sprintf(`{"name": "Kill %d", "settings": {"retryPolicy": {"maxRetries": 0}, "rollbackOnFailure": true},
+		  "steps": [
+		    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[2]s/book"},
+		     "compensation": {"compensationType": "api_call", "config": {"method": "DELETE", "url": "%[2]s/cancel/{{ step.output.id }}", "timeoutMs": 20000}}},
+		    {"id": "file", "type": "http", "config": {"method": "POST", "url": "%[2]s/fail"}}]}`, time.Now().UnixNano(), srv.URL))
+		ex := h.start(wf, `{}`)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			n := len(keys)
+			mu.Unlock()
+			if n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the compensation never started")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		h.runner.Kill()
+		// Another engine takes over.
+		_, runner2, _, err := newStackWith(db, testLogger(t), loopbackSteps())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runner2.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_ = runner2.Stop(sctx)
+		}()
+		if done := h.waitRollback(ex.ID); *done.RollbackStatus != models.RolledBack {
+			t.Fatalf("after the kill: %s %+v", *done.RollbackStatus, h.compensations(ex.ID))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := engine.CompensationKey(ex.ID, "book")
+		for _, k := range keys {
+			if k != want {
+				t.Errorf("a request with key %q, want %q", k, want)
+			}
+		}
+		if len(keys) < 2 || applied[want] != 1 {
+			t.Errorf("requests %d, applied %d times", len(keys), applied[want])
+		}
+	})
+}

@@ -8,7 +8,8 @@ import (
 )
 
 // Reseal re-encrypts every sealed value at rest under the Sealer's active key: execution
-// inputs (and their originals, kept when an operator edited one), attempt inputs and outputs (here) and workflow definitions (models). Run it after
+// inputs (and their originals, kept when an operator edited one), attempt inputs and outputs,
+// database connections' DSNs (here) and workflow definitions (models). Run it after
 // putting a new key first in LIFELINE_ENCRYPTION_KEYS; afterwards the old keys can go. It
 // returns how many column values it rewrote. Safe to run while Lifeline serves: each value
 // is rewritten with a compare-and-set on its old content.
@@ -21,6 +22,7 @@ func (e *Engine) Reseal(ctx context.Context) (int, error) {
 		{Table: tableExecutions, Column: "original_input", AAD: func(id string) string { return aad(tableExecutions, id, "original_input") }},
 		{Table: tableAttempts, Column: "input", AAD: func(id string) string { return aad(tableAttempts, id, "input") }},
 		{Table: tableAttempts, Column: "output", AAD: func(id string) string { return aad(tableAttempts, id, "output") }},
+		{Table: "db_connections", Column: "dsn", AAD: models.DBConnectionAAD},
 	})
 	if err != nil {
 		return n, err

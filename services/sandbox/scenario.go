@@ -127,7 +127,7 @@ func parseScenario(s string) (scenario, error) {
 			d, err = bounded(parts[2], "D", p)
 		}
 		if err == nil && p == 0 {
-			err = fmt.Errorf("P must be at least 1")
+			err = fmt.Errorf("the period P must be at least 1")
 		}
 		sc.period, sc.down = time.Duration(p)*time.Second, time.Duration(d)*time.Second
 	default:

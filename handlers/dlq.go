@@ -167,7 +167,7 @@ func (h *DLQHandler) row(l *i18n.Localizer, r *models.DLQRow, steps workflowStep
 	out := pages.DLQRow{ID: r.ID, URL: h.s.url("dlq.item", r.ID), ExecutionURL: h.s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: h.s.url("workflow", r.WorkflowID),
 		FailedStep: steps.name(r.WorkflowID, r.FailedStepID), FailedStepID: r.FailedStepID,
-		ErrorType: r.ErrorType, ErrorMessage: r.Reason, Reason: r.Reason, RetryCount: r.RetryCount, Status: r.Status,
+		ErrorType: r.ErrorType, ErrorMessage: l.Text(r.Reason), Reason: l.Text(r.Reason), RetryCount: r.RetryCount, Status: r.Status,
 		Title: cmp.Or(subject, shortID(r.ExecutionID)), HasSubject: subject != "", ShortID: shortID(r.ExecutionID),
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), Age: l.Relative(r.CreatedAt, now),
 		ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(l, r.ExpiresAt)}

@@ -22,7 +22,7 @@ import (
 func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
 	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
-		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: cmpOr(r.Reason, r.ErrorMessage), Status: r.Status,
+		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: l.Text(cmpOr(r.Reason, r.ErrorMessage)), Status: r.Status,
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
 }
 
@@ -85,7 +85,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 		sv := pages.DLQStepVM{Index: i + 1, ID: st.StepID, Name: cmpOr(st.Name, st.StepID), Status: st.Status, Attempts: st.Attempts,
 			Failed: st.StepID == r.FailedStepID, InputJSON: prettyJSON(st.Input), OutputJSON: prettyJSON(st.Output)}
 		if st.Error != nil {
-			sv.Error = st.Error.Message
+			sv.Error = l.Text(st.Error.Message)
 		}
 		if st.Breaker != nil {
 			sv.Breaker = l.N("recovery.breaker", st.Breaker.Failures, "State", l.TOr("recovery.breaker.state."+st.Breaker.State, st.Breaker.State))

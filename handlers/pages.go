@@ -238,7 +238,7 @@ func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow) []
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), Subject: deref(r.Subject), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
-			ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage}
+			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage)}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(r.StartedAt, r.FinishedAt)
 		}
@@ -372,7 +372,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status()}
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
-				ErrorMessage: deref(a.ErrorMessage), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
+				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
 				OutputJSON: prettyJSON(s.redacted(a.Output)), IdempotencyKey: a.IdempotencyKey, Duration: span(a.StartedAt, a.FinishedAt)}
 			av.StartedAt, av.StartedAtText = displayTimePtr(l, a.StartedAt)
 			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
@@ -390,7 +390,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 			st.Attempts = append(st.Attempts, av)
 			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {
 				vm.Failure = &pages.FailureVM{StepID: sd.Step.ID, StepName: sd.Step.Title(), ErrorType: deref(a.ErrorType),
-					ErrorCode: deref(a.ErrorCode), Message: deref(a.ErrorMessage)}
+					ErrorCode: deref(a.ErrorCode), Message: l.Text(deref(a.ErrorMessage))}
 			}
 		}
 		vm.Steps = append(vm.Steps, st)

@@ -243,3 +243,22 @@ func TestFormats_Cursor(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// The engine's own sentences, stored with an attempt or a dead letter, read in Polish.
+func TestFormats_EngineText(t *testing.T) {
+	pl := New("pl", nil)
+	for _, c := range []struct{ in, pl string }{
+		{"The process running this step stopped 3 times before the step finished (its lease ran out each time); it was not run again.",
+			"Proces wykonujący ten krok zatrzymał się 3 razy, zanim krok się zakończył (za każdym razem wygasła jego dzierżawa); kroku nie uruchomiono ponownie."},
+		{`step type "ksef" is not registered in this process`, `typ kroku "ksef" nie jest zarejestrowany w tym procesie`},
+		{"Waiting on the circuit breaker until 2026-11-23T10:00:00Z", "Czeka na bezpiecznik do 2026-11-23T10:00:00Z"},
+		{"clientNip: NIP must have 10 digits (400 Bad Request)", "clientNip: NIP must have 10 digits (400 Błędne żądanie)"},
+		{"service unavailable (503 Service Unavailable)", "service unavailable (503 Usługa niedostępna)"},
+		{"The circuit breaker stayed open longer than the step may wait (24h0m0s); the step was not run.",
+			"Bezpiecznik był otwarty dłużej, niż krok może czekać (24h0m0s); kroku nie uruchomiono."},
+	} {
+		if got := pl.Text(c.in); got != c.pl {
+			t.Errorf("pl %q:\n got %q\nwant %q", c.in, got, c.pl)
+		}
+	}
+}

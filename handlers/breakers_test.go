@@ -225,7 +225,9 @@ func TestBreakersAPI(t *testing.T) {
 			t.Fatalf("reset: %d %s", r.status, r.body)
 		}
 		if b := r.json(t); b["id"] != bs.open || b["state"] != "closed" || b["forced"] != false || b["reason"] != "Bank potwierdził koniec prac serwisowych" ||
-			b["openedAt"] != nil || b["halfOpenAt"] != nil || b["failureCount"] != 0.0 {
+			b["openedAt"] != nil || b["halfOpenAt"] != nil || (b["failureCount"] != 0.0 && b["failureCount"] != 1.0) {
+			// The reset empties the window; the execution it released may already have
+			// failed again (1) by the time the answer counts it.
 			t.Errorf("after reset: %v", b)
 		}
 		// The reset released the waiting execution: it called the bank again (and failed).

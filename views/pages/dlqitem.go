@@ -54,7 +54,7 @@ type RecoveryVM struct {
 	LatestVersion  int
 	// RolledBack: the execution's completed steps were undone (or are being): retries warn.
 	RolledBack string
-	Form           RecoveryForm
+	Form       RecoveryForm
 }
 
 // RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a

@@ -174,9 +174,9 @@ type ExecutionVM struct {
 	RetriedAsURL   string // the full retry of this execution, when there is one
 	RetriedAsID    string
 	// Recovery: the actions on the execution's pending dead letter (nil otherwise, or for viewers).
-	Recovery   *RecoveryVM
+	Recovery *RecoveryVM
 	// Rollback: its rollback, or the button that starts one (nil when neither applies).
-	Rollback *RollbackVM
+	Rollback   *RollbackVM
 	Live       bool // while true ExecutionBody polls RefreshURL every 2s
 	RefreshURL string
 	Steps      []StepVM

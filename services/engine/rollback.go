@@ -210,30 +210,35 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	c.Attempts++
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	result, runErr := e.compensate(ctx, &c, comp, timeout)
+	// Read before the transaction that records the result (SQLite has one connection).
+	var ex models.Execution
+	if err := e.db.Conn(rctx).Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
+		return err
+	}
+	def, err := e.definitionFor(rctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	result, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
 	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
 		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
 			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		return e.recordCompensation(tx, &c, comp, generation, result, runErr, now)
+		return e.recordCompensation(tx, &c, comp, generation, result, runErr, def.Settings.RollbackStopOnFailure, now)
 	})
 }
 
 // compensate runs one compensation (not manual) and returns what it produced.
-func (e *Engine) compensate(ctx context.Context, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, error) {
+func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, error) {
 	if comp.CompensationType == definition.CompNone {
 		return nil, nil
-	}
-	var ex models.Execution
-	if err := e.db.Conn(ctx).Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
-		return nil, err
 	}
 	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
 	if err != nil {
 		return nil, err
 	}
-	env, err := e.env(&ex, attempts, 1<<30)
+	env, err := e.env(ex, attempts, 1<<30)
 	if err != nil {
 		return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 	}
@@ -282,9 +287,10 @@ func (e *Engine) compensate(ctx context.Context, c *models.CompensationAction, c
 }
 
 // recordCompensation stores a compensation's result in tx: completed; or failed, retried on
-// its policy or failed for good; then the next compensation.
+// its policy or failed for good; then the next compensation (none when a failure stops the
+// rollback).
 func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
-	result any, runErr error, now time.Time) ([]Job, error) {
+	result any, runErr error, stopOnFailure bool, now time.Time) ([]Job, error) {
 	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
 	if runErr == nil {
 		out, _ := json.Marshal(result)
@@ -325,20 +331,10 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
 		return nil, err
 	}
-	if e.stopsOnFailure(tx, c) {
+	if stopOnFailure {
 		return nil, e.finishRollback(tx, c.OrganizationID, *c.ExecutionID, now)
 	}
 	return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
-}
-
-// stopsOnFailure reports whether the execution's workflow stops its rollback at a failed compensation.
-func (e *Engine) stopsOnFailure(tx *gorm.DB, c *models.CompensationAction) bool {
-	var ex models.Execution
-	if err := tx.Select("workflow_version").Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
-		return false
-	}
-	def, err := e.definitionFor(context.Background(), c.OrganizationID, c.WorkflowID, ex.WorkflowVersion)
-	return err == nil && def.Settings.RollbackStopOnFailure
 }
 
 // CompensationAction is an admin's action on one compensation.

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -138,29 +136,15 @@ func (s *Server) apiStart(c echo.Context) error {
 	if err := checkID(id, "workflow"); err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Input json.RawMessage `json:"input"`
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return models.Invalid("request.shape",
-				map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return models.Invalid("request.shape",
-				map[string]string{"body": "input.trailing"})
-		}
+	if err := decodeBody(c, &req); err != nil {
+		return err
 	}
-	key := c.Request().Header.Get("Idempotency-Key")
-	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
-		return models.Invalid("idemkey.unusable",
-			map[string]string{"Idempotency-Key": "idemkey.unusable.field"})
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
 	}
 	if strings.HasPrefix(key, webhookKeyPrefix) {
 		return models.Invalid("This Idempotency-Key is reserved.",

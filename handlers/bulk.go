@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -189,7 +190,7 @@ func (h *BulkHandler) Show(c echo.Context) error {
 		return err
 	}
 	for _, it := range shown {
-		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmpOr(subjects[it.DeadLetterID], shortID(it.DeadLetterID)),
+		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmp.Or(subjects[it.DeadLetterID], shortID(it.DeadLetterID)),
 			Status: it.Status, Message: l.Text(deref(it.Message))}
 		if it.ExecutionID != nil {
 			iv.ExecutionURL = h.s.url("execution", *it.ExecutionID)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,15 +23,8 @@ import (
 func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
 	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
 		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
-		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: l.Text(cmpOr(r.Reason, r.ErrorMessage)), Status: r.Status,
+		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: l.Text(cmp.Or(r.Reason, r.ErrorMessage)), Status: r.Status,
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Show: GET /dlq/{id}, the item with its error context, timeline and actions.
@@ -82,7 +76,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	var states []engine.StepState
 	_ = json.Unmarshal(r.StepStates, &states)
 	for i, st := range states {
-		sv := pages.DLQStepVM{Index: i + 1, ID: st.StepID, Name: cmpOr(st.Name, st.StepID), Status: st.Status, Attempts: st.Attempts,
+		sv := pages.DLQStepVM{Index: i + 1, ID: st.StepID, Name: cmp.Or(st.Name, st.StepID), Status: st.Status, Attempts: st.Attempts,
 			Failed: st.StepID == r.FailedStepID, InputJSON: prettyJSON(st.Input), OutputJSON: prettyJSON(st.Output)}
 		if st.Error != nil {
 			sv.Error = l.Text(st.Error.Message)
@@ -117,7 +111,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 		rec.LatestVersion = wf.Version
 	}
 	if def != nil {
-		selected := cmpOr(form.FromStepID, dl.FailedStepID)
+		selected := cmp.Or(form.FromStepID, dl.FailedStepID)
 		for i, st := range def.Steps {
 			rec.ResumeSteps = append(rec.ResumeSteps, pages.Option{Value: st.ID, Label: fmt.Sprintf("%d. %s", i+1, st.Title()), Selected: st.ID == selected})
 			if st.ID == dl.FailedStepID {
@@ -303,7 +297,7 @@ func jsonDiff(before, after any, path string) []pages.DiffLine {
 		if s, ok := after.(string); ok && s == redact.Placeholder {
 			return nil // a masked value left as it was keeps its stored value
 		}
-		return []pages.DiffLine{{Op: "~", Path: cmpOr(path, "(input)"), Before: a, After: b}}
+		return []pages.DiffLine{{Op: "~", Path: cmp.Or(path, "(input)"), Before: a, After: b}}
 	}
 	return nil
 }

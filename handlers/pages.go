@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -341,7 +342,7 @@ func (s *Server) executionPage(c echo.Context) error {
 	if vm.Rollback != nil && vm.Rollback.Status == models.RollingBack {
 		vm.Live = true // follow the rollback as it runs
 	}
-	title := cmpOr(vm.Subject, d.WorkflowName+" · "+shortID(d.Ex.ID))
+	title := cmp.Or(vm.Subject, d.WorkflowName+" · "+shortID(d.Ex.ID))
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.ExecutionBody(vm))
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -96,7 +97,7 @@ type Request struct {
 // organization's dead letters is an EINVALID on that id.
 func (s *Service) Create(ctx context.Context, r Request) (*models.BulkJob, error) {
 	fields := map[string]string{}
-	if !oneOf(r.Action, Actions) {
+	if !slices.Contains(Actions, r.Action) {
 		fields["action"] = "must be one of retry, skip, resolve"
 	}
 	if len([]rune(r.Notes)) > engine.MaxNotes {
@@ -384,13 +385,4 @@ func dedupe(ids []string) []string {
 		}
 	}
 	return out
-}
-
-func oneOf(s string, set []string) bool {
-	for _, x := range set {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -105,7 +105,7 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 	if ms, ok := cfg["timeoutMs"].(float64); ok && (ms < MinStepTimeoutMs || ms > MaxStepTimeoutMs) {
 		errs[p+"timeoutMs"] = fmt.Sprintf("must be between %d and %d", MinStepTimeoutMs, MaxStepTimeoutMs)
 	}
-	_, terrs := tmpl.Check(without(cfg, "statement"), CompensationRoots...)
+	_, terrs := tmpl.Check(Compensation{Config: cfg}.Templated(), CompensationRoots...)
 	for k, v := range terrs {
 		errs[joinPath(prefix+".config", k)] = v
 	}
@@ -116,10 +116,12 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 	}
 }
 
-func without(m map[string]any, key string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != key {
+// Templated is the part of the config its templates are rendered over: all of it but a
+// database_operation's statement, which is SQL, never a template.
+func (c Compensation) Templated() map[string]any {
+	out := make(map[string]any, len(c.Config))
+	for k, v := range c.Config {
+		if k != "statement" {
 			out[k] = v
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -80,7 +81,7 @@ type ReplayResult struct {
 // letter is not the organization's; EINVALID with field messages for a bad request;
 // ECONFLICT when the item is not pending (someone else acted on it first).
 func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
-	if !oneOf(r.Mode, ReplayModes) {
+	if !slices.Contains(ReplayModes, r.Mode) {
 		return nil, models.Invalid("replay.mode", map[string]string{"retryType": "must be one of " + strings.Join(ReplayModes, ", ")})
 	}
 	fields := map[string]string{}
@@ -577,13 +578,4 @@ func specJSON(s *retry.Spec) string {
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-func oneOf(s string, set []string) bool {
-	for _, x := range set {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }

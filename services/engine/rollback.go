@@ -247,7 +247,7 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 	} else {
 		env["step"] = map[string]any{"output": nil}
 	}
-	cfgAny, err := tmpl.Render(withoutKey(comp.Config, "statement"), env)
+	cfgAny, err := tmpl.Render(comp.Templated(), env)
 	if err != nil {
 		return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 	}
@@ -260,7 +260,7 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", "the http step type is not registered in this process")
 		}
-		in := map[string]any{"url": cfg["url"], "method": cmpOrAny(cfg["method"], "POST")}
+		in := map[string]any{"url": cfg["url"], "method": upperOr(cfg["method"], "POST")}
 		for _, k := range []string{"headers", "body"} {
 			if v, ok := cfg[k]; ok && v != nil {
 				in[k] = v
@@ -467,17 +467,8 @@ func compensationEntry(tx *gorm.DB, c *models.CompensationAction, action string,
 		EntityID: c.ID, At: at, Details: d})
 }
 
-func withoutKey(m map[string]any, key string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != key {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func cmpOrAny(v any, fallback string) any {
+// upperOr is v in capitals when it is a non-blank string, else fallback.
+func upperOr(v any, fallback string) any {
 	if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
 		return strings.ToUpper(s)
 	}

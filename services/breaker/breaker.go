@@ -90,12 +90,15 @@ type Config struct {
 	WaitBudget time.Duration
 }
 
+// defaultCountErrors is shared by every Default (read only): Default runs once per step.
+var defaultCountErrors = []string{"transient", "timeout", "rate_limit", "external_service", "unknown"}
+
 // Default is the configuration without a spec: seed 000's defaults; the dependency's health
 // is judged by transient, timeout, rate-limit, external-service and unknown errors (a
 // validation error says nothing about it).
 func Default() Config {
 	return Config{Enabled: true, FailureThreshold: 5, ResetTimeout: time.Minute, HalfOpenRequests: 3,
-		CountErrors: []string{"transient", "timeout", "rate_limit", "external_service", "unknown"}, Scope: ScopeStep,
+		CountErrors: defaultCountErrors, Scope: ScopeStep,
 		WaitBudget: 24 * time.Hour}
 }
 

@@ -151,8 +151,13 @@ func TestBreakerOpensWaitsAndCloses(t *testing.T) {
 		if got := h.wait(ex2.ID, 20*time.Second); got.Status != models.ExecSucceeded {
 			t.Fatalf("trial execution: %s", got.Status)
 		}
-		if b := h.breakerRow(wf.ID); b.State != breaker.Closed || b.Trials != 0 {
-			t.Fatalf("after a successful trial: %+v", b)
+		// The breaker closes in its own transaction, just after the step's success commits.
+		deadline = time.Now().Add(10 * time.Second)
+		for b := h.breakerRow(wf.ID); b.State != breaker.Closed || b.Trials != 0; b = h.breakerRow(wf.ID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after a successful trial: %+v", b)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		// The attempt that waited (and was refused as a trial failed before) ran with its own key.
 		calls := svc.calls()

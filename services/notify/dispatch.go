@@ -1,0 +1,240 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"lifeline/models"
+)
+
+// dispatchConcurrency is how many deliveries one Dispatch sends at once.
+const dispatchConcurrency = 4
+
+// Dispatch claims the deliveries that are due (pending and due, or sending with an expired
+// lease), sends them and records each outcome; it returns how many it claimed. A delivery
+// claimed by another dispatcher meanwhile is skipped. Its error is the database's; a
+// delivery's own failure is recorded on it (and retried or not), never returned.
+func (s *Service) Dispatch(ctx context.Context) (int, error) {
+	now := s.now()
+	var ids []string
+	if err := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).
+		Where("(status = ? AND next_attempt_at <= ?) OR (status = ? AND lease_until < ?)",
+			models.DeliveryPending, now, models.DeliverySending, now).
+		Order("next_attempt_at").Limit(s.cfg.Batch).Pluck("id", &ids).Error; err != nil {
+		return 0, fmt.Errorf("notify: due deliveries: %w", err)
+	}
+	var claimed []*models.NotificationDelivery
+	for _, id := range ids {
+		d, err := s.claim(ctx, id, now)
+		if err != nil {
+			return len(claimed), err
+		}
+		if d != nil {
+			claimed = append(claimed, d)
+		}
+	}
+	sem := make(chan struct{}, dispatchConcurrency)
+	var wg sync.WaitGroup
+	errs := make([]error, len(claimed))
+	for i, d := range claimed {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = s.deliver(ctx, d, false)
+		}()
+	}
+	wg.Wait()
+	return len(claimed), errors.Join(errs...)
+}
+
+// claim takes delivery id if it is still due: status sending, a new claim token, a lease,
+// one more attempt (compare-and-set). nil: someone else has it, or it is done.
+func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.NotificationDelivery, error) {
+	tok := models.NewID()
+	res := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).
+		Where("id = ? AND ((status = ? AND next_attempt_at <= ?) OR (status = ? AND lease_until < ?))",
+			id, models.DeliveryPending, now, models.DeliverySending, now).
+		Updates(map[string]any{"status": models.DeliverySending, "claim_token": tok, "lease_until": now.Add(s.cfg.Lease),
+			"attempts": gorm.Expr("attempts + 1"), "updated_at": now})
+	if res.Error != nil {
+		return nil, fmt.Errorf("notify: claim delivery: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return nil, nil
+	}
+	var d models.NotificationDelivery
+	if err := s.db.Conn(ctx).Where("id = ? AND claim_token = ?", id, tok).First(&d).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err := s.db.OpenDeliveryTarget(&d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// deliver sends a claimed delivery and records the outcome under its claim token. once: a
+// failure is final (test messages).
+func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, once bool) error {
+	m, app, err := s.message(ctx, d)
+	if err == nil {
+		if d.Channel == string(App) {
+			return s.recordApp(ctx, d, app)
+		}
+		err = s.send(ctx, m)
+	}
+	now := s.now()
+	q := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken)
+	if err == nil {
+		return q.Updates(map[string]any{"status": models.DeliverySent, "sent_at": now, "last_error": nil,
+			"lease_until": nil, "updated_at": now}).Error
+	}
+	permanent, after := classify(err)
+	msg := clip(err.Error(), 2000)
+	if permanent || once || d.Attempts >= s.cfg.MaxAttempts {
+		s.cfg.Log.Warn("notification not delivered", "delivery", d.ID, "channel", d.Channel, "err", msg)
+		return q.Updates(map[string]any{"status": models.DeliveryFailed, "last_error": msg, "lease_until": nil, "updated_at": now}).Error
+	}
+	if after <= 0 {
+		after = s.cfg.Backoff(d.Attempts)
+	}
+	return q.Updates(map[string]any{"status": models.DeliveryPending, "last_error": msg, "lease_until": nil,
+		"next_attempt_at": now.Add(after), "updated_at": now}).Error
+}
+
+func (s *Service) send(ctx context.Context, m Message) error {
+	snd := s.cfg.Senders[m.Channel]
+	if snd == nil {
+		return Permanentf("the %s channel is not configured on this server", m.Channel)
+	}
+	return snd.Send(ctx, m)
+}
+
+// recordApp writes the in-app notification of a claimed delivery and marks it sent, in one
+// transaction: one row per delivery whatever happens.
+func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery, n models.Notification) error {
+	now := s.now()
+	return s.db.Tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken).
+			Updates(map[string]any{"status": models.DeliverySent, "sent_at": now, "last_error": nil, "lease_until": nil, "updated_at": now})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error // lost the claim: the new holder writes it
+		}
+		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "delivery_id"}},
+			DoUpdates: clause.Assignments(map[string]any{"read_at": nil, "created_at": now})}).Create(&n).Error
+	})
+}
+
+// message renders a delivery for its recipient; for the app channel it returns the row.
+func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (Message, models.Notification, error) {
+	rc, userID, err := s.recipientCtx(ctx, d)
+	if err != nil {
+		return Message{}, models.Notification{}, err
+	}
+	var m Message
+	switch {
+	case d.EventKind == string(Digest):
+		var rows []struct{ ExecutionID string }
+		if err := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Select("execution_id").
+			Where("organization_id = ? AND workflow_id = ? AND channel = ? AND recipient = ? AND window_start = ? AND status = ?",
+				d.OrganizationID, d.WorkflowID, d.Channel, d.Recipient, d.WindowStart, models.DeliveryDigested).
+			Order("created_at").Scan(&rows).Error; err != nil {
+			return m, models.Notification{}, err
+		}
+		var execs []string
+		for _, r := range rows {
+			if r.ExecutionID != "" {
+				execs = append(execs, r.ExecutionID)
+			}
+		}
+		var name string
+		s.db.Conn(ctx).Model(&models.Workflow{}).Where("organization_id = ? AND id = ?", d.OrganizationID, d.WorkflowID).Pluck("name", &name)
+		m = s.renderDigest(name, d.WorkflowID, d.WindowStart, execs, len(rows), rc)
+	case d.EventKind == string(Test) || d.EventID == nil:
+		m = s.render(Event{Kind: Test, At: d.CreatedAt}, rc)
+	default:
+		var ev models.NotificationEvent
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND id = ?", d.OrganizationID, *d.EventID).First(&ev).Error; err != nil {
+			return m, models.Notification{}, fmt.Errorf("notify: the delivery's event: %w", err)
+		}
+		var e Event
+		if err := json.Unmarshal(ev.Payload, &e); err != nil {
+			return m, models.Notification{}, Permanentf("the event is not readable: %v", err)
+		}
+		m = s.render(e, rc)
+	}
+	m.Channel = Channel(d.Channel)
+	m.To = d.Recipient
+	if d.Target != "" {
+		m.To = d.Target
+	}
+	m.DedupKey = d.DedupKey
+	n := models.Notification{ID: models.NewID(), OrganizationID: d.OrganizationID, UserID: userID, DeliveryID: d.ID,
+		Kind: d.EventKind, Title: m.Title, Body: m.Text, Link: m.Link, ExecutionID: d.ExecutionID, CreatedAt: s.now()}
+	return m, n, nil
+}
+
+// recipientCtx returns the language and time zone of a delivery's recipient: a member's own,
+// else the organization's, else DefaultLanguage and UTC; and the user's id (app).
+func (s *Service) recipientCtx(ctx context.Context, d *models.NotificationDelivery) (recipientCtx, string, error) {
+	var org models.Organization
+	if err := s.db.Conn(ctx).Where("id = ?", d.OrganizationID).First(&org).Error; err != nil {
+		return recipientCtx{}, "", fmt.Errorf("notify: organization: %w", err)
+	}
+	langs := []*string{nil, org.DefaultLanguage}
+	zones := []*string{nil, org.TimeZone}
+	userID := ""
+	if d.Channel == string(App) || d.Channel == string(Email) {
+		var u models.User
+		q := s.db.Conn(ctx).Model(&models.User{}).Joins("JOIN memberships ON memberships.user_id = users.id AND memberships.organization_id = ?", d.OrganizationID)
+		if d.Channel == string(App) {
+			q = q.Where("users.id = ?", d.Recipient)
+		} else {
+			q = q.Where("LOWER(users.email) = ?", strings.ToLower(d.Recipient))
+		}
+		err := q.First(&u).Error
+		switch {
+		case err == nil:
+			langs[0], zones[0], userID = u.Language, u.TimeZone, u.ID
+		case !models.IsNotFound(err):
+			return recipientCtx{}, "", err
+		case d.Channel == string(App):
+			return recipientCtx{}, "", Permanentf("the user is no longer a member of the organization")
+		}
+	}
+	rc := recipientCtx{Lang: DefaultLanguage, Zone: time.UTC}
+	for _, l := range langs {
+		if l != nil && *l != "" {
+			rc.Lang = lang(*l)
+			break
+		}
+	}
+	for _, z := range zones {
+		if z != nil && *z != "" {
+			if loc, err := time.LoadLocation(*z); err == nil {
+				rc.Zone = loc
+				break
+			}
+		}
+	}
+	return rc, userID, nil
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

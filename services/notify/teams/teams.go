@@ -1,0 +1,145 @@
+// Package teams posts notifications to Microsoft Teams through a Workflows (Power Automate)
+// webhook as an Adaptive Card in a message envelope (github.com/atc0005/go-teams-notify/v2,
+// adaptivecard), through the SSRF-guarded client of services/outbound. 202 is success.
+//
+// Errors: the library reports a non-2xx answer as text only, so the Sender records the
+// status and Retry-After of the last response itself: 400, 403, 404 (notify.HTTPStatus) are
+// permanent, 429 transient with its Retry-After, the rest transient. A refused address
+// (outbound.ErrDenied) is permanent.
+package teams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goteamsnotify "github.com/atc0005/go-teams-notify/v2"
+	"github.com/atc0005/go-teams-notify/v2/adaptivecard"
+
+	"lifeline/services/notify"
+	"lifeline/services/outbound"
+)
+
+// Sender posts to Teams Workflows webhooks.
+type Sender struct {
+	client *http.Client
+	// SkipURLCheck skips the library's own host patterns (loopback receivers in tests and
+	// local setups; the URL was validated when it was saved).
+	SkipURLCheck bool
+}
+
+var _ notify.Sender = (*Sender)(nil)
+
+// New returns a Sender using client (outbound.NewClient).
+func New(client *http.Client) *Sender { return &Sender{client: client} }
+
+// Card returns the Adaptive Card message of m: a title, the intro, the facts and a button to
+// the execution.
+func Card(m notify.Message) (*adaptivecard.Message, error) {
+	card := adaptivecard.NewCard()
+	intro := m.Text
+	if i := strings.Index(intro, "\n\n"); i >= 0 {
+		intro = intro[:i]
+	}
+	if err := card.AddElement(false, adaptivecard.NewTitleTextBlock(m.Title, true), adaptivecard.NewTextBlock(intro, true)); err != nil {
+		return nil, err
+	}
+	if len(m.Facts) > 0 {
+		fs := adaptivecard.NewFactSet()
+		for _, f := range m.Facts {
+			if err := fs.AddFact(adaptivecard.Fact{Title: f.Label, Value: f.Value}); err != nil {
+				return nil, err
+			}
+		}
+		if err := card.AddFactSet(false, fs); err != nil {
+			return nil, err
+		}
+	}
+	if m.Link != "" {
+		a, err := adaptivecard.NewActionOpenURL(m.Link, m.LinkText)
+		if err != nil {
+			return nil, err
+		}
+		if err := card.AddAction(false, a); err != nil {
+			return nil, err
+		}
+	}
+	msg, err := adaptivecard.NewMessageFromCard(card)
+	if err != nil {
+		return nil, err
+	}
+	return msg, msg.Prepare()
+}
+
+// Send posts m to the webhook m.To.
+func (s *Sender) Send(ctx context.Context, m notify.Message) error {
+	msg, err := Card(m)
+	if err != nil {
+		return notify.Permanentf("teams card: %v", err)
+	}
+	rec := &recorder{next: s.client.Transport}
+	if rec.next == nil {
+		rec.next = http.DefaultTransport
+	}
+	hc := *s.client
+	hc.Transport = rec
+	c := goteamsnotify.NewTeamsClient().SetHTTPClient(&hc)
+	c.SkipWebhookURLValidationOnSend(s.SkipURLCheck)
+	err = c.SendWithContext(ctx, m.To, msg)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, outbound.ErrDenied) {
+		return notify.Permanentf("%v", err)
+	}
+	code, after := rec.last()
+	if code == 0 {
+		return notify.Transient(fmt.Errorf("teams: %w", err), 0)
+	}
+	return notify.HTTPStatus(code, after, fmt.Errorf("teams: %w", err))
+}
+
+// recorder remembers the status and Retry-After of the last response.
+type recorder struct {
+	next  http.RoundTripper
+	mu    sync.Mutex
+	code  int
+	after time.Duration
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err == nil {
+		r.mu.Lock()
+		r.code = resp.StatusCode
+		r.after = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		r.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (r *recorder) last() (int, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.code, r.after
+}
+
+// retryAfter reads Retry-After: seconds or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

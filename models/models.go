@@ -223,6 +223,8 @@ type StepAttempt struct {
 	NextRetryAt    *time.Time
 	// WaitingBreakerID names the open breaker the attempt waits on (PENDING).
 	WaitingBreakerID *string
+	// HandlesAttemptID (a handler step's attempt) names the failed attempt it handles.
+	HandlesAttemptID *string
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 }

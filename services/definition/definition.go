@@ -60,6 +60,8 @@ type Settings struct {
 	// Subject is a template over the input ("{{ input.clientName }} · {{ input.period }}"),
 	// rendered when an execution starts: the execution's title in every list and page.
 	Subject string `json:"subject,omitempty"`
+	// OnFailure applies to every step of the normal sequence without its own.
+	OnFailure *OnFailure `json:"onFailure,omitempty"`
 }
 
 // MaxSubject bounds a rendered subject (longer ones are cut) and the template itself.
@@ -77,6 +79,13 @@ type Step struct {
 	CircuitBreaker *breaker.Spec `json:"circuitBreaker,omitempty"`
 	// Compensation undoes the step when the execution is rolled back.
 	Compensation *Compensation `json:"compensation,omitempty"`
+	// OnFailure hands the step's failure for good to a handler step instead of the DLQ.
+	OnFailure *OnFailure `json:"onFailure,omitempty"`
+	// Handler marks a step that runs only when a failure is handed to it, never in the
+	// normal sequence. Next (handlers only) names the step the sequence goes on at after
+	// the handler succeeds; without it the execution ends PARTIAL.
+	Handler bool   `json:"handler,omitempty"`
+	Next    string `json:"next,omitempty"`
 }
 
 // Breaker is the effective breaker configuration of step i.
@@ -236,7 +245,11 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 		for k, v := range t.Validate(s.Config) {
 			errs[p+".config."+k] = v
 		}
-		refs, terrs := tmpl.Check(s.Config, TemplateRoots...)
+		roots := TemplateRoots
+		if s.Handler {
+			roots = append(slices.Clone(TemplateRoots), HandlerRoots...)
+		}
+		refs, terrs := tmpl.Check(s.Config, roots...)
 		for k, v := range terrs {
 			errs[joinPath(p+".config", k)] = v
 		}
@@ -250,6 +263,7 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 			}
 		}
 	}
+	d.validateHandlers(errs)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -16,7 +16,8 @@ import (
 // open error record, after a retry, is resolved; the next step's first attempt is created,
 // claimed for this worker (RUNNING, leased by the database clock) when chain is true and the
 // step is runnable now (then it is shown as the execution's current step only if it runs
-// long: see showAfter), else shown at once; after the last step the execution is SUCCEEDED. It writes exactly what the
+// long: see showAfter), else shown at once; after the last step the execution ends
+// (endStatus). It writes exactly what the
 // transaction of succeed writes on SQLite, with the database clock (now()) for every time.
 //
 // It returns the next attempt (nil after the last step) and whether it was claimed, or
@@ -40,7 +41,7 @@ res AS (
   UPDATE workflow_execution_errors SET status = @resolved, resolution_type = 'auto_retry', resolved_at = now(), next_retry_at = NULL, updated_at = now()
   WHERE organization_id = @org AND execution_id = @ex AND step_id = @step AND status = ANY(@open) AND EXISTS (SELECT 1 FROM fin))`)
 	}
-	if i := a.StepIndex + 1; i < len(def.Steps) {
+	if i := def.After(a.StepIndex); i >= 0 {
 		step := def.Steps[i]
 		delay := e.delayOf(step)
 		claimed = chain && delay == 0
@@ -69,7 +70,7 @@ exu AS (
   WHERE id = @ex AND organization_id = @org AND EXISTS (SELECT 1 FROM fin))`)
 		}
 	} else {
-		args["done"] = models.ExecSucceeded
+		args["done"] = endStatus(def, a.StepIndex)
 		q.WriteString(`,
 exu AS (
   UPDATE workflow_executions SET status = @done, current_step_id = NULL, finished_at = now(), updated_at = now()
@@ -120,4 +121,14 @@ SELECT now(), (SELECT count(*) FROM cl)`
 	now = now.UTC()
 	markClaimed(ex, a, now, lease)
 	return true, now, nil
+}
+
+// endStatus is the status of an execution whose step i succeeded with no step after it:
+// SUCCEEDED, or PARTIAL after a handler that names no next step (a failure was handled and
+// the rest of the sequence did not run).
+func endStatus(def *definition.Definition, i int) string {
+	if def.Steps[i].Handler {
+		return models.ExecPartial
+	}
+	return models.ExecSucceeded
 }

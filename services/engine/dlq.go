@@ -83,6 +83,9 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 				st.Error = &StepError{Type: *at.ErrorType, Message: deref(at.ErrorMessage), Code: deref(at.ErrorCode)}
 			}
 		}
+		if st.Attempts == 0 && (s.Handler || def.Steps[failed.StepIndex].Handler) {
+			continue // a handler that never ran; or, when a handler failed, the steps after the one it handled
+		}
 		if s.ID == failed.StepID {
 			st.Status = models.StepDLQ
 			st.Error = &StepError{Type: string(c.Type), Code: c.Code, Message: c.Message}
@@ -120,19 +123,26 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 			return err
 		}
 	}
-	// Retries ran out (rather than the error being one that is never retried).
-	if policy.Decide(c.Type, 0, def.UnknownRetry(), 0).Retry {
-		if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_exhausted",
-			EntityType: "workflow_execution_error", EntityID: rec.ID, At: now,
-			Details: map[string]any{"executionId": ex.ID, "stepId": failed.StepID, "retries": retriesDone, "maxRetries": policy.MaxRetries,
-				"errorType": c.Type, "reason": decision.Reason}}); err != nil {
-			return err
-		}
+	if err := retriesExhausted(tx, ex, def, failed, rec, c, policy, decision, retriesDone, now); err != nil {
+		return err
 	}
 	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
 		EntityType: "dead_letter_queue", EntityID: dl.ID, At: now,
 		Details: map[string]any{"executionId": ex.ID, "workflowId": ex.WorkflowID, "stepId": failed.StepID, "errorType": c.Type,
 			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339), "replayFailed": returned}})
+}
+
+// retriesExhausted records error.retry_exhausted when the step's retries ran out (rather
+// than its error being one that is never retried).
+func retriesExhausted(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt,
+	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, now time.Time) error {
+	if !policy.Decide(c.Type, 0, def.UnknownRetry(), 0).Retry {
+		return nil
+	}
+	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.retry_exhausted",
+		EntityType: "workflow_execution_error", EntityID: rec.ID, At: now,
+		Details: map[string]any{"executionId": ex.ID, "stepId": failed.StepID, "retries": retriesDone, "maxRetries": policy.MaxRetries,
+			"errorType": c.Type, "reason": decision.Reason}})
 }
 
 func deref(s *string) string {

@@ -93,7 +93,7 @@ func (h *harness) wait(id string, timeout time.Duration) *models.Execution {
 			h.t.Fatal(err)
 		}
 		switch ex.Status {
-		case models.ExecSucceeded, models.ExecFailed, models.ExecDLQPending:
+		case models.ExecSucceeded, models.ExecFailed, models.ExecDLQPending, models.ExecPartial:
 			return &ex
 		}
 		if time.Now().After(deadline) {

@@ -170,11 +170,6 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 		if err != nil {
 			return nil, err
 		}
-		if err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepDLQ, "reclaims": a.Reclaims + 1,
-			"error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
-			"finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
-			return nil, err
-		}
 		rec, created, err := e.errorRecord(tx, &ex, a, c, "", json.RawMessage(a.Input), policy, now)
 		if err != nil {
 			return nil, err
@@ -187,13 +182,10 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 			}
 		}
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
-		if err := e.deadLetter(tx, &ex, def, a, rec, c, policy, decision, a.Attempt-1, nil, now); err != nil {
-			return nil, err
-		}
-		if def.Settings.RollbackOnFailure {
-			return e.startRollbackTx(tx, &ex, def, audit.System, now)
-		}
-		return nil, nil
+		upd := map[string]any{"reclaims": a.Reclaims + 1, "error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
+			"finished_at": now, "lease_expires_at": nil, "updated_at": now}
+		_, jobs, err := e.failedForGood(tx, &ex, def, a, a.Generation, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil}, models.NewID(), now)
+		return jobs, err
 	})
 	if err == nil {
 		e.log.ErrorContext(ctx, "an attempt's process died too often; execution moved to the dead-letter queue",

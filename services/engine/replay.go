@@ -135,9 +135,11 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 			fields["fromStepId"] = fmt.Sprintf("names no step of this workflow (version %d)", version)
 		case failedIdx >= 0 && index > failedIdx:
 			fields["fromStepId"] = "must be the failed step or one before it"
+		case def.Steps[index].Handler && index != failedIdx:
+			fields["fromStepId"] = "is a handler step, which runs only when a failure is handed to it; resume from a step of the normal sequence"
 		}
 	case ReplayFull:
-		index = 0
+		index = def.First()
 	}
 	if index < 0 && fields["fromStepId"] == "" {
 		return nil, models.Errorf(models.ECONFLICT, "The failed step %q is no longer in the workflow's version %d; retry the entire workflow instead.", dl.FailedStepID, version)
@@ -256,9 +258,9 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 		if err := tx.Create(&sk).Error; err != nil {
 			return nil, err
 		}
-		index++
-		if index >= len(def.Steps) { // the skipped step was the last: the execution is done
-			upd["status"], upd["current_step_id"], upd["finished_at"] = models.ExecSucceeded, nil, now
+		skipped := index
+		if index = def.After(index); index < 0 { // the skipped step was the last: the execution is done
+			upd["status"], upd["current_step_id"], upd["finished_at"] = endStatus(def, skipped), nil, now
 			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).Updates(upd).Error; err != nil {
 				return nil, err
 			}
@@ -277,6 +279,13 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 	a := newAttempt(ex, step, index, number, now)
 	if mode == ReplaySkipFailed {
 		a.ScheduledAt = e.scheduleFor(step, now)
+	}
+	if step.Handler { // the handler runs again for the failure it was handed
+		var last models.StepAttempt
+		if err := tx.Where("execution_id = ? AND step_id = ?", ex.ID, step.ID).Order("attempt DESC").First(&last).Error; err != nil {
+			return nil, err
+		}
+		a.HandlesAttemptID = last.HandlesAttemptID
 	}
 	if err := tx.Create(&a).Error; err != nil {
 		return nil, err
@@ -298,8 +307,9 @@ func (e *Engine) replayFull(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execu
 	if err := tx.Create(&nx).Error; err != nil {
 		return nil, err
 	}
-	first := def.Steps[0]
-	a := newAttempt(&nx, first, 0, 1, e.scheduleFor(first, now))
+	fi := def.First()
+	first := def.Steps[fi]
+	a := newAttempt(&nx, first, fi, 1, e.scheduleFor(first, now))
 	if err := tx.Create(&a).Error; err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ const (
 	OutcomeLost      Outcome = "lost"      // the lease was taken over while the step ran; the result was discarded
 	OutcomeDeferred  Outcome = "deferred"  // the job came before the attempt's time; it was re-queued for that time
 	OutcomeWaiting   Outcome = "waiting"   // an open circuit breaker refused the attempt; it waits, unsent, for the breaker
+	OutcomeHandled   Outcome = "handled"   // the step failed for good; its on-failure handler step runs instead of the DLQ
 )
 
 // commitTimeout bounds the commits that record an attempt's result. They run on a context
@@ -93,7 +94,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	// Run the step outside any transaction; then, while the chain budget lasts, the steps
 	// that its success claimed in the same commit.
 	var attempts []models.StepAttempt
-	if a.StepIndex > 0 || a.Attempt > 1 { // the first attempt of the first step has nothing before it
+	if a.StepIndex > 0 || a.Attempt > 1 || a.HandlesAttemptID != nil { // the first attempt of the first step has nothing before it
 		if attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
 			return "", err
 		}
@@ -207,12 +208,23 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		// What the attempt's templates produce under secret-looking keys (and the secrets of
 		// the execution's input) is masked wherever it appears in the error text stored.
 		secretVals = append(e.redactor.SecretValues(env["input"]), e.redactor.SecretValues(step.Config)...)
+		var mapped json.RawMessage
+		if a.HandlesAttemptID != nil { // a handler: it also reads the failure it was handed
+			var err error
+			if env, mapped, err = e.handlerEnv(ctx, ex, def, a, attempts, env); err != nil {
+				return nil, err
+			}
+			secretVals = append(secretVals, e.redactor.SecretValues(env["failedStep"])...)
+		}
 		cfg, err := tmpl.Render(step.Config, env)
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
 		secretVals = append(e.redactor.SecretValues(cfg), secretVals...)
 		input, _ = json.Marshal(cfg)
+		if mapped != nil {
+			input = mapped
+		}
 		cfgMap, _ := cfg.(map[string]any)
 		if h.gate = breakerOf(ex, def, a.StepIndex, cfgMap); h.gate != nil {
 			if err := e.admit(ctx, ex, h.gate, a); err != nil {
@@ -491,10 +503,10 @@ func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *defin
 				return nil, err
 			}
 		}
-		i := a.StepIndex + 1
-		if i >= len(def.Steps) {
+		i := def.After(a.StepIndex)
+		if i < 0 {
 			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-				Updates(map[string]any{"status": models.ExecSucceeded, "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
+				Updates(map[string]any{"status": endStatus(def, a.StepIndex), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
 				return nil, err
 			}
 			return nil, e.replaySucceeded(tx, ex, now)
@@ -693,18 +705,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 				return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
 			}
 
-			outcome = OutcomeDLQ
-			upd["status"] = models.StepDLQ
-			if err := finishAttempt(tx, a, generation, upd); err != nil {
-				return nil, err
-			}
-			if err := e.deadLetter(tx, ex, def, a, errRec, c, policy, decision, retriesDone, h.gate, now); err != nil {
-				return nil, err
-			}
-			if def.Settings.RollbackOnFailure {
-				return e.startRollbackTx(tx, ex, def, audit.System, now)
-			}
-			return nil, nil
+			var jobs []Job
+			outcome, jobs, err = e.failedForGood(tx, ex, def, a, generation, upd, failure{errRec, c, policy, decision, retriesDone, h.gate}, retryID, now)
+			return jobs, err
 		})
 	})
 	if landed { // a try committed though it seemed to fail: see what it left
@@ -713,6 +716,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 		outcome = OutcomeDLQ
 		if retry != nil {
 			outcome = OutcomeRetrying
+			if retry.StepID != a.StepID {
+				outcome = OutcomeHandled
+			}
 			err = e.enq.Enqueue(ctx, []Job{{AttemptID: retry.ID, Generation: retry.Generation, RunAt: retry.ScheduledAt}})
 		}
 	}
@@ -722,9 +728,12 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	if err != nil {
 		return "", err
 	}
-	if outcome == OutcomeRetrying {
+	switch outcome {
+	case OutcomeRetrying:
 		log.InfoContext(ctx, "step failed; retry scheduled", "error_type", c.Type, "error", c.Message, "delay", delay.String(), "reason", decision.Reason)
-	} else {
+	case OutcomeHandled:
+		log.InfoContext(ctx, "step failed; its failure was handed to its handler step", "error_type", c.Type, "error", c.Message, "reason", decision.Reason)
+	default:
 		log.WarnContext(ctx, "step failed; execution moved to the dead-letter queue", "error_type", c.Type, "error", c.Message, "reason", decision.Reason)
 	}
 	return outcome, nil

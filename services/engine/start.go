@@ -108,11 +108,12 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 			return nil, err
 		}
 		ex.CreatedAt, ex.UpdatedAt = now, now
-		first := def.Steps[0]
+		fi := def.First()
+		first := def.Steps[fi]
 		if err := tx.Create(&ex).Error; err != nil {
 			return nil, err
 		}
-		a := newAttempt(&ex, first, 0, 1, e.scheduleFor(first, now))
+		a := newAttempt(&ex, first, fi, 1, e.scheduleFor(first, now))
 		if err := tx.Create(&a).Error; err != nil {
 			return nil, err
 		}
@@ -159,7 +160,7 @@ func (e *Engine) newExecution(wf *models.Workflow, def *definition.Definition, r
 		Input:           models.JSON(sealed),
 		TriggerType:     r.Trigger,
 		CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
-		CurrentStepID:   &def.Steps[0].ID,
+		CurrentStepID:   &def.Steps[def.First()].ID,
 		Subject:         e.subject(def, input),
 	}
 	if ex.TriggerType == "" {
@@ -187,8 +188,9 @@ func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definit
 	if err != nil {
 		return nil, false, err
 	}
-	first := def.Steps[0]
-	a := newAttempt(&ex, first, 0, 1, time.Time{})
+	fi := def.First()
+	first := def.Steps[fi]
+	a := newAttempt(&ex, first, fi, 1, time.Time{})
 	delay := e.delayOf(first)
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
@@ -199,7 +201,7 @@ func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definit
 at AS (
   INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, generation, reclaims,
     idempotency_key, scheduled_at, created_at, updated_at)
-  SELECT @aid, @org, id, @step, 0, 1, @astatus, 1, 0, @key, now() + make_interval(secs => @delay), now(), now() FROM ex),
+  SELECT @aid, @org, id, @step, @aidx, 1, @astatus, 1, 0, @key, now() + make_interval(secs => @delay), now(), now() FROM ex),
 au AS (
   INSERT INTO audit_log (id, organization_id, actor_type, actor_id, action, entity_type, entity_id, details, created_at)
   SELECT @auid, @org, @actortype, @actor, @action, @entitytype, id, @details, now() FROM ex)
@@ -208,7 +210,7 @@ SELECT now()`
 	err = e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
 		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject,
-		"aid": a.ID, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
+		"aid": a.ID, "aidx": fi, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
 	}).Scan(&now)
 	if err != nil {

@@ -95,6 +95,17 @@ func (s *Server) routes() {
 	api.PUT("/connections/:id", conns.APIUpdate, admin)
 	api.DELETE("/connections/:id", conns.APIDelete, admin)
 	api.POST("/connections/:id/test", conns.APITest, admin).Name = "api.connection.test"
+	if s.Notify != nil {
+		nh := NewNotificationsHandler(s, s.Notify)
+		api.GET("/notifications/settings", nh.APISettings, admin).Name = "api.notifications.settings"
+		api.PUT("/notifications/settings", nh.APISaveSettings, admin)
+		api.POST("/notifications/test", nh.APITest, admin).Name = "api.notifications.test"
+		api.GET("/notifications/deliveries", nh.APIDeliveries, admin).Name = "api.notifications.deliveries"
+		api.POST("/notifications/deliveries/:id/resend", nh.APIResend, admin).Name = "api.notifications.resend"
+		api.GET("/notifications", nh.APIInbox).Name = "api.notifications"
+		api.POST("/notifications/read-all", nh.APIReadAll).Name = "api.notifications.read_all"
+		api.POST("/notifications/:id/read", nh.APIRead).Name = "api.notifications.read"
+	}
 	if s.Bulk != nil {
 		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.create"
 		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk"

@@ -21,6 +21,7 @@ import (
 	"lifeline/services/bulk"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
+	"lifeline/services/notify"
 	"lifeline/services/workflows"
 )
 
@@ -45,6 +46,8 @@ type Deps struct {
 	// Databases are the organization's named database connections (nil: one without an
 	// allow list for private networks).
 	Databases *dbconn.Service
+	// Notify is the notification service (nil: the notifications API answers 404).
+	Notify *notify.Service
 	// TrustedProxies are the networks of the reverse proxies in front of the app: from them,
 	// the client is the address X-Forwarded-For names (for the login limits and the request
 	// log). Empty: proxy headers are ignored and the client is the TCP peer.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/services/notify/email"
 	"lifeline/services/outbound"
 	"lifeline/services/redact"
 	"lifeline/services/secrets"
@@ -36,7 +37,13 @@ type Config struct {
 	EncryptionKeys string
 	// DataDir holds the embedded database and the generated encryption key.
 	DataDir string
+	// SMTP is LIFELINE_SMTP_URL (smtp://user:pass@host:587?tls=starttls) with
+	// LIFELINE_SMTP_FROM; nil: no email (the demo starts a local sink, DemoSMTPSink).
+	SMTP *email.Config
 }
+
+// DemoSMTPSink is where the demo's local SMTP sink listens when LIFELINE_SMTP_URL is unset.
+const DemoSMTPSink = "127.0.0.1:2525"
 
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{
@@ -74,6 +81,17 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.DataDir = dataDir(c.DatabaseURL)
+	if v := strings.TrimSpace(getenv("LIFELINE_SMTP_URL")); v != "" {
+		sc, err := email.ParseURL(v)
+		if err != nil {
+			return c, fmt.Errorf("LIFELINE_SMTP_URL: %w", err)
+		}
+		sc.From = or(getenv("LIFELINE_SMTP_FROM"), "Lifeline <lifeline@localhost>")
+		if err := email.ParseFrom(sc.From); err != nil {
+			return c, fmt.Errorf("LIFELINE_SMTP_FROM: %w", err)
+		}
+		c.SMTP = &sc
+	}
 	_, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return c, fmt.Errorf("LIFELINE_ADDR %q: %w", c.Addr, err)

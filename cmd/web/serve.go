@@ -14,10 +14,16 @@ import (
 
 	"lifeline/handlers"
 	"lifeline/models"
+	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
+	"lifeline/services/notify"
+	"lifeline/services/notify/email"
+	"lifeline/services/notify/slack"
+	"lifeline/services/notify/teams"
+	"lifeline/services/outbound"
 	"lifeline/services/redact"
 	"lifeline/services/sandbox"
 	"lifeline/services/secrets"
@@ -49,7 +55,17 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	}
 	// Registered even without the demo: demo jobs left in the queue by an earlier demo run
 	// must still find their worker.
-	jcfg.Register = func(w *river.Workers) { river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng}) }
+	notifier, stopNotify, err := notifications(ctx, cfg, db, log, demoInfo)
+	if err != nil {
+		return err
+	}
+	defer stopNotify()
+	registerNotify, dispatch := jobs.NotifyJobs(notifier)
+	jcfg.Periodic = append(jcfg.Periodic, dispatch)
+	jcfg.Register = func(w *river.Workers) {
+		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})
+		registerNotify(w)
+	}
 	runner, err := jobs.New(db, eng, jcfg, log)
 	if err != nil {
 		return err
@@ -58,7 +74,8 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	databases := dbconn.New(db, dbconn.Config{Allow: cfg.OutboundAllow})
 	eng.SetDatabases(databases)
 	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
-		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk(), Databases: databases})
+		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk(), Databases: databases,
+		Notify: notifier})
 	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 1)
@@ -128,4 +145,44 @@ func keyRing(cfg Config, log *slog.Logger) (engine.Sealer, error) {
 		return nil, fmt.Errorf("encryption keys: %w", err)
 	}
 	return secrets.JSONSealer{Ring: ring, IsSecret: redact.New(cfg.RedactKeys).Match}, nil
+}
+
+// notifications builds the notification service with its providers: email by
+// LIFELINE_SMTP_URL (in the demo without it, a local SMTP sink on DemoSMTPSink that keeps
+// what it receives), Slack and Teams through the SSRF-guarded client. For the demo it sets
+// the organization's defaults (email and in-app to the demo admin) unless it has its own.
+// stop closes the sink.
+func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Logger, demo *demoSeed) (*notify.Service, func(), error) {
+	stop := func() {}
+	client := outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow, Timeout: 15 * time.Second})
+	teamsSender := teams.New(client)
+	teamsSender.SkipURLCheck = true // validated when saved (notify.ValidateWebhookURL)
+	senders := map[notify.Channel]notify.Sender{notify.Slack: slack.New(client), notify.Teams: teamsSender}
+	smtpCfg := cfg.SMTP
+	if smtpCfg == nil && cfg.Demo {
+		sink, err := email.StartSink(DemoSMTPSink, nil)
+		if err != nil {
+			log.Warn("demo SMTP sink not started: emails stay undelivered", "addr", DemoSMTPSink, "err", err)
+		} else {
+			log.Info("demo SMTP sink: emails are received and kept in memory", "addr", sink.Addr())
+			stop = func() { _ = sink.Close() }
+			smtpCfg = &email.Config{Host: "127.0.0.1", Port: 2525, TLS: email.TLSNone, From: "Lifeline Demo <lifeline@demo.lifeline.local>"}
+		}
+	}
+	if smtpCfg != nil {
+		senders[notify.Email] = email.New(*smtpCfg)
+	}
+	svc := notify.New(db, notify.Config{BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
+	if demo != nil {
+		row, err := db.GetNotificationSettings(db.Conn(ctx), demo.OrgID)
+		if err == nil && row == nil {
+			_, err = svc.SaveOrgSettings(ctx, demo.OrgID, audit.System,
+				[]byte(`{"channels": ["email", "app"], "recipients": ["`+demoUsers[0].Email+`"]}`))
+		}
+		if err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("demo notification settings: %w", err)
+		}
+	}
+	return svc, stop, nil
 }

@@ -90,10 +90,17 @@ type Delivery struct {
 }
 
 // Deliveries lists the organization's deliveries, newest first (at most limit), of one
-// execution when executionID is set.
+// execution when executionID is set (ENOTFOUND when the organization has no such execution).
 func (s *Service) Deliveries(ctx context.Context, orgID, executionID string, limit int) ([]Delivery, error) {
 	q := s.db.Conn(ctx).Where("organization_id = ?", orgID)
 	if executionID != "" {
+		var n int64
+		if err := s.db.Conn(ctx).Model(&models.Execution{}).Where("organization_id = ? AND id = ?", orgID, executionID).Count(&n).Error; err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, models.NotFound("execution")
+		}
 		q = q.Where("execution_id = ?", executionID)
 	}
 	var rows []models.NotificationDelivery
@@ -210,4 +217,46 @@ func (s *Service) Test(ctx context.Context, orgID, userID string, ch Channel) er
 		return fmt.Errorf("%w: %s", ErrTestFailed, msg)
 	}
 	return nil
+}
+
+// InApp is an in-app notification as the bell shows it.
+type InApp struct {
+	ID          string  `json:"id"`
+	Kind        string  `json:"kind"`
+	Title       string  `json:"title"`
+	Body        string  `json:"body"`
+	Link        string  `json:"link"`
+	ExecutionID string  `json:"executionId,omitempty"`
+	CreatedAt   string  `json:"createdAt"`
+	ReadAt      *string `json:"readAt"`
+}
+
+// Inbox returns the user's latest in-app notifications in the organization (newest first,
+// at most limit) and how many are unread.
+func (s *Service) Inbox(ctx context.Context, orgID, userID string, limit int) ([]InApp, int64, error) {
+	rows, unread, err := s.db.Notifications(ctx, orgID, userID, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]InApp, 0, len(rows))
+	for _, r := range rows {
+		n := InApp{ID: r.ID, Kind: r.Kind, Title: r.Title, Body: r.Body, Link: r.Link, ExecutionID: r.ExecutionID,
+			CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+		if r.ReadAt != nil {
+			v := r.ReadAt.UTC().Format("2006-01-02T15:04:05Z")
+			n.ReadAt = &v
+		}
+		out = append(out, n)
+	}
+	return out, unread, nil
+}
+
+// MarkRead marks the user's notification id read; ENOTFOUND when it is not theirs.
+func (s *Service) MarkRead(ctx context.Context, orgID, userID, id string) error {
+	return s.db.MarkNotificationRead(ctx, orgID, userID, id, s.now())
+}
+
+// MarkAllRead marks all the user's notifications read and returns how many it marked.
+func (s *Service) MarkAllRead(ctx context.Context, orgID, userID string) (int64, error) {
+	return s.db.MarkAllNotificationsRead(ctx, orgID, userID, s.now())
 }

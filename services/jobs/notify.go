@@ -1,0 +1,61 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"lifeline/services/notify"
+)
+
+// Notifications are sent by a periodic dispatcher, not by a job per delivery: River on
+// PostgreSQL cannot join GORM's transaction, so the deliveries the engine records in its own
+// transaction (the outbox) are the source of truth, and this job claims the due ones every
+// NotifyEvery (compare-and-set with a lease: two runs at once, or a run after a crash, never
+// send one delivery twice; an expired lease is claimed again). Schedules (retries, Retry-After,
+// digests at the end of their minute) live in the deliveries' next_attempt_at.
+
+// NotifyEvery is how often the dispatcher runs.
+const NotifyEvery = time.Second
+
+// NotifyArgs runs one dispatch of due notification deliveries.
+type NotifyArgs struct{}
+
+// Kind implements river.JobArgs.
+func (NotifyArgs) Kind() string { return "notify_dispatch" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one waiting dispatch at a time; a
+// failed one is not retried (the next tick comes within a second).
+func (NotifyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
+}
+
+// NotifyWorker sends due notification deliveries.
+type NotifyWorker struct {
+	river.WorkerDefaults[NotifyArgs]
+	Notify *notify.Service
+}
+
+// Work dispatches until nothing is due, for at most 20 s.
+func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := w.Notify.Dispatch(ctx)
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
+// Timeout bounds a dispatch (each send has its own timeout).
+func (w *NotifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return time.Minute }
+
+// NotifyJobs registers the notification dispatcher: add the worker with Config.Register
+// and the returned periodic job to Config.Periodic.
+func NotifyJobs(svc *notify.Service) (func(*river.Workers), *river.PeriodicJob) {
+	return func(w *river.Workers) { river.AddWorker(w, &NotifyWorker{Notify: svc}) },
+		river.NewPeriodicJob(river.PeriodicInterval(NotifyEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return NotifyArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true})
+}

@@ -102,7 +102,11 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 			"lease_until": nil, "updated_at": now}).Error
 	}
 	permanent, after := classify(err)
-	msg := clip(err.Error(), 2000)
+	msg := err.Error()
+	if d.Target != "" { // the webhook URL is a secret: errors show it masked
+		msg = strings.ReplaceAll(msg, d.Target, models.MaskWebhookURL(d.Target))
+	}
+	msg = clip(msg, 2000)
 	if permanent || once || d.Attempts >= s.cfg.MaxAttempts {
 		s.cfg.Log.Warn("notification not delivered", "delivery", d.ID, "channel", d.Channel, "err", msg)
 		return q.Updates(map[string]any{"status": models.DeliveryFailed, "last_error": msg, "lease_until": nil, "updated_at": now}).Error

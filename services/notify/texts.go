@@ -3,6 +3,7 @@ package notify
 import (
 	"fmt"
 	"html"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -217,9 +218,18 @@ func (s *Service) renderDigest(name, workflowID string, window time.Time, execs 
 	return m
 }
 
-// firstLines keeps a reason short: at most 5 lines and 1,000 characters (never a trace).
+// stackLine matches the lines of a stack trace (Go, Java, JS, Python).
+var stackLine = regexp.MustCompile(`^\s*(at\s|goroutine\s\d|File "|Traceback|\S+\.(go|js|ts|java|py):\d+)|\.go:\d+\b|^\s+\S+\(.*\)$`)
+
+// firstLines keeps a reason short and free of stack traces: stack lines dropped, at most 5
+// lines and 1,000 characters.
 func firstLines(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if !stackLine.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) > 5 {
 		lines = lines[:5]
 	}

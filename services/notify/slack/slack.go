@@ -68,7 +68,7 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 	var sc slack.StatusCodeError
 	switch {
 	case errors.Is(err, outbound.ErrDenied):
-		return notify.Permanentf("%v", err)
+		return &notify.DeliveryError{Permanent: true, Err: err}
 	case errors.As(err, &rl):
 		return notify.Transient(fmt.Errorf("slack: 429 Too Many Requests, retry after %s", rl.RetryAfter), rl.RetryAfter)
 	case errors.As(err, &sc):

@@ -95,7 +95,7 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		return nil
 	}
 	if errors.Is(err, outbound.ErrDenied) {
-		return notify.Permanentf("%v", err)
+		return &notify.DeliveryError{Permanent: true, Err: err}
 	}
 	code, after := rec.last()
 	if code == 0 {

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,9 +160,11 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 		case def.Settings.RetryPolicy != nil:
 			source = "workflow"
 		}
-		vm.Steps = append(vm.Steps, pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(l, st),
+		row := pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(l, st),
 			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(l, pol), PolicySource: source,
-			BreakerState: stepBreakerState(&def, i, wf.ID, breakerStates)})
+			BreakerState: stepBreakerState(&def, i, wf.ID, breakerStates)}
+		handlerRow(l, &def, i, &row)
+		vm.Steps = append(vm.Steps, row)
 	}
 	start.Action, start.CanStart = s.url("workflow.start", wf.ID), p.Can(models.RoleAccountant)
 	vm.Start = start
@@ -370,7 +374,10 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		vm.RetriedAsURL, vm.RetriedAsID = s.url("execution", d.RetriedAs), shortID(d.RetriedAs)
 	}
 	for _, sd := range d.Steps {
-		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status()}
+		if sd.Step.Handler && len(sd.Attempts) == 0 {
+			continue // a handler runs only when a failure is handed to it
+		}
+		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Handler: sd.Step.Handler}
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
@@ -389,14 +396,70 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 				}
 			}
 			st.Attempts = append(st.Attempts, av)
-			if (a.Status == models.StepDLQ || a.Status == models.StepFailed) && vm.Failure == nil {
+			// The failure shown on top: the one that sent the execution to the DLQ, else the
+			// first one a handler took over.
+			if a.Status == models.StepDLQ || (a.Status == models.StepFailed && vm.Failure == nil) {
 				vm.Failure = &pages.FailureVM{StepID: sd.Step.ID, StepName: sd.Step.Title(), ErrorType: deref(a.ErrorType),
 					ErrorCode: deref(a.ErrorCode), Message: l.Text(deref(a.ErrorMessage))}
 			}
 		}
 		vm.Steps = append(vm.Steps, st)
 	}
+	vm.Steps = handlerLinks(d, vm.Steps, vm.Failure)
 	return vm
+}
+
+// handlerLinks links failed steps and the handlers that took their failures over (both
+// ways), says where the execution went after each handler, and moves each handler that ran
+// right after the step it handled. failure, when it is a handled one, names its handler.
+func handlerLinks(d *executionDetail, steps []pages.StepVM, failure *pages.FailureVM) []pages.StepVM {
+	owner := map[string]pages.StepLink{} // attempt id → its step
+	for _, sd := range d.Steps {
+		for _, a := range sd.Attempts {
+			owner[a.ID] = pages.StepLink{ID: sd.Step.ID, Name: sd.Step.Title()}
+		}
+	}
+	handedTo := map[string]pages.StepLink{} // failed step id → handler
+	for i := range steps {
+		sd := d.Steps[steps[i].Index-1]
+		if !sd.Step.Handler || len(sd.Attempts) == 0 {
+			continue
+		}
+		last := sd.Attempts[len(sd.Attempts)-1]
+		if last.HandlesAttemptID != nil {
+			steps[i].Handles = owner[*last.HandlesAttemptID]
+			handedTo[steps[i].Handles.ID] = pages.StepLink{ID: sd.Step.ID, Name: sd.Step.Title()}
+		}
+		if last.Status == models.StepSucceeded {
+			if n := d.Def.Index(sd.Step.Next); sd.Step.Next != "" && n >= 0 {
+				steps[i].WentOn = pages.StepLink{ID: sd.Step.Next, Name: d.Def.Steps[n].Title()}
+			} else {
+				steps[i].EndedPartial = true
+			}
+		}
+	}
+	out := make([]pages.StepVM, 0, len(steps))
+	for _, st := range steps {
+		if st.Handler && st.Handles.ID != "" {
+			continue // placed after the step it handles
+		}
+		st.HandedTo = handedTo[st.ID]
+		out = append(out, st)
+		if st.HandedTo.ID == "" {
+			continue
+		}
+		for _, h := range steps {
+			if h.ID == st.HandedTo.ID {
+				out = append(out, h)
+			}
+		}
+	}
+	if failure != nil {
+		if h, ok := handedTo[failure.StepID]; ok && d.Ex.Status != models.ExecDLQPending {
+			failure.HandlerID, failure.HandlerName = h.ID, h.Name
+		}
+	}
+	return out
 }
 
 // nextPage is the URL of the next page of a filtered list (the filter's query with the
@@ -411,4 +474,45 @@ func nextPage(base, cursor string, query url.Values) string {
 	}
 	q.Set("cursor", cursor)
 	return base + "?" + q.Encode()
+}
+
+// handlerRow fills in where step i's failures go, or, for a handler, the steps it serves
+// and where the execution goes on after it.
+func handlerRow(l *i18n.Localizer, def *definition.Definition, i int, row *pages.StepDefRow) {
+	title := func(id string) string {
+		if j := def.Index(id); j >= 0 {
+			return def.Steps[j].Title()
+		}
+		return id
+	}
+	st := def.Steps[i]
+	if st.Handler {
+		row.Handler = true
+		var served []string
+		for _, id := range def.Served(i) {
+			served = append(served, title(id))
+		}
+		row.Serves = strings.Join(served, ", ")
+		if st.Next != "" {
+			row.Next = title(st.Next)
+		} else {
+			row.NextPartial = true
+		}
+		return
+	}
+	of := def.OnFailureOf(i)
+	if of == nil {
+		return
+	}
+	types := slices.Sorted(maps.Keys(of.ByErrorType))
+	for _, t := range types {
+		row.OnFailure = append(row.OnFailure, pages.HandlerRoute{Errors: l.TOr("errortype."+t, t), Handler: title(of.ByErrorType[t])})
+	}
+	if fallback := cmp.Or(of.Default, of.HandlerStepID); fallback != "" {
+		label := l.T("handlers.anyerror")
+		if len(types) > 0 {
+			label = l.T("handlers.othererrors")
+		}
+		row.OnFailure = append(row.OnFailure, pages.HandlerRoute{Errors: label, Handler: title(fallback)})
+	}
 }

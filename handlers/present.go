@@ -179,6 +179,15 @@ type apiStep struct {
 	Type     string       `json:"type"`
 	Status   string       `json:"status"`
 	Attempts []apiAttempt `json:"attempts"`
+	// Handler: an on-failure handler step. HandlerFor: the step whose failure it took over
+	// in this execution; Serves: every step that may hand it a failure; Next: where the
+	// execution goes on after it ("" ends it PARTIAL).
+	Handler    bool     `json:"handler,omitempty"`
+	HandlerFor string   `json:"handlerFor,omitempty"`
+	Serves     []string `json:"serves,omitempty"`
+	Next       string   `json:"next,omitempty"`
+	// HandledBy: this step failed for good and that handler step took its failure over.
+	HandledBy string `json:"handledBy,omitempty"`
 }
 
 type apiExecution struct {
@@ -218,8 +227,29 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 		out.Compensations = compensationsOf(d.Compensations)
 	}
 	out.Steps = []apiStep{}
+	owner := map[string]string{} // attempt id → step id
 	for _, sd := range d.Steps {
-		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Attempts: []apiAttempt{}}
+		for _, a := range sd.Attempts {
+			owner[a.ID] = sd.Step.ID
+		}
+	}
+	handledBy := map[string]string{}
+	for _, sd := range d.Steps {
+		for _, a := range sd.Attempts {
+			if a.HandlesAttemptID != nil {
+				handledBy[owner[*a.HandlesAttemptID]] = sd.Step.ID
+			}
+		}
+	}
+	for _, sd := range d.Steps {
+		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Attempts: []apiAttempt{},
+			Handler: sd.Step.Handler, HandledBy: handledBy[sd.Step.ID]}
+		if sd.Step.Handler {
+			st.Serves, st.Next = d.Def.Served(sd.Index), sd.Step.Next
+			if n := len(sd.Attempts); n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil {
+				st.HandlerFor = owner[*sd.Attempts[n-1].HandlesAttemptID]
+			}
+		}
 		for _, a := range sd.Attempts {
 			aa := apiAttempt{Attempt: a.Attempt, Status: a.Status, IdempotencyKey: a.IdempotencyKey, ScheduledAt: rfc(a.ScheduledAt),
 				StartedAt: rfcPtr(a.StartedAt), FinishedAt: rfcPtr(a.FinishedAt), NextRetryAt: rfcPtr(a.NextRetryAt),

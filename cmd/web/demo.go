@@ -100,6 +100,15 @@ func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 			return err
 		}
 	}
+	// A VAT file with a NIP one digit short: the tax office refuses it, and the failure goes
+	// back to its preparer as a task (an on-failure handler): the execution ends PARTIAL.
+	if vat, ok := d.wfIDs[demo.VAT]; ok {
+		in := `{"clientNip": "526025027", "clientName": "Kwiaciarnia Róża", "clientEmail": "biuro@kwiaciarnia-roza.pl", "period": "2026-10", "salesTotal": 48210.50, "purchaseTotal": 19877.12}`
+		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: vat, Input: []byte(in),
+			Trigger: engine.TriggerDemo, Actor: audit.System}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ var Labels = map[string]string{
 	"dlq.skipped":           "Pominięto element DLQ",
 	"circuit.opened":        "Otwarto obwód bezpieczeństwa",
 	"circuit.closed":        "Zamknięto obwód bezpieczeństwa",
+	"error.handled":         "Obsłużono błąd krokiem obsługi",
 	"execution.rollback":    "Wykonano rollback",
 	"dlq.expired":           "Wygasł element DLQ",
 	"execution.started":     "Uruchomiono wykonanie",

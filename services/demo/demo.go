@@ -74,6 +74,13 @@ type settings struct {
 	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
 	// RollbackOnFailure: the compensations of the completed steps run when a step fails for good.
 	RollbackOnFailure bool `json:"rollbackOnFailure,omitempty"`
+	// OnFailure hands the failures of every step to a handler step.
+	OnFailure *onFailure `json:"onFailure,omitempty"`
+}
+
+type onFailure struct {
+	ByErrorType  map[string]string `json:"byErrorType,omitempty"`
+	InputMapping map[string]any    `json:"inputMapping,omitempty"`
 }
 
 // tolerant is the breaker of the demo's steps other than the bank import: the sandbox's
@@ -106,6 +113,8 @@ type step struct {
 	CircuitBreaker *circuitBreaker `json:"circuitBreaker,omitempty"`
 	// Compensation undoes the step in a rollback.
 	Compensation *compensation `json:"compensation,omitempty"`
+	// Handler: the step runs only when a failure is handed to it.
+	Handler bool `json:"handler,omitempty"`
 }
 
 type compensation struct {
@@ -254,13 +263,32 @@ func vat(base string) definition {
 		RetryOnErrors: []string{"transient", "timeout", "rate_limit", "external_service", "unknown"},
 	}
 
+	// A file the tax office refuses on validation (a wrong NIP, say) goes back to whoever
+	// prepared it, as a task with the reason, instead of to the DLQ: the execution ends
+	// partly done. Other failures still go to the DLQ.
+	back := httpStep(base, "return_to_preparer", "Zwrot do poprawy przygotowującemu", "/tasks", map[string]any{
+		"title":      "{{ mapped.title }}",
+		"reason":     "{{ error.message }}",
+		"failedStep": "{{ failedStep.id }}",
+		"assignee":   "Przygotowujący deklaracje",
+	}, 10_000)
+	back.Handler = true
+
 	return definition{
 		Name: VAT,
 		Description: "Waliduje miesięczny plik JPK_V7M klienta, wysyła go do urzędu skarbowego " +
-			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty.",
+			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty. Plik odrzucony " +
+			"z powodu błędnych danych wraca do poprawy jako zadanie dla przygotowującego.",
 		Settings: &settings{
 			Subject:        subject,
 			CircuitBreaker: tolerant,
+			OnFailure: &onFailure{
+				ByErrorType: map[string]string{"validation": "return_to_preparer"},
+				InputMapping: map[string]any{
+					"title":  "Popraw JPK_V7 za {{ input.period }} – {{ input.clientName }}",
+					"reason": "{{ error.message }}",
+				},
+			},
 			RetryPolicy: &retryPolicy{
 				MaxRetries:        4,
 				InitialDelayMs:    2000,
@@ -272,7 +300,7 @@ func vat(base string) definition {
 			},
 			UnknownErrors: "retry",
 		},
-		Steps: []step{validate, submit, mail},
+		Steps: []step{validate, submit, mail, back},
 	}
 }
 

@@ -166,7 +166,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			}
 			if s, ok := def["settings"]; ok {
 				settings := s.(map[string]any)
-				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure")
+				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure")
 				if u, ok := settings["unknownErrors"]; ok && u != "retry" {
 					t.Errorf("settings.unknownErrors = %v", u)
 				}
@@ -182,7 +182,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			for i, s := range list {
 				id, _ := s["id"].(string)
 				where := fmt.Sprintf("step %d (%s)", i, id)
-				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation")
+				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler")
 				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(id) {
 					t.Errorf("%s: id %q is not a plain identifier", where, id)
 				}
@@ -329,8 +329,12 @@ func TestTemplatesReferenceOnlyEarlierSteps(t *testing.T) {
 					}
 					var r refs
 					ast.Walk(&tree.Node, &r)
+					roots := []string{"input", "steps", "execution"}
+					if s["handler"] == true { // a handler also reads the failure it was handed
+						roots = append(roots, "error", "failedStep", "mapped")
+					}
 					for _, root := range r.roots {
-						if !slices.Contains([]string{"input", "steps", "execution"}, root) && !slices.Contains(builtins, root) {
+						if !slices.Contains(roots, root) && !slices.Contains(builtins, root) {
 							t.Errorf("%s/%s: %q uses %q", def["name"], id, m[1], root)
 						}
 					}
@@ -417,6 +421,9 @@ func run(t *testing.T, def map[string]any, input map[string]any) map[string]map[
 	env := map[string]any{"input": input, "steps": done, "execution": map[string]any{"id": "exec-1"}}
 	rendered := map[string]map[string]any{}
 	for _, s := range steps(def) {
+		if s["handler"] == true {
+			continue // runs only when a failure is handed to it
+		}
 		id := s["id"].(string)
 		cfg := render(t, s["config"], env).(map[string]any)
 		rendered[id] = cfg
@@ -446,7 +453,7 @@ func TestTemplatesRender(t *testing.T) {
 			sc := input["scenario"].(map[string]any)
 			rendered := run(t, def, input)
 			for _, s := range steps(def) {
-				if s["type"] != "http" {
+				if s["type"] != "http" || s["handler"] == true {
 					continue
 				}
 				id := s["id"].(string)
@@ -630,7 +637,7 @@ func TestInputScenarioProportions(t *testing.T) {
 		name := def["name"].(string)
 		var httpIDs []string
 		for _, s := range steps(def) {
-			if s["type"] == "http" {
+			if s["type"] == "http" && s["handler"] != true {
 				httpIDs = append(httpIDs, s["id"].(string))
 			}
 		}

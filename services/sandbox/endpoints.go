@@ -38,6 +38,8 @@ func lookup(path string) (endpoint, bool) {
 		return endpoint{http.MethodPost, exportPayroll}, true
 	case "/mail/send":
 		return endpoint{http.MethodPost, sendMail}, true
+	case "/tasks":
+		return endpoint{http.MethodPost, createTask}, true
 	}
 	if rest, ok := strings.CutPrefix(path, "/undo/"); ok && rest != "" {
 		return endpoint{http.MethodPost, undo}, true
@@ -127,6 +129,15 @@ func exportPayroll(req map[string]any, g *gen) (int, any) {
 		rows = g.intn(3, 45)
 	}
 	return http.StatusOK, map[string]any{"fileId": fmt.Sprintf("LP-%s-%s", periodTag(req), strings.ToUpper(g.hex(3))), "rows": rows}
+}
+
+// createTask opens a task for a person in the office (what an on-failure handler does: "fix
+// the client's NIP and file again").
+func createTask(req map[string]any, g *gen) (int, any) {
+	if t, _ := req["title"].(string); strings.TrimSpace(t) == "" {
+		return validationError(map[string]string{"title": "is required"})
+	}
+	return http.StatusCreated, map[string]any{"taskId": "ZAD-" + strings.ToUpper(g.hex(3)), "status": "open", "assignee": req["assignee"]}
 }
 
 func sendMail(req map[string]any, g *gen) (int, any) {

@@ -182,3 +182,17 @@ func triggerLabel(ctx context.Context, trigger string) string {
 	}
 	return i18n.From(ctx).TOr("trigger."+trigger, trigger)
 }
+
+// refMark stands for the link in a message that embeds one ({{.Step}}).
+const refMark = "\x00"
+
+// refBefore and refAfter are the parts of message key before and after its {{.Step}}.
+func refBefore(ctx context.Context, key string) string {
+	before, _, _ := strings.Cut(i18n.T(ctx, key, "Step", refMark), refMark)
+	return before
+}
+
+func refAfter(ctx context.Context, key string) string {
+	_, after, _ := strings.Cut(i18n.T(ctx, key, "Step", refMark), refMark)
+	return after
+}

@@ -93,6 +93,19 @@ type StepDefRow struct {
 	// BreakerState is the state of the step's circuit breaker (closed | open | half_open;
 	// closed while it never failed); "" when the step has its breaker turned off.
 	BreakerState string
+	// OnFailure: where the step's failures go (by error type); Handler: an on-failure
+	// handler step, with the steps it serves and where the execution goes on after it.
+	OnFailure   []HandlerRoute
+	Handler     bool
+	Serves      string
+	Next        string
+	NextPartial bool
+}
+
+// HandlerRoute is one line of a step's on-failure rule: "validation → Return to preparer".
+type HandlerRoute struct {
+	Errors  string // the error types, or "any error" / "other errors"
+	Handler string
 }
 
 // StartForm starts an execution with a JSON input. Errors["input"] is shown
@@ -190,6 +203,9 @@ type FailureVM struct {
 	ErrorType string
 	ErrorCode string
 	Message   string
+	// HandlerID/HandlerName: the handler step the failure was handed to (not an alert then).
+	HandlerID   string
+	HandlerName string
 }
 
 // StepVM is one step of an execution's timeline.
@@ -202,6 +218,20 @@ type StepVM struct {
 	Attempts        []AttemptVM
 	NextRetryAt     string
 	NextRetryAtText string
+	// Handler: an on-failure handler step; Handles names the step whose failure it took
+	// over, WentOn the step the execution went on at after it (else EndedPartial).
+	Handler      bool
+	Handles      StepLink
+	WentOn       StepLink
+	EndedPartial bool
+	// HandedTo: this step failed for good and its failure went to this handler.
+	HandedTo StepLink
+}
+
+// StepLink names a step of the same page (its anchor is domID("step", ID)).
+type StepLink struct {
+	ID   string
+	Name string
 }
 
 // AttemptVM is one try of a step.

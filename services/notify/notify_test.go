@@ -50,8 +50,8 @@ func (c *clock) Add(d time.Duration) {
 // org is an organization with an admin (English), an accountant (the org's Polish) and a
 // viewer, in Europe/Warsaw.
 type org struct {
-	id, wf                           string
-	admin, accountant, viewer, owner models.User
+	id, wf                    string
+	admin, accountant, viewer models.User
 }
 
 func str(s string) *string { return &s }
@@ -99,7 +99,6 @@ type receiver struct {
 	mu       sync.Mutex
 	bodies   [][]byte
 	statuses []int // answered in turn; the last one repeats
-	header   http.Header
 }
 
 func newReceiver(t *testing.T, ok int, statuses ...int) *receiver {

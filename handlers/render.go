@@ -50,6 +50,7 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 	if pr.UserID != "" {
 		p.ProfileURL = s.url("profile")
 	}
+	p.Bell = s.bell(c)
 	dlq, _ := s.DB.CountDLQPending(c.Request().Context(), pr.OrganizationID)
 	l := localizer(c)
 	p.Nav = []layouts.NavItem{

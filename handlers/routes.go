@@ -71,6 +71,19 @@ func (s *Server) routes() {
 	app.POST("/settings/connections/:id", conns.Update, admin).Name = "connection.update"
 	app.POST("/settings/connections/:id/delete", conns.Delete, admin).Name = "connection.delete"
 	app.POST("/settings/connections/:id/test", conns.Test, admin).Name = "connection.test"
+	if s.Notify != nil {
+		np := NewNotifyPagesHandler(s, s.Notify)
+		app.GET("/settings/notifications", np.Settings, admin).Name = "notifications.settings"
+		app.POST("/settings/notifications", np.SaveSettings, admin).Name = "notifications.settings.save"
+		app.POST("/settings/notifications/test", np.Test, admin).Name = "notifications.test"
+		app.GET("/notifications/deliveries", np.Deliveries, admin).Name = "notifications.deliveries"
+		app.POST("/notifications/deliveries/:id/resend", np.Resend, admin).Name = "notifications.resend"
+		app.GET("/notifications", np.Inbox).Name = "notifications"
+		app.GET("/notifications/bell", np.Bell).Name = "notifications.bell"
+		app.POST("/notifications/read-all", np.MarkAllRead).Name = "notifications.read_all"
+		app.POST("/notifications/:id/read", np.MarkRead).Name = "notifications.read"
+	}
+	app.GET("/workflows/:id/notifications", s.workflowNotifications).Name = "workflow.notifications"
 
 	api := e.Group("/api/v1", s.requireAPI)
 	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"

@@ -33,6 +33,8 @@ type Page struct {
 	LanguageURL string
 	Path        string
 	ProfileURL  string // the user's own settings; empty for API principals
+	// Bell is the in-app notifications' bell; nil leaves it out.
+	Bell *Bell
 }
 
 // CSRFHeaders returns the JSON object for <body hx-headers>, built with
@@ -58,4 +60,12 @@ func badgeText(n int) string {
 		return "999+"
 	}
 	return strconv.Itoa(n)
+}
+
+// Bell is the top bar's in-app notifications: the unread count, refreshed every 10 s from
+// URL (and at once on the "notifications-changed" event), linking to the list at Link.
+type Bell struct {
+	URL, Link string
+	Unread    int
+	Label     string // the accessible name, with the count ("Notifications, 3 unread")
 }

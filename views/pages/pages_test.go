@@ -271,7 +271,7 @@ func TestBaseNavUserAndAssets(t *testing.T) {
 	for _, s := range byTag(doc, "script") {
 		scripts = append(scripts, attr(s, "src"))
 	}
-	if strings.Join(css, ",") != "/static/css/app.css,/static/css/recovery.css,/static/css/breakers.css,/static/css/connections.css" {
+	if strings.Join(css, ",") != "/static/css/app.css,/static/css/recovery.css,/static/css/breakers.css,/static/css/connections.css,/static/css/notifications.css" {
 		t.Errorf("stylesheets = %v", css)
 	}
 	if strings.Join(scripts, ",") != "/static/js/htmx.min.js,/static/js/app.js" {

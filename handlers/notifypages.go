@@ -1,0 +1,555 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/notify"
+	"lifeline/views/i18n"
+	"lifeline/views/layouts"
+	"lifeline/views/pages"
+)
+
+// notifyPagesService is what the notification pages need besides the API's methods.
+type notifyPagesService interface {
+	notificationService
+	DeliveryLog(ctx context.Context, orgID string, f notify.DeliveryFilter) (notify.DeliveryPage, error)
+	Effective(q *gorm.DB, orgID string, raw json.RawMessage) (notify.Settings, error)
+}
+
+var _ notifyPagesService = (*notify.Service)(nil)
+
+// NotifyPagesHandler serves the notification pages: the organization's settings with test
+// messages (/settings/notifications, admins), the delivery log with resend
+// (/notifications/deliveries, admins), the user's in-app notifications (/notifications)
+// with the top bar's bell, and the workflow page's card of effective settings. Another
+// organization's ids are 404.
+type NotifyPagesHandler struct {
+	s  *Server
+	ns notifyPagesService
+	// Now is the clock of relative times ("3 minutes ago").
+	Now func() time.Time
+}
+
+// NewNotifyPagesHandler returns the handler.
+func NewNotifyPagesHandler(s *Server, ns notifyPagesService) *NotifyPagesHandler {
+	return &NotifyPagesHandler{s: s, ns: ns, Now: time.Now}
+}
+
+// eventKeys are the settings' event switches, in the form's order.
+var eventKeys = []string{"notifyOnFirstFailure", "notifyOnRetryExhausted", "notifyOnDLQ", "notifyOnBreakerOpen"}
+
+// channelLabel names a channel in the user's language.
+func channelLabel(l *i18n.Localizer, ch string) string {
+	return l.TOr("notifications.channel."+ch, ch)
+}
+
+// Settings renders the settings page; ?done=saved confirms a save.
+func (h *NotifyPagesHandler) Settings(c echo.Context) error {
+	st, err := h.ns.OrgSettings(c.Request().Context(), principal(c).OrganizationID)
+	if err != nil {
+		return err
+	}
+	f := h.formOf(localizer(c), st.Masked())
+	return h.renderSettings(c, http.StatusOK, f, c.QueryParam("done") == "saved", nil)
+}
+
+// formOf fills the form with settings (webhook URLs already masked).
+func (h *NotifyPagesHandler) formOf(l *i18n.Localizer, st notify.Settings) pages.NotifySettingsForm {
+	f := pages.NotifySettingsForm{Enabled: st.Enabled, Recipients: strings.Join(st.Recipients, "\n"), SlackWebhookURL: st.SlackWebhookURL,
+		TeamsWebhookURL: st.TeamsWebhookURL, DigestThreshold: strconv.Itoa(st.DigestThreshold)}
+	on := map[string]bool{"notifyOnFirstFailure": st.NotifyOnFirstFailure, "notifyOnRetryExhausted": st.NotifyOnRetryExhausted,
+		"notifyOnDLQ": st.NotifyOnDLQ, "notifyOnBreakerOpen": st.NotifyOnBreakerOpen}
+	for _, ch := range notify.Channels {
+		f.Channels = append(f.Channels, pages.Check{Name: "channels", Value: string(ch), Label: channelLabel(l, string(ch)), Checked: slices.Contains(st.Channels, ch)})
+	}
+	for _, k := range eventKeys {
+		f.Events = append(f.Events, pages.Check{Name: k, Value: "true", Label: l.T("notifications.field." + k), Hint: l.TOr("notifications.field."+k+".hint", ""), Checked: on[k]})
+	}
+	return f
+}
+
+func (h *NotifyPagesHandler) renderSettings(c echo.Context, status int, f pages.NotifySettingsForm, done bool, tested *pages.NotifyTest) error {
+	l := localizer(c)
+	f.Action = h.s.url("notifications.settings.save")
+	vm := pages.NotifySettingsVM{Form: f, Done: done, DeliveriesURL: h.s.url("notifications.deliveries"), InboxURL: h.s.url("notifications")}
+	for _, ch := range notify.Channels {
+		t := pages.NotifyTest{Channel: string(ch), Label: channelLabel(l, string(ch)), URL: h.s.url("notifications.test")}
+		if tested != nil && tested.Channel == t.Channel {
+			t = *tested
+		}
+		vm.Tests = append(vm.Tests, t)
+	}
+	return render(c, status, pages.NotifySettings(h.s.page(c, "notifications.settings.title", "connections"), vm))
+}
+
+// settingsJSON turns the settings form into the API's document: checkboxes are false when
+// not sent, recipients one per line (or comma-separated), the threshold a number when it
+// reads as one (otherwise as sent, for the service to refuse).
+func settingsJSON(c echo.Context) (json.RawMessage, []string, error) {
+	form, err := c.FormParams()
+	if err != nil {
+		return nil, nil, err
+	}
+	doc := map[string]any{"enabled": form.Get("enabled") == "true"}
+	channels := []string{}
+	for _, ch := range form["channels"] {
+		if ch = strings.TrimSpace(ch); ch != "" {
+			channels = append(channels, ch)
+		}
+	}
+	doc["channels"] = channels
+	recipients := []string{}
+	for _, r := range strings.FieldsFunc(form.Get("recipients"), func(r rune) bool { return r == '\n' || r == '\r' || r == ',' || r == ';' }) {
+		if r = strings.TrimSpace(r); r != "" {
+			recipients = append(recipients, r)
+		}
+	}
+	doc["recipients"] = recipients
+	doc["slackWebhookUrl"] = strings.TrimSpace(form.Get("slackWebhookUrl"))
+	doc["teamsWebhookUrl"] = strings.TrimSpace(form.Get("teamsWebhookUrl"))
+	for _, k := range eventKeys {
+		doc[k] = form.Get(k) == "true"
+	}
+	d := strings.TrimSpace(form.Get("digestThresholdPerMinute"))
+	if n, err := strconv.Atoi(d); err == nil {
+		doc["digestThresholdPerMinute"] = n
+	} else {
+		doc["digestThresholdPerMinute"] = d
+	}
+	raw, err := json.Marshal(doc)
+	return raw, recipients, err
+}
+
+// SaveSettings saves the settings form: 422 with a message next to each field (nothing is
+// saved), or back to the page with a confirmation.
+func (h *NotifyPagesHandler) SaveSettings(c echo.Context) error {
+	raw, recipients, err := settingsJSON(c)
+	if err != nil {
+		return err
+	}
+	p, l := principal(c), localizer(c)
+	_, err = h.ns.SaveOrgSettings(c.Request().Context(), p.OrganizationID, actorOf(p), raw)
+	if me := invalid(err); me != nil {
+		var st notify.Settings
+		_ = json.Unmarshal(raw, &st)
+		f := h.formOf(l, st)
+		f.Recipients = c.FormValue("recipients")
+		f.DigestThreshold = c.FormValue("digestThresholdPerMinute")
+		f.Errors = settingsErrors(l, me.Fields, recipients)
+		f.FormError = l.T("notifications.settings.invalid")
+		return h.renderSettings(c, http.StatusUnprocessableEntity, f, false, nil)
+	}
+	if err != nil {
+		return err
+	}
+	return redirect(c, h.s.url("notifications.settings")+"?done=saved")
+}
+
+// settingsErrors are the service's field messages by form field, in the user's language:
+// every refused recipient under "recipients".
+func settingsErrors(l *i18n.Localizer, fields map[string]string, recipients []string) map[string]string {
+	out := map[string]string{}
+	var bad []string
+	for k, msg := range fields {
+		if rest, ok := strings.CutPrefix(k, "recipients["); ok {
+			i, _ := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+			r := ""
+			if i >= 0 && i < len(recipients) {
+				r = recipients[i]
+			}
+			id := "notifications.err.recipient"
+			if strings.HasPrefix(msg, "unknown role") {
+				id = "notifications.err.role"
+			}
+			bad = append(bad, l.T(id, "Value", r))
+			continue
+		}
+		out[k] = fieldMessage(l, msg)
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		out["recipients"] = strings.Join(bad, " ")
+	}
+	return out
+}
+
+// fieldMessages are the service's English field messages and their message ids.
+var fieldMessages = map[string]string{
+	"must be an https URL":                                "notifications.err.https",
+	"must not contain credentials":                        "notifications.err.credentials",
+	"is too long (at most 2000 characters)":               "notifications.err.long",
+	"must be a Slack webhook (https://hooks.slack.com/…)": "notifications.err.slackhost",
+	"must be a Teams Workflows webhook (https://….logic.azure.com/… or ….api.powerplatform.com/…)": "notifications.err.teamshost",
+	"is required for the slack channel":          "notifications.err.slackrequired",
+	"is required for the teams channel":          "notifications.err.teamsrequired",
+	"must be a whole number from 1 to 10000":     "notifications.err.digest",
+	"must be a list of email, app, slack, teams": "notifications.err.channels",
+	"save a webhook URL first":                   "notifications.err.savefirst",
+}
+
+func fieldMessage(l *i18n.Localizer, msg string) string {
+	if id, ok := fieldMessages[msg]; ok {
+		return l.T(id)
+	}
+	switch {
+	case strings.HasPrefix(msg, "points at an address that is not allowed"):
+		return l.T("notifications.err.address", "Address", strings.TrimSuffix(strings.TrimPrefix(msg, "points at an address that is not allowed ("), ")"))
+	case strings.HasPrefix(msg, "unknown channel"):
+		return l.T("notifications.err.channels")
+	case strings.HasPrefix(msg, "at most"):
+		return l.T("notifications.err.toomany", "Max", notify.MaxRecipients)
+	}
+	return l.Text(msg)
+}
+
+// Test sends a test message on the form's channel: for htmx the result's fragment (sent, or
+// the exact error), otherwise the page with it.
+func (h *NotifyPagesHandler) Test(c echo.Context) error {
+	p, l := principal(c), localizer(c)
+	ch := c.FormValue("channel")
+	if !slices.Contains(notify.Channels, notify.Channel(ch)) {
+		return models.Invalid(l.T("notifications.err.channels"), map[string]string{"channel": l.T("notifications.err.channels")})
+	}
+	t := pages.NotifyTest{Channel: ch, Label: channelLabel(l, ch), URL: h.s.url("notifications.test"), Live: true, Status: "ok"}
+	err := h.ns.Test(c.Request().Context(), p.OrganizationID, p.UserID, notify.Channel(ch))
+	me := invalid(err)
+	switch {
+	case err == nil:
+		t.Message = l.T("notifications.test.sent." + ch)
+	case errors.Is(err, notify.ErrTestFailed):
+		t.Status, t.Message = "failed", l.Text(strings.TrimPrefix(err.Error(), notify.ErrTestFailed.Error()+": "))
+	case me != nil:
+		t.Status = "failed"
+		t.Message = l.Text(me.Message)
+		for _, m := range me.Fields {
+			t.Message = fieldMessage(l, m)
+		}
+		if ch == string(notify.Slack) || ch == string(notify.Teams) {
+			t.Message = l.T("notifications.err.nowebhook")
+		}
+	default:
+		return err
+	}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, pages.NotifyTestResult(t))
+	}
+	st, err := h.ns.OrgSettings(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	return h.renderSettings(c, http.StatusOK, h.formOf(l, st.Masked()), false, &t)
+}
+
+// deliveryStatuses are the statuses the log filters by.
+var deliveryStatuses = []string{models.DeliveryPending, models.DeliverySending, models.DeliverySent, models.DeliveryFailed, models.DeliveryDigested}
+
+// deliveryFilterOf reads the log's filter from query keys (executionId, channel, status,
+// after); an EINVALID error names every key that is not valid.
+func deliveryFilterOf(l *i18n.Localizer, v url.Values) (notify.DeliveryFilter, error) {
+	q := &listQuery{l: l, v: v, fields: map[string]string{}}
+	chans := make([]string, 0, len(notify.Channels))
+	for _, ch := range notify.Channels {
+		chans = append(chans, string(ch))
+	}
+	f := notify.DeliveryFilter{ExecutionID: q.get("executionId"), Channel: q.oneOf("channel", chans), Status: q.oneOf("status", deliveryStatuses),
+		After: q.get("after"), Limit: 50}
+	if f.ExecutionID != "" && checkID(f.ExecutionID, "execution") != nil {
+		q.fields["executionId"] = l.T("notifications.err.executionid")
+		f.ExecutionID = ""
+	}
+	return f, q.err()
+}
+
+// Deliveries renders the delivery log, or for htmx the same page (the form selects its
+// table); ?done=resent confirms a resend.
+func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	v := c.QueryParams()
+	f, ferr := deliveryFilterOf(l, v)
+	chans := make([]string, 0, len(notify.Channels))
+	for _, ch := range notify.Channels {
+		chans = append(chans, string(ch))
+	}
+	vm := pages.NotifyDeliveriesVM{CSRF: csrfToken(c), SettingsURL: h.s.url("notifications.settings"),
+		Filter: pages.NotifyDeliveriesFilter{Action: h.s.url("notifications.deliveries"), ExecutionID: f.ExecutionID,
+			Channels: options(chans, f.Channel, func(s string) string { return channelLabel(l, s) }),
+			Statuses: options(deliveryStatuses, f.Status, func(s string) string { return l.TOr("notifications.status."+s, s) })},
+		Filtered: f.ExecutionID != "" || f.Channel != "" || f.Status != ""}
+	if c.QueryParam("done") == "resent" {
+		vm.Done = "resent"
+	}
+	status := http.StatusOK
+	var page notify.DeliveryPage
+	err := ferr
+	if err == nil {
+		page, err = h.ns.DeliveryLog(ctx, p.OrganizationID, f)
+	}
+	if me := invalid(err); me != nil {
+		status = http.StatusUnprocessableEntity
+		vm.Error, vm.FieldErrors = translated(l, me.Message, me.Fields)
+		vm.Filter.Errors = vm.FieldErrors
+		vm.Filter.ExecutionID = v.Get("executionId")
+	} else if err != nil {
+		return err
+	}
+	back := url.Values{}
+	set(back, "executionId", f.ExecutionID)
+	set(back, "channel", f.Channel)
+	set(back, "status", f.Status)
+	for k, vals := range back {
+		vm.Back = append(vm.Back, pages.HiddenField{Name: k, Value: vals[0]})
+	}
+	if f.ExecutionID != "" && vm.Error == "" {
+		vm.ExecutionURL = h.s.url("execution", f.ExecutionID)
+	}
+	if page.Next != "" {
+		next := url.Values{}
+		for k, vals := range back {
+			next[k] = vals
+		}
+		next.Set("after", page.Next)
+		vm.NextURL = h.s.url("notifications.deliveries") + "?" + next.Encode()
+	}
+	for _, d := range page.Items {
+		vm.Rows = append(vm.Rows, h.deliveryRow(l, d, page.Users))
+	}
+	return render(c, status, pages.NotifyDeliveries(h.s.page(c, "notifications.log.title", "connections"), vm))
+}
+
+// deliveryRow is one delivery for the log.
+func (h *NotifyPagesHandler) deliveryRow(l *i18n.Localizer, d notify.Delivery, users map[string]string) pages.NotifyDeliveryRow {
+	r := pages.NotifyDeliveryRow{ID: d.ID, Channel: d.Channel, ChannelLabel: channelLabel(l, d.Channel), Recipient: d.Recipient,
+		Event: d.Event, EventLabel: l.TOr("notifications.event."+d.Event, d.Event), Status: d.Status,
+		StatusLabel: l.TOr("notifications.status."+d.Status, d.Status), Attempts: d.Attempts, LastError: l.Text(deref(d.LastError)), ExecutionID: d.ExecutionID}
+	if email, ok := users[d.Recipient]; ok && d.Channel == string(notify.App) {
+		r.Recipient = email
+	}
+	at := func(s *string) (string, string) {
+		if s == nil {
+			return "", ""
+		}
+		t, err := time.Parse(time.RFC3339, *s)
+		if err != nil {
+			return "", ""
+		}
+		return rfc(t), displayTime(l, t)
+	}
+	r.CreatedAt, r.CreatedAtText = at(&d.CreatedAt)
+	r.SentAt, r.SentAtText = at(d.SentAt)
+	r.NextAt, r.NextAtText = at(d.NextAttempt)
+	if d.ExecutionID != "" {
+		r.ExecutionURL = h.s.url("execution", d.ExecutionID)
+	}
+	if d.Status == models.DeliverySent || d.Status == models.DeliveryFailed {
+		r.ResendURL = h.s.url("notifications.resend", d.ID)
+	}
+	return r
+}
+
+// Resend queues a delivery again and goes back to the log with its filter.
+func (h *NotifyPagesHandler) Resend(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "delivery"); err != nil {
+		return err
+	}
+	p := principal(c)
+	if err := h.ns.Resend(c.Request().Context(), p.OrganizationID, id, actorOf(p)); err != nil {
+		return err
+	}
+	back := url.Values{}
+	if f, err := deliveryFilterOf(localizer(c), url.Values{"executionId": {c.FormValue("executionId")}, "channel": {c.FormValue("channel")},
+		"status": {c.FormValue("status")}}); err == nil {
+		set(back, "executionId", f.ExecutionID)
+		set(back, "channel", f.Channel)
+		set(back, "status", f.Status)
+	}
+	back.Set("done", "resent")
+	return redirect(c, h.s.url("notifications.deliveries")+"?"+back.Encode())
+}
+
+// inboxSize is how many notifications the list shows.
+const inboxSize = 50
+
+// Inbox renders the user's notifications, or for htmx the list alone.
+func (h *NotifyPagesHandler) Inbox(c echo.Context) error {
+	vm, err := h.inboxVM(c)
+	if err != nil {
+		return err
+	}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, pages.NotifyInboxList(vm))
+	}
+	return render(c, http.StatusOK, pages.NotifyInbox(h.s.page(c, "notifications.inbox.title", ""), vm))
+}
+
+func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error) {
+	p, l := principal(c), localizer(c)
+	vm := pages.NotifyInboxVM{ReadAllURL: h.s.url("notifications.read_all"), CSRF: csrfToken(c), RefreshURL: h.s.url("notifications")}
+	if p.Can(models.RoleAdmin) {
+		vm.SettingsURL, vm.LogURL = h.s.url("notifications.settings"), h.s.url("notifications.deliveries")
+	}
+	items, unread, err := h.ns.Inbox(c.Request().Context(), p.OrganizationID, p.UserID, inboxSize)
+	if err != nil {
+		return vm, err
+	}
+	vm.Unread = int(unread)
+	vm.UnreadText = l.N("notifications.inbox.unreadcount", vm.Unread)
+	now := h.Now()
+	for _, n := range items {
+		it := pages.NotifyItem{ID: n.ID, Title: n.Title, Body: n.Body, Unread: n.ReadAt == nil}
+		if n.ExecutionID != "" {
+			it.Link = h.s.url("execution", n.ExecutionID)
+		}
+		if t, err := time.Parse(time.RFC3339, n.CreatedAt); err == nil {
+			it.At, it.AtText, it.AtRelative = rfc(t), displayTime(l, t), l.Relative(t, now)
+		}
+		if it.Unread {
+			it.ReadURL = h.s.url("notifications.read", n.ID)
+		}
+		vm.Items = append(vm.Items, it)
+	}
+	return vm, nil
+}
+
+// bell is the top bar's bell for the request's user: nil for API principals, without the
+// notification service, or when the count cannot be read (the page still renders).
+func (s *Server) bell(c echo.Context) *layouts.Bell {
+	p := principal(c)
+	if s.Notify == nil || p == nil || p.UserID == "" {
+		return nil
+	}
+	_, unread, err := s.Notify.Inbox(c.Request().Context(), p.OrganizationID, p.UserID, 0)
+	if err != nil {
+		s.Log.Warn("bell: unread count", "err", err)
+		return nil
+	}
+	return &layouts.Bell{URL: s.url("notifications.bell"), Link: s.url("notifications"), Unread: int(unread),
+		Label: localizer(c).N("notifications.bell.label", int(unread))}
+}
+
+// Bell answers the bell alone (polled by the top bar).
+func (h *NotifyPagesHandler) Bell(c echo.Context) error {
+	b := h.s.bell(c)
+	if b == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return render(c, http.StatusOK, layouts.BellLink(*b))
+}
+
+// MarkRead marks one of the user's notifications read: for htmx the list (and the bell is
+// told to refresh), otherwise back to the list.
+func (h *NotifyPagesHandler) MarkRead(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "notification"); err != nil {
+		return err
+	}
+	p := principal(c)
+	if err := h.ns.MarkRead(c.Request().Context(), p.OrganizationID, p.UserID, id); err != nil {
+		return err
+	}
+	return h.afterMark(c)
+}
+
+// MarkAllRead marks all the user's notifications read.
+func (h *NotifyPagesHandler) MarkAllRead(c echo.Context) error {
+	p := principal(c)
+	if _, err := h.ns.MarkAllRead(c.Request().Context(), p.OrganizationID, p.UserID); err != nil {
+		return err
+	}
+	return h.afterMark(c)
+}
+
+func (h *NotifyPagesHandler) afterMark(c echo.Context) error {
+	if !isHTMX(c) {
+		return redirect(c, h.s.url("notifications"))
+	}
+	vm, err := h.inboxVM(c)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("HX-Trigger", "notifications-changed")
+	return render(c, http.StatusOK, pages.NotifyInboxList(vm))
+}
+
+// workflowNotifications answers the workflow page's notifications card, or 204 (nothing to
+// show) when the app runs without the notification service.
+func (s *Server) workflowNotifications(c echo.Context) error {
+	if s.Notify == nil {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return NewNotifyPagesHandler(s, s.Notify).WorkflowCard(c)
+}
+
+// WorkflowCard answers the workflow page's card: the notification settings in effect for
+// the workflow (its settings.errorNotifications over the organization's defaults).
+func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	wf, err := h.s.DB.GetWorkflow(ctx, p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	var def struct {
+		Settings struct {
+			ErrorNotifications json.RawMessage `json:"errorNotifications"`
+		} `json:"settings"`
+	}
+	_ = json.Unmarshal(wf.Definition, &def)
+	raw := def.Settings.ErrorNotifications
+	st, err := h.ns.Effective(h.s.DB.Conn(ctx), p.OrganizationID, raw)
+	if err != nil {
+		return err
+	}
+	vm := pages.NotifyCardVM{Enabled: st.Enabled}
+	var own map[string]json.RawMessage
+	if json.Unmarshal(raw, &own) == nil {
+		for k := range own {
+			vm.Overridden = append(vm.Overridden, k)
+		}
+		slices.Sort(vm.Overridden)
+	}
+	var chans, events []string
+	for _, ch := range st.Channels {
+		chans = append(chans, channelLabel(l, string(ch)))
+	}
+	on := map[string]bool{"notifyOnFirstFailure": st.NotifyOnFirstFailure, "notifyOnRetryExhausted": st.NotifyOnRetryExhausted,
+		"notifyOnDLQ": st.NotifyOnDLQ, "notifyOnBreakerOpen": st.NotifyOnBreakerOpen}
+	for _, k := range eventKeys {
+		if on[k] {
+			events = append(events, l.T("notifications.card."+k))
+		}
+	}
+	recipients := st.Recipients
+	if len(recipients) == 0 {
+		recipients = notify.DefaultRecipients
+	}
+	vm.Channels = joinOrDash(chans)
+	vm.Recipients = joinOrDash(recipients)
+	vm.Events = joinOrDash(events)
+	if p.Can(models.RoleAdmin) {
+		vm.SettingsURL = h.s.url("notifications.settings")
+	}
+	return render(c, http.StatusOK, pages.NotifyCard(vm))
+}
+
+func joinOrDash(s []string) string {
+	if len(s) == 0 {
+		return "—"
+	}
+	return strings.Join(s, ", ")
+}

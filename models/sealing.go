@@ -61,6 +61,8 @@ func (db *DB) openWorkflows(wfs ...*Workflow) error {
 type SealedColumn struct {
 	Table, Column string
 	AAD           func(id string) string
+	// Key is the column that identifies a row (default "id"); AAD gets its value.
+	Key string
 }
 
 // ResealColumns opens and seals again (under the sealer's active key) every value of the
@@ -69,14 +71,18 @@ type SealedColumn struct {
 func (db *DB) ResealColumns(ctx context.Context, s Sealer, cols []SealedColumn) (int, error) {
 	n := 0
 	for _, c := range cols {
+		key := c.Key
+		if key == "" {
+			key = "id"
+		}
 		last := ""
 		for {
 			var rows []struct {
 				ID  string
 				Val string
 			}
-			q := fmt.Sprintf(`SELECT CAST(id AS TEXT) AS id, CAST(%[1]s AS TEXT) AS val FROM %[2]s
-				WHERE CAST(id AS TEXT) > ? AND CAST(%[1]s AS TEXT) LIKE '%%enc:%%' ORDER BY CAST(id AS TEXT) LIMIT 500`, c.Column, c.Table)
+			q := fmt.Sprintf(`SELECT CAST(%[3]s AS TEXT) AS id, CAST(%[1]s AS TEXT) AS val FROM %[2]s
+				WHERE CAST(%[3]s AS TEXT) > ? AND CAST(%[1]s AS TEXT) LIKE '%%enc:%%' ORDER BY CAST(%[3]s AS TEXT) LIMIT 500`, c.Column, c.Table, key)
 			if err := db.Conn(ctx).Raw(q, last).Scan(&rows).Error; err != nil {
 				return n, fmt.Errorf("reseal %s.%s: %w", c.Table, c.Column, err)
 			}
@@ -93,7 +99,7 @@ func (db *DB) ResealColumns(ctx context.Context, s Sealer, cols []SealedColumn) 
 				if err != nil {
 					return n, err
 				}
-				res := db.Conn(ctx).Exec(fmt.Sprintf(`UPDATE %[2]s SET %[1]s = ? WHERE id = ? AND CAST(%[1]s AS TEXT) = ?`, c.Column, c.Table),
+				res := db.Conn(ctx).Exec(fmt.Sprintf(`UPDATE %[2]s SET %[1]s = ? WHERE %[3]s = ? AND CAST(%[1]s AS TEXT) = ?`, c.Column, c.Table, key),
 					JSON(sealed), r.ID, r.Val)
 				if res.Error != nil {
 					return n, res.Error

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -114,6 +115,13 @@ func TestResealRotatesKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// An organization's Slack webhook URL, sealed.
+			hook := "https://hooks.slack.com/services/T000/B000/SECRET-HOOK-1"
+			if err := db.SaveNotificationSettings(db.Conn(ctx), &models.NotificationSettings{OrganizationID: org.ID, Enabled: true,
+				Channels: models.TextList{"slack"}, SlackWebhookURL: hook, DigestThreshold: 10, UpdatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+
 			env := func(k string) string {
 				return map[string]string{"DATABASE_URL": url, "LIFELINE_ENCRYPTION_KEYS": k2 + "," + k1}[k]
 			}
@@ -121,8 +129,8 @@ func TestResealRotatesKeys(t *testing.T) {
 			if err := run(ctx, []string{"reseal"}, env, &out, &errb); err != nil {
 				t.Fatalf("reseal: %v %s", err, errb.String())
 			}
-			if !strings.Contains(out.String(), "re-encrypted 3 values") {
-				t.Fatalf("reseal said %q, want 3 values (definition, its version, the input)", out.String())
+			if !strings.Contains(out.String(), "re-encrypted 4 values") {
+				t.Fatalf("reseal said %q, want 4 values (definition, its version, the input, the webhook URL)", out.String())
 			}
 			// Only the new key now: everything still opens.
 			db.Sealer = sealerOf(k2)
@@ -132,6 +140,9 @@ func TestResealRotatesKeys(t *testing.T) {
 			}
 			if def, err := db.WorkflowVersionDef(ctx, org.ID, wf.ID, 1); err != nil || !strings.Contains(string(def), "LITERAL-KEY-1") {
 				t.Fatalf("version under the new key: %s %v", def, err)
+			}
+			if st, err := db.GetNotificationSettings(db.Conn(ctx), org.ID); err != nil || st.SlackWebhookURL != hook {
+				t.Fatalf("webhook URL under the new key: %v %v", st, err)
 			}
 			var stored models.Execution
 			db.Conn(ctx).First(&stored, "id = ?", ex.ID)

@@ -60,8 +60,10 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	defer stopNotify()
+	eng.SetNotifier(notifier)
+	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
 	registerNotify, dispatch := jobs.NotifyJobs(notifier)
-	jcfg.Periodic = append(jcfg.Periodic, dispatch)
+	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
 	jcfg.Register = func(w *river.Workers) {
 		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})
 		registerNotify(w)

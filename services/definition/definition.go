@@ -62,6 +62,9 @@ type Settings struct {
 	Subject string `json:"subject,omitempty"`
 	// OnFailure applies to every step of the normal sequence without its own.
 	OnFailure *OnFailure `json:"onFailure,omitempty"`
+	// ErrorNotifications is seed 000's errorNotificationConfig for this workflow: the keys it
+	// sets win over the organization's defaults (services/notify validates and applies it).
+	ErrorNotifications json.RawMessage `json:"errorNotifications,omitempty"`
 }
 
 // MaxSubject bounds a rendered subject (longer ones are cut) and the template itself.
@@ -133,11 +136,15 @@ var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
 // when the definition is saved.
 var TemplateRoots = []string{"execution", "input", "steps"}
 
-// Parse decodes and validates raw against the registered step types. Besides the rules of
+// Check is a rule of the caller's over a decoded definition: field messages, or nil.
+type Check func(d *Definition) map[string]string
+
+// Parse decodes and validates raw against the registered step types and the checks given
+// (their messages join Validate's in one error). Besides the rules of
 // Validate, raw must be exactly one JSON object (data after it is refused) holding nothing a
 // database cannot store as it is: no NUL character (\u0000) in any string or key, no number
 // out of the range of a float64 (1e1000000).
-func Parse(raw []byte, reg *steps.Registry) (*Definition, error) {
+func Parse(raw []byte, reg *steps.Registry, checks ...Check) (*Definition, error) {
 	if field, problem := unstorable(raw); problem != "" {
 		return nil, models.Invalid("The definition cannot be stored.", map[string]string{field: problem})
 	}
@@ -150,7 +157,16 @@ func Parse(raw []byte, reg *steps.Registry) (*Definition, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, models.Invalid("The definition must be one JSON object.", map[string]string{"definition": "has data after the JSON object"})
 	}
-	if errs := d.Validate(reg); len(errs) > 0 {
+	errs := d.Validate(reg)
+	for _, check := range checks {
+		for k, v := range check(&d) {
+			if errs == nil {
+				errs = map[string]string{}
+			}
+			errs[k] = v
+		}
+	}
+	if len(errs) > 0 {
 		return nil, models.Invalid("The workflow definition has errors.", errs)
 	}
 	return &d, nil

@@ -18,6 +18,7 @@ import (
 	"lifeline/services/breaker"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/notify"
 )
 
 // Circuit breakers sit on the step path. A closed breaker costs nothing but a look in this
@@ -228,7 +229,7 @@ func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *
 // breakerFailed counts a failure against the attempt's breaker in tx (the transaction that
 // records the failure): a trial's failure reopens it; a counted failure in the closed state
 // is added to the window, and opens it at the threshold.
-func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, g *gate, errorType string, now time.Time) error {
+func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) error {
 	if g == nil || !g.cfg.Counts(errorType) {
 		if g != nil && g.trial { // the dependency answered: its health is not in doubt
 			return e.breakerSucceededTx(tx, ex, g, now)
@@ -282,8 +283,22 @@ func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, g *gate, error
 	if err != nil {
 		return err
 	}
-	return audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now,
-		map[string]any{"failures": n, "windowSeconds": int(breaker.Window.Seconds()), "errorType": errorType, "executionId": ex.ID}))
+	if err := audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now,
+		map[string]any{"failures": n, "windowSeconds": int(breaker.Window.Seconds()), "errorType": errorType, "executionId": ex.ID})); err != nil {
+		return err
+	}
+	ev := notify.Event{Kind: notify.BreakerOpened, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID, WorkflowName: def.Name,
+		ExecutionID: ex.ID, Subject: deref(ex.Subject), ErrorType: errorType, BreakerID: b.ID, Settings: def.Settings.ErrorNotifications, At: now,
+		Reason: fmt.Sprintf("%d failures in %d s", n, int(breaker.Window.Seconds())), DedupKey: fmt.Sprintf("breaker_opened:%s:%d", b.ID, now.UnixNano())}
+	if g.step != nil {
+		ev.StepID = *g.step
+		if i := def.Index(*g.step); i >= 0 {
+			ev.StepName = def.Steps[i].Title()
+		}
+	} else if g.host != nil {
+		ev.StepName = *g.host
+	}
+	return e.emit(tx, ev)
 }
 
 // breakerSucceeded closes the breaker after a trial's success, and releases the attempts that

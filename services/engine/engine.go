@@ -105,6 +105,8 @@ type Engine struct {
 	breakers breakerCache
 	// databases runs database_operation compensations (nil: they fail).
 	databases DatabaseExecutor
+	// notifier is told of failures, in the transactions that record them (nil: nobody is).
+	notifier Notifier
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.

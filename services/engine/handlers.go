@@ -12,6 +12,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/notify"
 	"lifeline/services/retry"
 	"lifeline/services/tmpl"
 )
@@ -40,12 +41,17 @@ type failure struct {
 // what the failed attempt is finished with (its status is set here).
 func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
 	upd map[string]any, f failure, handlerID string, now time.Time) (Outcome, []Job, error) {
+	// Retries ran out (rather than the error being one that is never retried).
+	exhausted := f.policy.Decide(f.c.Type, 0, def.UnknownRetry(), 0).Retry
 	if hi, _ := def.HandlerFor(a.StepIndex, string(f.c.Type)); hi >= 0 {
 		upd["status"] = models.StepFailed
 		if err := finishAttempt(tx, a, generation, upd); err != nil {
 			return "", nil, err
 		}
 		jobs, err := e.handOver(tx, ex, def, a, f, hi, handlerID, now)
+		if err == nil && exhausted {
+			err = e.emit(tx, stepEvent(notify.RetryExhausted, ex, def, a, f.c, now))
+		}
 		return OutcomeHandled, jobs, err
 	}
 	upd["status"] = models.StepDLQ
@@ -53,6 +59,11 @@ func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definitio
 		return "", nil, err
 	}
 	if err := e.deadLetter(tx, ex, def, a, f.rec, f.c, f.policy, f.decision, f.retriesDone, f.gate, now); err != nil {
+		return "", nil, err
+	}
+	ev := stepEvent(notify.DLQ, ex, def, a, f.c, now)
+	ev.RetriesExhausted = exhausted
+	if err := e.emit(tx, ev); err != nil {
 		return "", nil, err
 	}
 	if def.Settings.RollbackOnFailure {

@@ -9,7 +9,8 @@ import (
 
 // Reseal re-encrypts every sealed value at rest under the Sealer's active key: execution
 // inputs (and their originals, kept when an operator edited one), attempt inputs and outputs,
-// database connections' DSNs (here) and workflow definitions (models). Run it after
+// database connections' DSNs, notification webhook URLs (settings and deliveries) (here) and
+// workflow definitions (models). Run it after
 // putting a new key first in LIFELINE_ENCRYPTION_KEYS; afterwards the old keys can go. It
 // returns how many column values it rewrote. Safe to run while Lifeline serves: each value
 // is rewritten with a compare-and-set on its old content.
@@ -23,6 +24,11 @@ func (e *Engine) Reseal(ctx context.Context) (int, error) {
 		{Table: tableAttempts, Column: "input", AAD: func(id string) string { return aad(tableAttempts, id, "input") }},
 		{Table: tableAttempts, Column: "output", AAD: func(id string) string { return aad(tableAttempts, id, "output") }},
 		{Table: "db_connections", Column: "dsn", AAD: models.DBConnectionAAD},
+		{Table: "notification_deliveries", Column: "target", AAD: models.NotificationDeliveryAAD},
+		{Table: "notification_settings", Key: "organization_id", Column: "slack_webhook_url",
+			AAD: func(org string) string { return models.NotificationSettingsAAD(org, "slack_webhook_url") }},
+		{Table: "notification_settings", Key: "organization_id", Column: "teams_webhook_url",
+			AAD: func(org string) string { return models.NotificationSettingsAAD(org, "teams_webhook_url") }},
 	})
 	if err != nil {
 		return n, err

@@ -14,6 +14,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/notify"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
 	"lifeline/services/tmpl"
@@ -225,7 +226,15 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		return e.recordCompensation(tx, &c, comp, generation, result, runErr, def.Settings.RollbackStopOnFailure, now)
+		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, def.Settings.RollbackStopOnFailure, now)
+		if err != nil || runErr != nil || comp.CompensationType != definition.CompNotify {
+			return jobs, err
+		}
+		// A notification compensation's message goes out through the notification channels.
+		msg, _ := result.(map[string]any)["message"].(string)
+		return jobs, e.emit(tx, notify.Event{Kind: notify.Compensation, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
+			WorkflowName: def.Name, ExecutionID: ex.ID, Subject: deref(ex.Subject), StepID: c.StepID, Message: msg,
+			Settings: def.Settings.ErrorNotifications, At: now, DedupKey: "compensation:" + c.ID})
 	})
 }
 
@@ -281,7 +290,8 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 		return map[string]any{"rowsAffected": n}, nil
 	case definition.CompNotify:
 		msg, _ := cfg["message"].(string)
-		return map[string]any{"message": msg, "delivered": "recorded"}, nil
+		// Emitted to the notification channels when the result is recorded (RunCompensation).
+		return map[string]any{"message": msg, "notification": "queued"}, nil
 	}
 	return nil, classify.New(classify.Permanent, "COMPENSATION_TYPE", fmt.Sprintf("unknown compensation type %q", comp.CompensationType))
 }

@@ -16,6 +16,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/notify"
 	"lifeline/services/redact"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
@@ -660,7 +661,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 			if err != nil {
 				return nil, err
 			}
-			if err := e.breakerFailed(tx, ex, h.gate, string(c.Type), now); err != nil {
+			if err := e.breakerFailed(tx, ex, def, h.gate, string(c.Type), now); err != nil {
 				return nil, err
 			}
 			if created {
@@ -701,6 +702,11 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 					Details: map[string]any{"executionId": ex.ID, "stepId": a.StepID, "retry": retriesDone + 1, "maxRetries": policy.MaxRetries,
 						"delayMs": delay.Milliseconds(), "nextRetryAt": next.Format(time.RFC3339Nano), "errorType": c.Type, "reason": decision.Reason}}); err != nil {
 					return nil, err
+				}
+				if retriesDone == 0 {
+					if err := e.emit(tx, stepEvent(notify.FirstFailure, ex, def, a, c, now)); err != nil {
+						return nil, err
+					}
 				}
 				return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
 			}

@@ -51,11 +51,36 @@ func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error
 // Timeout bounds a dispatch (each send has its own timeout).
 func (w *NotifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return time.Minute }
 
-// NotifyJobs registers the notification dispatcher: add the worker with Config.Register
-// and the returned periodic job to Config.Periodic.
-func NotifyJobs(svc *notify.Service) (func(*river.Workers), *river.PeriodicJob) {
-	return func(w *river.Workers) { river.AddWorker(w, &NotifyWorker{Notify: svc}) },
-		river.NewPeriodicJob(river.PeriodicInterval(NotifyEvery),
-			func() (river.JobArgs, *river.InsertOpts) { return NotifyArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true})
+// NotifyRetentionArgs deletes old notifications (notify.Retention).
+type NotifyRetentionArgs struct{}
+
+// Kind implements river.JobArgs.
+func (NotifyRetentionArgs) Kind() string { return "notify_retention" }
+
+// NotifyRetentionWorker deletes old notification events, deliveries and in-app notifications.
+type NotifyRetentionWorker struct {
+	river.WorkerDefaults[NotifyRetentionArgs]
+	Notify *notify.Service
+}
+
+// Work runs one retention pass.
+func (w *NotifyRetentionWorker) Work(ctx context.Context, _ *river.Job[NotifyRetentionArgs]) error {
+	_, err := w.Notify.Retain(ctx)
+	return err
+}
+
+// NotifyJobs registers the notification dispatcher and its hourly retention: add the
+// workers with Config.Register and the returned periodic jobs to Config.Periodic.
+func NotifyJobs(svc *notify.Service) (func(*river.Workers), []*river.PeriodicJob) {
+	return func(w *river.Workers) {
+			river.AddWorker(w, &NotifyWorker{Notify: svc})
+			river.AddWorker(w, &NotifyRetentionWorker{Notify: svc})
+		}, []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(NotifyEvery),
+				func() (river.JobArgs, *river.InsertOpts) { return NotifyArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
+				func() (river.JobArgs, *river.InsertOpts) { return NotifyRetentionArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		}
 }

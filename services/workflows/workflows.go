@@ -17,6 +17,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
+	"lifeline/services/notify"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
 )
@@ -25,11 +26,14 @@ import (
 type Service struct {
 	DB    *models.DB
 	Steps *steps.Registry
+	// Checks are further rules a definition must pass when saved (e.g. its notification
+	// settings, validated by services/notify with the outbound allow list).
+	Checks []definition.Check
 }
 
 // Create validates raw and stores it as version 1. Errors: EINVALID with field messages.
 func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
-	def, err := definition.Parse(raw, s.Steps)
+	def, err := definition.Parse(raw, s.Steps, s.Checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +68,7 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, r
 
 // Update stores raw as the next version. Running executions keep their version.
 func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
-	def, err := definition.Parse(raw, s.Steps)
+	def, err := definition.Parse(raw, s.Steps, s.Checks...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,4 +196,18 @@ func randomHex(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// NotificationsCheck validates a definition's settings.errorNotifications with n (which knows
+// the outbound allow list its webhook URLs are checked against).
+func NotificationsCheck(n interface {
+	ParseSettings(raw json.RawMessage) (notify.Settings, map[string]string)
+}) definition.Check {
+	return func(d *definition.Definition) map[string]string {
+		if len(d.Settings.ErrorNotifications) == 0 {
+			return nil
+		}
+		_, errs := n.ParseSettings(d.Settings.ErrorNotifications)
+		return errs
+	}
 }

@@ -1,0 +1,289 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/quotedprintable"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/argon2id"
+	"github.com/riverqueue/river"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/audit"
+	"lifeline/services/auth"
+	"lifeline/services/definition"
+	"lifeline/services/engine"
+	"lifeline/services/jobs"
+	"lifeline/services/notify"
+	"lifeline/services/notify/email"
+	"lifeline/services/notify/slack"
+	"lifeline/services/notify/teams"
+	"lifeline/services/outbound"
+	"lifeline/services/workflows"
+)
+
+// qpDecoded undoes quoted-printable encoding so an email's text can be searched.
+func qpDecoded(b []byte) string {
+	out, err := io.ReadAll(quotedprintable.NewReader(strings.NewReader(string(b))))
+	if err != nil {
+		return string(b)
+	}
+	return string(out)
+}
+
+// hooks is a loopback receiver of Slack and Teams webhooks: the bodies posted to each path.
+type hooks struct {
+	mu    sync.Mutex
+	posts map[string][]string
+}
+
+func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.posts[r.URL.Path] = append(h.posts[r.URL.Path], string(body))
+	h.mu.Unlock()
+	if r.URL.Path == "/teams" {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	fmt.Fprint(w, "ok")
+}
+
+func (h *hooks) get(path string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.posts[path]...)
+}
+
+// TestFailuresAreNotified runs the engine with the notification service and its dispatcher,
+// as `lifeline serve` does: an execution that goes to the DLQ after exhausting its retries
+// produces exactly one email (to the real SMTP sink), one Slack and one Teams message (to
+// loopback receivers) and one in-app notification per admin and accountant; a failure handed
+// to a handler, a first failure and a notification compensation are notified as configured.
+func TestFailuresAreNotified(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		sink, err := email.StartSink("127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sink.Close()
+		host, port, _ := strings.Cut(sink.Addr(), ":")
+		var smtpPort int
+		fmt.Sscan(port, &smtpPort)
+		hk := &hooks{posts: map[string][]string{}}
+		hookSrv := httptest.NewServer(hk)
+		defer hookSrv.Close()
+		loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		client := outbound.NewClient(outbound.Options{Allow: loopback, Timeout: 5 * time.Second})
+		tm := teams.New(client)
+		tm.SkipURLCheck = true
+		notifier := notify.New(db, notify.Config{BaseURL: "https://lifeline.example", Allow: loopback, Senders: map[notify.Channel]notify.Sender{
+			notify.Email: email.New(email.Config{Host: host, Port: smtpPort, TLS: email.TLSNone, From: "lifeline@biuro.example"}),
+			notify.Slack: slack.New(client), notify.Teams: tm}})
+
+		reg := loopbackSteps()
+		eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
+		eng.SetNotifier(notifier)
+		register, dispatch := jobs.NotifyJobs(notifier)
+		runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+			Register: func(w *river.Workers) { register(w) }, Periodic: dispatch}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runner.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_ = runner.Stop(sctx)
+		}()
+		as := &auth.Service{DB: db, Params: &argon2id.Params{Memory: 8 * 1024, Iterations: 1, Parallelism: 1, SaltLength: 16, KeyLength: 32}}
+		org, err := as.CreateOrg(ctx, "Biuro Powiadomień")
+		if err != nil {
+			t.Fatal(err)
+		}
+		users := map[string]string{}
+		for _, role := range []string{models.RoleAdmin, models.RoleAccountant, models.RoleViewer} {
+			u, err := as.CreateUser(ctx, org.ID, role+"@biuro.example", "correct horse battery", role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			users[role] = u.ID
+		}
+		svc := newTaskDesk()
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		wfs := &workflows.Service{DB: db, Steps: reg, Checks: []definition.Check{workflows.NotificationsCheck(notifier)}}
+		settings := fmt.Sprintf(`"errorNotifications": {"channels": ["email", "app", "slack", "teams"], "recipients": ["ksiegowa@biuro.example", "role:admin", "role:accountant"],
+		  "slackWebhookUrl": "%[1]s/slack", "teamsWebhookUrl": "%[1]s/teams", "notifyOnFirstFailure": true}`, hookSrv.URL)
+		def := fmt.Sprintf(`{"name": "VAT powiadomienia", "settings": {"retryPolicy": {"maxRetries": 1, "initialDelayMs": 1000, "jitterRatio": 0},
+		  "circuitBreaker": {"enabled": false}, "subject": "{{ input.client }}", %s},
+		  "steps": [{"id": "file", "name": "Wysyłka JPK", "type": "http", "config": {"method": "POST", "url": "%s/bank"}}]}`, settings, srv.URL)
+		// The settings are validated at save: a webhook on a private address is refused.
+		if _, err := wfs.Create(ctx, org.ID, audit.System, []byte(strings.Replace(def, hookSrv.URL+"/slack", "https://10.0.0.7/slack", 1))); err == nil ||
+			!strings.Contains(fmt.Sprint(err.(*models.Error).Fields), "settings.errorNotifications.slackWebhookUrl") {
+			t.Fatalf("private webhook accepted: %v", err)
+		}
+		wf, err := wfs.Create(ctx, org.ID, audit.System, []byte(def))
+		if err != nil {
+			t.Fatal(err, err.(*models.Error).Fields)
+		}
+		ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID, Input: []byte(`{"client": "Kwiaciarnia Róża"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got models.Execution
+		for deadline := time.Now().Add(20 * time.Second); got.Status != models.ExecDLQPending; {
+			if err := db.Conn(ctx).First(&got, "id = ?", ex.ID).Error; err != nil || time.Now().After(deadline) {
+				t.Fatalf("execution %s %v", got.Status, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Two events (first failure, DLQ) × (email to the address and to the admin and accountant
+		// the roles name, in-app to those two, slack, teams).
+		var ds []models.NotificationDelivery
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			ds = nil
+			db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", org.ID, ex.ID).Order("event_kind, channel, recipient").Find(&ds)
+			sent := 0
+			for _, d := range ds {
+				if d.Status == models.DeliverySent {
+					sent++
+				}
+			}
+			if len(ds) == 14 && sent == 14 {
+				break
+			}
+			if time.Now().After(deadline) {
+				var rows []string
+				for _, d := range ds {
+					rows = append(rows, fmt.Sprintf("%s %s %s %s %v", d.EventKind, d.Channel, d.Recipient, d.Status, d.LastError))
+				}
+				t.Fatalf("deliveries:\n%s", strings.Join(rows, "\n"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		msgs := sink.Messages()
+		to := map[string]int{}
+		for _, m := range msgs {
+			to[strings.Join(m.To, ",")]++
+			if body := qpDecoded(m.Data); !strings.Contains(body, "Kwiaciarnia") || !strings.Contains(body, "https://lifeline.example/executions/"+ex.ID) {
+				t.Errorf("email to %v lacks the subject or the link", m.To)
+			}
+		}
+		if len(msgs) != 6 || to["ksiegowa@biuro.example"] != 2 || to["admin@biuro.example"] != 2 || to["viewer@biuro.example"] != 0 {
+			t.Errorf("emails %d: %v", len(msgs), to)
+		}
+		if s, tm := hk.get("/slack"), hk.get("/teams"); len(s) != 2 || len(tm) != 2 || !strings.Contains(s[1], "Wysyłka JPK") {
+			t.Errorf("slack %d, teams %d", len(s), len(tm))
+		}
+		var inbox []models.Notification
+		db.Conn(ctx).Where("organization_id = ?", org.ID).Find(&inbox)
+		for _, n := range inbox {
+			if n.UserID == users[models.RoleViewer] {
+				t.Error("the viewer got an in-app notification")
+			}
+		}
+		if len(inbox) != 4 {
+			t.Errorf("%d in-app notifications, want 2 events × admin and accountant", len(inbox))
+		}
+		var kinds []string
+		for _, d := range ds {
+			if d.Channel == string(notify.Slack) {
+				kinds = append(kinds, d.EventKind)
+			}
+		}
+		if strings.Join(kinds, ",") != "dlq,first_failure" {
+			t.Errorf("email events %v", kinds)
+		}
+		// In the app only, to admins: a failure handed to a handler after its retries ran out
+		// (retry_exhausted), a notification compensation's message, a breaker that opened.
+		kindsOf := func(execID string) string {
+			var ks []string
+			db.Conn(ctx).Model(&models.NotificationDelivery{}).Where("execution_id = ?", execID).Order("event_kind").Pluck("event_kind", &ks)
+			return strings.Join(ks, ",")
+		}
+		appOnly := `"errorNotifications": {"channels": ["app"], "recipients": ["role:admin"], "notifyOnBreakerOpen": true}`
+		more, err := wfs.Create(ctx, org.ID, audit.System, []byte(fmt.Sprintf(`{"name": "Wyciągi", "settings": {"retryPolicy": {"maxRetries": 1, "initialDelayMs": 1000, "jitterRatio": 0},
+		  "circuitBreaker": {"failureThreshold": 2, "resetTimeoutMs": 60000}, "rollbackOnFailure": true, %s},
+		  "steps": [
+		    {"id": "import", "type": "http", "config": {"method": "POST", "url": "%[2]s/ok"},
+		     "compensation": {"compensationType": "notification", "config": {"message": "Wycofano import {{ input.n }}"}}},
+		    {"id": "post", "type": "http", "config": {"method": "POST", "url": "%[2]s/{{ input.path }}"}, "onFailure": {"byErrorType": {"transient": "task"}}},
+		    {"id": "task", "type": "http", "handler": true, "config": {"method": "POST", "url": "%[2]s/task", "body": {"title": "x"}}}]}`, appOnly, srv.URL)))
+		if err != nil {
+			t.Fatal(err, err.(*models.Error).Fields)
+		}
+		waitFor := func(id string, statuses ...string) {
+			t.Helper()
+			var ex models.Execution
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				db.Conn(ctx).First(&ex, "id = ?", id)
+				if ex.Status == statuses[0] && (len(statuses) == 1 || ex.RollbackStatus != nil && *ex.RollbackStatus == statuses[1]) {
+					return
+				}
+				if time.Now().After(deadline) {
+					var as []models.StepAttempt
+					db.Conn(ctx).Where("execution_id = ?", id).Order("created_at").Find(&as)
+					var rows []string
+					for _, a := range as {
+						rows = append(rows, fmt.Sprintf("%s#%d %s %v %v", a.StepID, a.Attempt, a.Status, deref(a.ErrorCode), deref(a.ErrorMessage)))
+					}
+					var au []models.AuditEntry
+					db.Conn(ctx).Where("organization_id = ?", org.ID).Order("created_at").Find(&au)
+					for _, a := range au {
+						rows = append(rows, fmt.Sprintf("audit %s %s %s", a.Action, a.EntityID, a.Details))
+					}
+					var bs []models.CircuitBreaker
+					db.Conn(ctx).Find(&bs)
+					for _, b := range bs {
+						rows = append(rows, fmt.Sprintf("breaker %s %s %d", b.ScopeKey, b.State, b.FailureCount))
+					}
+					t.Fatalf("execution %s: %s %v\n%s", id, ex.Status, ex.RollbackStatus, strings.Join(rows, "\n"))
+				}
+			}
+		}
+		handled, _, _ := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: more.ID, Input: []byte(`{"n": 1, "path": "bank"}`)})
+		waitFor(handled.ID, models.ExecPartial)
+		// The breaker the handled execution opened is reset before the next one runs.
+		var b models.CircuitBreaker
+		if err := db.Conn(ctx).Where("organization_id = ?", org.ID).First(&b).Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: org.ID, BreakerID: b.ID, Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		rolled, _, _ := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: more.ID, Input: []byte(`{"n": 2, "path": "refuse"}`)})
+		waitFor(rolled.ID, models.ExecDLQPending, models.RolledBack)
+		if got := kindsOf(handled.ID); got != "breaker_opened,retry_exhausted" {
+			t.Errorf("handled execution: %s", got)
+		}
+		if got := kindsOf(rolled.ID); got != "compensation,dlq" {
+			t.Errorf("rolled-back execution: %s", got)
+		}
+		var msg models.NotificationEvent
+		if db.Conn(ctx).Where("execution_id = ? AND kind = ?", rolled.ID, "compensation").First(&msg).Error != nil || !strings.Contains(string(msg.Payload), "Wycofano import 2") {
+			t.Errorf("compensation message %s", msg.Payload)
+		}
+
+		var payload map[string]any
+		var evs []models.NotificationEvent
+		db.Conn(ctx).Where("execution_id = ? AND kind = ?", ex.ID, "dlq").Find(&evs)
+		if len(evs) != 1 || json.Unmarshal(evs[0].Payload, &payload) != nil || payload["RetriesExhausted"] != true || payload["StepName"] != "Wysyłka JPK" {
+			t.Errorf("dlq event %s", evs[0].Payload)
+		}
+	})
+}

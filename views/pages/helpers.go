@@ -96,6 +96,9 @@ func attemptCount(ctx context.Context, n int) string {
 // stepOpen reports whether a step of the timeline starts expanded: steps
 // that failed, are retrying, or are running now.
 func stepOpen(s StepVM) bool {
+	if s.Handler && len(s.Attempts) > 0 { // what the handler did with the failure
+		return true
+	}
 	switch components.StatusTone(s.Status) {
 	case "danger", "warn", "info", "partial":
 		return true

@@ -79,7 +79,7 @@ func (s *Service) DeliveryLog(ctx context.Context, orgID string, f DeliveryFilte
 	}
 	if len(userIDs) > 0 {
 		var users []models.User
-		if err := conn.Select("id", "email").Where("organization_id = ? AND id IN ?", orgID, userIDs).Find(&users).Error; err != nil {
+		if err := conn.Select("id", "email").Where("id IN ?", userIDs).Find(&users).Error; err != nil {
 			return DeliveryPage{}, err
 		}
 		for _, u := range users {

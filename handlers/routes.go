@@ -84,6 +84,9 @@ func (s *Server) routes() {
 		app.POST("/notifications/:id/read", np.MarkRead).Name = "notifications.read"
 	}
 	app.GET("/workflows/:id/notifications", s.workflowNotifications).Name = "workflow.notifications"
+	if s.DemoInbox != nil {
+		app.GET("/demo/inbox", NewDemoInboxHandler(s, s.DemoInbox).Show, requireRole(models.RoleAccountant)).Name = "demo.inbox"
+	}
 
 	api := e.Group("/api/v1", s.requireAPI)
 	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"

@@ -48,6 +48,9 @@ type Deps struct {
 	Databases *dbconn.Service
 	// Notify is the notification service (nil: the notifications API answers 404).
 	Notify *notify.Service
+	// DemoInbox is what the demo's mail server and Slack and Teams stand-ins received (nil
+	// outside the demo: no /demo/inbox).
+	DemoInbox DemoInbox
 	// TrustedProxies are the networks of the reverse proxies in front of the app: from them,
 	// the client is the address X-Forwarded-For names (for the login limits and the request
 	// log). Empty: proxy headers are ignored and the client is the TCP peer.

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -44,18 +46,20 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 
 	jcfg := jobs.Config{Workers: cfg.Workers}
 	var sandboxHandler http.Handler
+	var hooks *sandbox.Hooks // the sandbox's Slack and Teams stand-ins (the demo only)
 	var demoInfo *demoSeed
 	if cfg.Demo {
 		var err error
 		if demoInfo, err = seedDemo(ctx, db, as, wfs, cfg.SandboxBase()); err != nil {
 			return fmt.Errorf("demo data: %w", err)
 		}
-		sandboxHandler = sandbox.New(sandbox.Options{})
+		sb := sandbox.New(sandbox.Options{})
+		sandboxHandler, hooks = sb, sb.Hooks()
 		jcfg.Periodic = append(jcfg.Periodic, jobs.DemoTraffic(demoInfo.OrgID, cfg.DemoTrafficEvery))
 	}
 	// Registered even without the demo: demo jobs left in the queue by an earlier demo run
 	// must still find their worker.
-	notifier, stopNotify, err := notifications(ctx, cfg, db, log, demoInfo)
+	notifier, sink, stopNotify, err := notifications(ctx, cfg, db, log, demoInfo)
 	if err != nil {
 		return err
 	}
@@ -75,9 +79,13 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	// Named database connections: the admins' page and database_operation compensations.
 	databases := dbconn.New(db, dbconn.Config{Allow: cfg.OutboundAllow})
 	eng.SetDatabases(databases)
+	var inbox handlers.DemoInbox
+	if demoInfo != nil {
+		inbox = demoInbox{sink: sink, hooks: hooks}
+	}
 	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
 		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk(), Databases: databases,
-		Notify: notifier})
+		Notify: notifier, DemoInbox: inbox})
 	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 1)
@@ -150,41 +158,65 @@ func keyRing(cfg Config, log *slog.Logger) (engine.Sealer, error) {
 }
 
 // notifications builds the notification service with its providers: email by
-// LIFELINE_SMTP_URL (in the demo without it, a local SMTP sink on DemoSMTPSink that keeps
-// what it receives), Slack and Teams through the SSRF-guarded client. For the demo it sets
-// the organization's defaults (email and in-app to the demo admin) unless it has its own.
-// stop closes the sink.
-func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Logger, demo *demoSeed) (*notify.Service, func(), error) {
-	stop := func() {}
+// LIFELINE_SMTP_URL (in the demo without it, a local SMTP sink on DemoSMTPSink, or any free
+// port when that one is taken, that keeps what it receives), Slack and Teams through the
+// SSRF-guarded client. For the demo it sets the organization's defaults unless it has its
+// own: email and in-app to the demo's admins and accountants, and Slack and Teams messages
+// to the sandbox's stand-ins of their webhooks. stop closes the sink; sink is nil outside
+// the demo.
+func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Logger, demo *demoSeed) (svc *notify.Service, sink *email.Sink, stop func(), err error) {
+	stop = func() {}
 	client := outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow, Timeout: 15 * time.Second})
 	teamsSender := teams.New(client)
 	teamsSender.SkipURLCheck = true // validated when saved (notify.ValidateWebhookURL)
 	senders := map[notify.Channel]notify.Sender{notify.Slack: slack.New(client), notify.Teams: teamsSender}
 	smtpCfg := cfg.SMTP
 	if smtpCfg == nil && cfg.Demo {
-		sink, err := email.StartSink(DemoSMTPSink, nil)
+		if sink, err = email.StartSink(DemoSMTPSink, nil); err != nil {
+			sink, err = email.StartSink("127.0.0.1:0", nil) // another demo holds the usual port
+		}
 		if err != nil {
 			log.Warn("demo SMTP sink not started: emails stay undelivered", "addr", DemoSMTPSink, "err", err)
+			sink = nil
 		} else {
-			log.Info("demo SMTP sink: emails are received and kept in memory", "addr", sink.Addr())
+			log.Info("demo SMTP sink: emails are received and kept in memory (see /demo/inbox)", "addr", sink.Addr())
 			stop = func() { _ = sink.Close() }
-			smtpCfg = &email.Config{Host: "127.0.0.1", Port: 2525, TLS: email.TLSNone, From: "Lifeline Demo <lifeline@demo.lifeline.local>"}
+			_, port, _ := net.SplitHostPort(sink.Addr())
+			p, _ := strconv.Atoi(port)
+			smtpCfg = &email.Config{Host: "127.0.0.1", Port: p, TLS: email.TLSNone, From: "Lifeline Demo <lifeline@demo.lifeline.local>"}
 		}
 	}
 	if smtpCfg != nil {
 		senders[notify.Email] = email.New(*smtpCfg)
 	}
-	svc := notify.New(db, notify.Config{BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
+	svc = notify.New(db, notify.Config{BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
 	if demo != nil {
 		row, err := db.GetNotificationSettings(db.Conn(ctx), demo.OrgID)
 		if err == nil && row == nil {
-			_, err = svc.SaveOrgSettings(ctx, demo.OrgID, audit.System,
-				[]byte(`{"channels": ["email", "app"], "recipients": ["`+demoUsers[0].Email+`"]}`))
+			hooks := cfg.SandboxBase() + "/hooks"
+			_, err = svc.SaveOrgSettings(ctx, demo.OrgID, audit.System, []byte(`{"channels": ["email", "app", "slack", "teams"],
+			  "recipients": ["role:admin", "role:accountant"], "slackWebhookUrl": "`+hooks+`/slack/T0DEMO/B0DEMO/lifeline",
+			  "teamsWebhookUrl": "`+hooks+`/teams/lifeline"}`))
 		}
 		if err != nil {
 			stop()
-			return nil, nil, fmt.Errorf("demo notification settings: %w", err)
+			return nil, nil, nil, fmt.Errorf("demo notification settings: %w", err)
 		}
 	}
-	return svc, stop, nil
+	return svc, sink, stop, nil
 }
+
+// demoInbox is what the demo's SMTP sink and the sandbox's webhook stand-ins received.
+type demoInbox struct {
+	sink  *email.Sink
+	hooks *sandbox.Hooks
+}
+
+func (d demoInbox) Emails() []email.Received {
+	if d.sink == nil {
+		return nil
+	}
+	return d.sink.Messages()
+}
+
+func (d demoInbox) Hooks() []sandbox.Hook { return d.hooks.Received() }

@@ -6,7 +6,9 @@
 //
 //   - Routes: POST /bank/statements/import, POST /invoices/match,
 //     POST /ledger/postings, POST /vat/jpk-v7/validate, POST /vat/jpk-v7/submit,
-//     POST /payroll/export, POST /mail/send, GET /health, POST /undo/{anything}.
+//     POST /payroll/export, POST /mail/send, GET /health, POST /undo/{anything},
+//     POST /tasks; and the Slack and Teams webhook stand-ins (see [Hooks]):
+//     POST /hooks/slack/{anything}, POST /hooks/teams/{anything}.
 //     The [Handler] works mounted with http.StripPrefix("/sandbox", h) and
 //     directly; a leading "/sandbox" left in the path is ignored.
 //   - Success bodies are JSON derived only from the path and the request body,
@@ -79,12 +81,16 @@ type Handler struct {
 	mu      sync.Mutex
 	calls   *store[int]   // logical operation → calls so far
 	answers *store[reply] // scope + full Idempotency-Key → 2xx answer
+	hooks   *Hooks
 }
 
 type reply struct {
 	status int
 	body   []byte
 }
+
+// Hooks returns the Slack and Teams webhook stand-ins (POST /hooks/slack/…, /hooks/teams/…).
+func (h *Handler) Hooks() *Hooks { return h.hooks }
 
 // New returns a Handler with empty state.
 func New(opts Options) *Handler {
@@ -94,6 +100,7 @@ func New(opts Options) *Handler {
 		calls:   newStore[int](defaultMaxEntries, defaultTTL),
 		answers: newStore[reply](defaultMaxEntries, defaultTTL),
 	}
+	h.hooks = &Hooks{now: func() time.Time { return h.now() }}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -117,6 +124,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // ServeHTTP routes, applies the scenario and answers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := routePath(r.URL.Path)
+	if h.hooks.serve(w, r, path) {
+		return
+	}
 	ep, ok := lookup(path)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not found", map[string]any{"path": path})

@@ -577,3 +577,28 @@ func TestOutageByTheClock(t *testing.T) {
 		}
 	}
 }
+
+func TestHooksRecordWhatTheyReceive(t *testing.T) {
+	h := New(Options{})
+	post := func(path, body string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		return rec
+	}
+	if rec := post("/sandbox/hooks/slack/T1/B1/x", `{"text": "DLQ"}`); rec.Code != 200 || rec.Body.String() != "ok" {
+		t.Errorf("slack: %d %q", rec.Code, rec.Body.String())
+	}
+	if rec := post("/sandbox/hooks/teams/wf", `{"type": "message"}`); rec.Code != http.StatusAccepted {
+		t.Errorf("teams: %d", rec.Code)
+	}
+	if rec := post("/sandbox/hooks/slack/x", `not json`); rec.Code != 400 {
+		t.Errorf("bad body: %d", rec.Code)
+	}
+	if rec := post("/sandbox/hooks/discord/x", `{}`); rec.Code != 404 {
+		t.Errorf("unknown hook: %d", rec.Code)
+	}
+	got := h.Hooks().Received()
+	if len(got) != 2 || got[0].Channel != "teams" || got[1].Channel != "slack" || string(got[1].Body) != `{"text": "DLQ"}` {
+		t.Errorf("received %+v", got)
+	}
+}

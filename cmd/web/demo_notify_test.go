@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// TestDemoNotifiesEndToEnd runs `lifeline serve` in the demo, as `make run` does, on both
+// databases. The kickoff's dead letters are notified: the demo inbox shows the emails the
+// demo's SMTP server received and the Slack and Teams messages the sandbox's webhooks got,
+// and the delivery log says each delivery was sent once.
+func TestDemoNotifiesEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo")
+	}
+	t.Parallel()
+	for _, dialect := range modeltest.Dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			dbURL := modeltest.URL(t, dialect)
+			if dialect == models.SQLite {
+				dbURL = "sqlite://" + filepath.Join(t.TempDir(), "demo.db")
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			l.Close()
+			env := map[string]string{"DATABASE_URL": dbURL, "LIFELINE_ADDR": addr, "LIFELINE_DEMO": "true", "LIFELINE_DEMO_TRAFFIC_EVERY": "1h",
+				"LIFELINE_DATA_DIR": t.TempDir(), "LIFELINE_ENCRYPTION_KEYS": testKeys(t), "LIFELINE_LOG_LEVEL": "error"}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+			t.Cleanup(func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(40 * time.Second):
+					t.Error("serve did not stop")
+				}
+			})
+			base := "http://" + addr
+			jar, _ := cookiejar.New(nil)
+			c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+			get := func(path string) string {
+				t.Helper()
+				r, err := c.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Body.Close()
+				b, _ := io.ReadAll(r.Body)
+				return string(b)
+			}
+			var login string
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				if r, err := c.Get(base + "/login"); err == nil {
+					b, _ := io.ReadAll(r.Body)
+					r.Body.Close()
+					if login = string(b); r.StatusCode == 200 {
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the demo never served")
+				}
+			}
+			csrf := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindStringSubmatch(login)
+			if csrf == nil {
+				t.Fatal("no CSRF token on the login page")
+			}
+			r, err := c.PostForm(base+"/login", url.Values{"_csrf": {csrf[1]}, "email": {demoUsers[0].Email}, "password": {demoUsers[0].Password}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Body.Close()
+
+			// The kickoff sends two bank imports to the DLQ: each is told to the demo's admin
+			// and accountant by email and in the app, and once on Slack and on Teams.
+			count := func(page, testID string) int { return strings.Count(page, `data-testid="`+testID+`"`) }
+			var inbox string
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+				inbox = get("/demo/inbox")
+				if count(inbox, "email") >= 4 && count(inbox, "hook") >= 4 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("demo inbox after a minute: %d emails, %d hooks", count(inbox, "email"), count(inbox, "hook"))
+				}
+			}
+			if n := count(inbox, "email"); n != 4 {
+				t.Errorf("%d emails, want 2 dead letters × admin and accountant", n)
+			}
+			if !strings.Contains(inbox, `data-channel="slack"`) || !strings.Contains(inbox, `data-channel="teams"`) || count(inbox, "hook") != 4 {
+				t.Errorf("hooks: %d", count(inbox, "hook"))
+			}
+			if !strings.Contains(inbox, "Nowak i Wspólnicy") || !strings.Contains(inbox, "kolejki DLQ") {
+				t.Error("the emails do not name the client or say, in Polish, that the execution is in the DLQ")
+			}
+			log := get("/notifications/deliveries")
+			if !strings.Contains(log, "admin@demo.lifeline.local") {
+				t.Error("the delivery log does not list the admin's email")
+			}
+		})
+	}
+}

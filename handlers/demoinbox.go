@@ -1,0 +1,84 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/services/notify/email"
+	"lifeline/services/sandbox"
+	"lifeline/views/pages"
+)
+
+// DemoInbox is what the demo's stand-ins received: the local SMTP server's emails and the
+// messages posted to the sandbox's Slack and Teams webhooks.
+type DemoInbox interface {
+	Emails() []email.Received
+	Hooks() []sandbox.Hook
+}
+
+// DemoInboxHandler serves /demo/inbox (the demo only): a newcomer sees the notifications
+// Lifeline sent without a mail server or a Slack workspace.
+type DemoInboxHandler struct {
+	s     *Server
+	inbox DemoInbox
+}
+
+// NewDemoInboxHandler returns the handler.
+func NewDemoInboxHandler(s *Server, inbox DemoInbox) *DemoInboxHandler {
+	return &DemoInboxHandler{s: s, inbox: inbox}
+}
+
+// Show renders the inbox, newest first.
+func (h *DemoInboxHandler) Show(c echo.Context) error {
+	l := localizer(c)
+	vm := pages.DemoInboxVM{}
+	if h.s.Notify != nil {
+		vm.DeliveriesURL = h.s.url("notifications.deliveries")
+	}
+	mails := h.inbox.Emails()
+	for i := len(mails) - 1; i >= 0; i-- {
+		r := mails[i].Read()
+		m := pages.DemoEmail{To: r.To, Subject: r.Subject, Lang: r.Lang, Text: r.Text}
+		if !r.Date.IsZero() {
+			m.At, m.AtText = rfc(r.Date), displayTime(l, r.Date)
+		}
+		vm.Emails = append(vm.Emails, m)
+	}
+	for _, k := range h.inbox.Hooks() {
+		vm.Hooks = append(vm.Hooks, pages.DemoHook{At: rfc(k.At), AtText: displayTime(l, k.At), Channel: k.Channel,
+			Summary: hookSummary(k), JSON: prettyJSON(k.Body)})
+	}
+	return render(c, http.StatusOK, pages.DemoInbox(h.s.page(c, "demoinbox.title", ""), vm))
+}
+
+// hookSummary is a webhook message's text: Slack's "text", or the first TextBlock of the
+// Adaptive Card a Teams message carries.
+func hookSummary(k sandbox.Hook) string {
+	var msg struct {
+		Text        string `json:"text"`
+		Attachments []struct {
+			Content struct {
+				Body []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"body"`
+			} `json:"content"`
+		} `json:"attachments"`
+	}
+	if json.Unmarshal(k.Body, &msg) != nil {
+		return ""
+	}
+	if msg.Text != "" {
+		return msg.Text
+	}
+	for _, a := range msg.Attachments {
+		for _, b := range a.Content.Body {
+			if b.Type == "TextBlock" && b.Text != "" {
+				return b.Text
+			}
+		}
+	}
+	return ""
+}

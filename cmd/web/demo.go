@@ -117,6 +117,7 @@ func (d *demoSeed) print(w io.Writer, baseURL string) {
 	for _, u := range demoUsers {
 		fmt.Fprintf(w, "    %-11s %-32s password: %s\n", u.Role, u.Email, u.Password)
 	}
+	fmt.Fprintf(w, "  Notifications the demo sends (its mail server, Slack and Teams stand-ins): %s/demo/inbox\n", baseURL)
 	fmt.Fprintln(w)
 }
 

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"regexp"
@@ -19,7 +20,7 @@ var texts = map[string]map[string]string{
 		"title.first_failure":   "Błąd w przepływie „%s”",
 		"title.retry_exhausted": "Wyczerpano ponowienia w przepływie „%s”",
 		"title.dlq":             "Wykonanie przepływu „%s” trafiło do kolejki DLQ",
-		"title.breaker_opened":  "Otwarto bezpiecznik %s",
+		"title.breaker_opened":  "Otwarto bezpiecznik: „%s” w przepływie „%s”",
 		"title.compensation":    "Rollback przepływu „%s”",
 		"title.digest":          "Przepływ „%s”: %d kolejnych powiadomień w ciągu minuty",
 		"title.test":            "Lifeline: powiadomienie testowe",
@@ -49,7 +50,7 @@ var texts = map[string]map[string]string{
 		"title.first_failure":   "Workflow “%s” failed",
 		"title.retry_exhausted": "Workflow “%s” ran out of retries",
 		"title.dlq":             "An execution of workflow “%s” went to the dead-letter queue",
-		"title.breaker_opened":  "Breaker %s opened",
+		"title.breaker_opened":  "Circuit breaker opened: “%s” in workflow “%s”",
 		"title.compensation":    "Rollback of workflow “%s”",
 		"title.digest":          "Workflow “%s”: %d more notifications in a minute",
 		"title.test":            "Lifeline: test notification",
@@ -138,7 +139,7 @@ func (s *Service) render(ev Event, rc recipientCtx) Message {
 	intro := ""
 	switch ev.Kind {
 	case BreakerOpened:
-		m.Title = tr(l, "title.breaker_opened", ev.BreakerID)
+		m.Title = tr(l, "title.breaker_opened", cmp.Or(ev.StepName, ev.StepID, ev.BreakerID), name)
 		intro = tr(l, "intro.breaker_opened")
 	case DLQ:
 		m.Title = tr(l, "title.dlq", name)
@@ -152,6 +153,9 @@ func (s *Service) render(ev Event, rc recipientCtx) Message {
 	default:
 		m.Title = tr(l, "title."+string(ev.Kind), name)
 		intro = tr(l, "intro."+string(ev.Kind))
+	}
+	if ev.Subject != "" && ev.Kind != BreakerOpened { // which client: the first thing a person scanning a mailbox looks for
+		m.Title += " – " + ev.Subject
 	}
 	if ev.Kind == Compensation && ev.Message != "" {
 		intro += "\n" + ev.Message

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -20,7 +21,9 @@ import (
 // TestDemoNotifiesEndToEnd runs `lifeline serve` in the demo, as `make run` does, on both
 // databases. The kickoff's dead letters are notified: the demo inbox shows the emails the
 // demo's SMTP server received and the Slack and Teams messages the sandbox's webhooks got,
-// and the delivery log says each delivery was sent once.
+// and the delivery log says each delivery was sent once. The kickoff's VAT filing that the
+// tax office refuses is handled by its on-failure handler: PARTIAL, with the handler's task
+// in the API and on the page.
 func TestDemoNotifiesEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole demo")
@@ -113,6 +116,51 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			log := get("/notifications/deliveries")
 			if !strings.Contains(log, "admin@demo.lifeline.local") {
 				t.Error("the delivery log does not list the admin's email")
+			}
+
+			// The kickoff's VAT filing with a NIP a digit short is handled: the failure goes back
+			// to its preparer as a task, and the execution ends PARTIAL (issue 13).
+			var list struct {
+				Items []struct {
+					ID, Subject string
+				}
+			}
+			for deadline := time.Now().Add(30 * time.Second); len(list.Items) == 0; time.Sleep(300 * time.Millisecond) {
+				if err := json.Unmarshal([]byte(get("/api/v1/executions?status=PARTIAL")), &list); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no PARTIAL execution in the demo")
+				}
+			}
+			if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Subject, "Kwiaciarnia Róża") {
+				t.Fatalf("partial executions %+v", list.Items)
+			}
+			var ex struct {
+				Status string
+				Steps  []struct {
+					ID, Status, HandlerFor, HandledBy string
+					Attempts                          []struct{ Output map[string]any }
+				}
+			}
+			if err := json.Unmarshal([]byte(get("/api/v1/executions/"+list.Items[0].ID)), &ex); err != nil {
+				t.Fatal(err)
+			}
+			handled := false
+			for _, st := range ex.Steps {
+				if st.ID == "validate_jpk" && st.HandledBy != "return_to_preparer" {
+					t.Errorf("validate_jpk handed to %q", st.HandledBy)
+				}
+				if st.ID == "return_to_preparer" && st.HandlerFor == "validate_jpk" && st.Status == models.StepSucceeded && len(st.Attempts) == 1 {
+					task, _ := st.Attempts[0].Output["taskId"].(string)
+					handled = strings.HasPrefix(task, "ZAD-")
+				}
+			}
+			if ex.Status != models.ExecPartial || !handled {
+				t.Errorf("the handled execution: %+v", ex)
+			}
+			if page := get("/executions/" + list.Items[0].ID); !strings.Contains(page, `data-testid="handled-failure"`) || !strings.Contains(page, "ZAD-") {
+				t.Error("the execution page does not show the handled failure and the handler's output")
 			}
 		})
 	}

@@ -77,6 +77,19 @@ func TestCrashChild(t *testing.T) {
 	os.Exit(4) // the parent went away without killing us
 }
 
+// openDialect opens a new test database of dialect (closed when t ends) and returns its URL,
+// for engine processes of its own to work on.
+func openDialect(t *testing.T, dialect string) (string, *models.DB) {
+	t.Helper()
+	url := modeltest.URL(t, dialect)
+	db, err := models.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return url, db
+}
+
 // child is a running engine process.
 type child struct {
 	cmd   *exec.Cmd

@@ -235,12 +235,7 @@ func TestHandlerCrash(t *testing.T) {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			url := modeltest.URL(t, dialect)
-			db, err := models.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
+			url, db := openDialect(t, dialect)
 			desk := newTaskDesk()
 			desk.hang = make(chan struct{})
 			srv := httptest.NewServer(desk)

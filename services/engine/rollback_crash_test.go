@@ -61,12 +61,7 @@ func TestRollbackCrash(t *testing.T) {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			url := modeltest.URL(t, dialect)
-			db, err := models.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
+			url, db := openDialect(t, dialect)
 			svc := &undoLedger{requests: map[string]int{}, applied: map[string]int{}}
 			srv := httptest.NewServer(svc)
 			t.Cleanup(srv.Close)

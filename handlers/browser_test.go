@@ -105,8 +105,9 @@ func TestBrowserJourney(t *testing.T) {
 	if !strings.Contains(row, "400") || !strings.Contains(row, "submit") {
 		t.Fatalf("dlq row %q", row)
 	}
-	// The admin creates an API token from the nav's page, sees it once, and revokes it.
-	step("tokens page", chromedp.Click(`[data-testid=nav-api-tokens]`), chromedp.WaitVisible(`[data-testid=new-token] summary`),
+	// The admin creates an API token from the settings' tab, sees it once, and revokes it.
+	step("tokens page", chromedp.Click(`[data-testid=nav-settings]`), chromedp.WaitVisible(`[data-testid=tab-tokens]`),
+		chromedp.Click(`[data-testid=tab-tokens]`), chromedp.WaitVisible(`[data-testid=new-token] summary`),
 		chromedp.Click(`[data-testid=new-token] summary`), chromedp.WaitVisible(`[data-testid=token-form]`),
 		chromedp.SetValue(`#token-name`, "Eksport do ERP"),
 		chromedp.SetValue(`#token-expires`, "30"),

@@ -157,7 +157,7 @@ func TestConnectionsPage(t *testing.T) {
 		// Accountants and viewers: no nav item, 403 on the page and its forms.
 		for _, tn := range []*tenant{rs.accountant, rs.viewer} {
 			b, tok := a.browser(tn)
-			if r := do(t, b, "GET", a.srv.URL+"/workflows", "", nil); len(parseListDoc(t, r.body).testID("nav-connections")) != 0 {
+			if r := do(t, b, "GET", a.srv.URL+"/workflows", "", nil); len(parseListDoc(t, r.body).testID("nav-settings")) != 0 {
 				t.Errorf("%s sees the nav item", tn.email)
 			}
 			if r := do(t, b, "GET", page, "", nil); r.status != http.StatusForbidden {
@@ -171,8 +171,10 @@ func TestConnectionsPage(t *testing.T) {
 
 		r := do(t, admin, "GET", page, "", nil)
 		doc := parseListDoc(t, r.body)
-		if nav := doc.testID("nav-connections"); r.status != 200 || len(nav) != 1 || nav[0].attr("aria-current") != "page" || nav[0].attr("href") != "/settings/connections" {
-			t.Fatalf("page: %d, nav %d", r.status, len(nav))
+		nav, tab := doc.testID("nav-settings"), doc.testID("tab-connections")
+		if r.status != 200 || len(nav) != 1 || nav[0].attr("aria-current") != "page" || len(tab) != 1 || tab[0].attr("aria-current") != "page" ||
+			tab[0].attr("href") != "/settings/connections" {
+			t.Fatalf("page: %d, nav %d, tab %d", r.status, len(nav), len(tab))
 		}
 		if len(doc.testID("empty-state")) != 1 || !strings.Contains(r.body, `data-testid="new-connection" open`) {
 			t.Errorf("an empty list with the form open")
@@ -257,7 +259,7 @@ func TestConnectionsPage(t *testing.T) {
 
 		// Polish.
 		r = do(t, admin, "GET", page, "", map[string]string{"Accept-Language": "pl"})
-		if d := parseListDoc(t, r.body); !strings.Contains(r.body, "Połączenia z bazami danych") || d.testID("nav-connections")[0].text() != "Połączenia" ||
+		if d := parseListDoc(t, r.body); !strings.Contains(r.body, "Połączenia z bazami danych") || d.testID("tab-connections")[0].text() != "Połączenia" ||
 			d.testID("connection-test-status")[0].text() != "Błąd" {
 			t.Errorf("Polish page")
 		}

@@ -50,7 +50,7 @@ func (h *DemoInboxHandler) Show(c echo.Context) error {
 		vm.Hooks = append(vm.Hooks, pages.DemoHook{At: rfc(k.At), AtText: displayTime(l, k.At), Channel: k.Channel,
 			Summary: hookSummary(k), JSON: prettyJSON(k.Body)})
 	}
-	return render(c, http.StatusOK, pages.DemoInbox(h.s.page(c, "demoinbox.title", ""), vm))
+	return render(c, http.StatusOK, pages.DemoInbox(h.s.page(c, "demoinbox.title", "demoinbox"), vm))
 }
 
 // hookSummary is a webhook message's text: Slack's "text", or the first TextBlock of the

@@ -91,7 +91,7 @@ func (h *NotifyPagesHandler) renderSettings(c echo.Context, status int, f pages.
 		}
 		vm.Tests = append(vm.Tests, t)
 	}
-	return render(c, status, pages.NotifySettings(h.s.page(c, "notifications.settings.title", "connections"), vm))
+	return render(c, status, pages.NotifySettings(h.s.page(c, "notifications.settings.title", "notifications"), vm))
 }
 
 // settingsJSON turns the settings form into the API's document: checkboxes are false when
@@ -325,7 +325,7 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 	for _, d := range page.Items {
 		vm.Rows = append(vm.Rows, h.deliveryRow(l, d, page.Users))
 	}
-	return render(c, status, pages.NotifyDeliveries(h.s.page(c, "notifications.log.title", "connections"), vm))
+	return render(c, status, pages.NotifyDeliveries(h.s.page(c, "notifications.log.title", "deliveries"), vm))
 }
 
 // deliveryRow is one delivery for the log.

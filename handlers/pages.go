@@ -343,6 +343,9 @@ func (s *Server) executionPage(c echo.Context) error {
 		vm.Recovery = NewDLQActionsHandler(s, s.Engine, s.DB).recoveryVM(c, d.DLQ, d.Ex, d.Def, name, pages.RecoveryForm{})
 	}
 	vm.Rollback = s.rollbackVM(c, d)
+	if s.Notify != nil && p.Can(models.RoleAdmin) {
+		vm.DeliveriesURL = s.url("notifications.deliveries") + "?" + url.Values{"executionId": {d.Ex.ID}}.Encode()
+	}
 	if vm.Rollback != nil && vm.Rollback.Status == models.RollingBack {
 		vm.Live = true // follow the rollback as it runs
 	}

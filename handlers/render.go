@@ -3,11 +3,13 @@ package handlers
 import (
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/views/i18n"
 	"lifeline/views/layouts"
 )
 
@@ -60,11 +62,33 @@ func (s *Server) page(c echo.Context, title, active string) layouts.Page {
 		{ID: "breakers", Label: l.T("nav.breakers"), URL: s.url("breakers"), Active: active == "breakers"},
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
-		p.Nav = append(p.Nav, layouts.NavItem{ID: "api-tokens", Label: l.T("nav.tokens"), URL: s.url("tokens"), Active: active == "tokens"},
-			layouts.NavItem{ID: "audit", Label: l.T("nav.audit"), URL: s.url("audit"), Active: active == "audit"},
-			layouts.NavItem{ID: "connections", Label: l.T("nav.connections"), URL: s.url("connections"), Active: active == "connections"})
+		tabs := s.settingsTabs(l, active)
+		inSettings := slices.ContainsFunc(tabs, func(t layouts.NavItem) bool { return t.Active })
+		p.Nav = append(p.Nav, layouts.NavItem{ID: "audit", Label: l.T("nav.audit"), URL: s.url("audit"), Active: active == "audit"},
+			layouts.NavItem{ID: "settings", Label: l.T("nav.settings"), URL: tabs[0].URL, Active: inSettings})
+		if inSettings {
+			p.Tabs = tabs
+		}
 	}
 	return p
+}
+
+// settingsTabs are the sections of the admins' settings, the one named active marked.
+func (s *Server) settingsTabs(l *i18n.Localizer, active string) []layouts.NavItem {
+	var tabs []layouts.NavItem
+	if s.Notify != nil {
+		tabs = append(tabs, layouts.NavItem{ID: "notifications", Label: l.T("nav.notifications"), URL: s.url("notifications.settings")},
+			layouts.NavItem{ID: "deliveries", Label: l.T("nav.deliveries"), URL: s.url("notifications.deliveries")})
+	}
+	tabs = append(tabs, layouts.NavItem{ID: "tokens", Label: l.T("nav.tokens"), URL: s.url("tokens")},
+		layouts.NavItem{ID: "connections", Label: l.T("nav.connections"), URL: s.url("connections")})
+	if s.DemoInbox != nil {
+		tabs = append(tabs, layouts.NavItem{ID: "demoinbox", Label: l.T("nav.demoinbox"), URL: s.url("demo.inbox")})
+	}
+	for i := range tabs {
+		tabs[i].Active = tabs[i].ID == active
+	}
+	return tabs
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -159,8 +159,14 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			if ex.Status != models.ExecPartial || !handled {
 				t.Errorf("the handled execution: %+v", ex)
 			}
-			if page := get("/executions/" + list.Items[0].ID); !strings.Contains(page, `data-testid="handled-failure"`) || !strings.Contains(page, "ZAD-") {
+			page := get("/executions/" + list.Items[0].ID)
+			if !strings.Contains(page, `data-testid="handled-failure"`) || !strings.Contains(page, "ZAD-") {
 				t.Error("the execution page does not show the handled failure and the handler's output")
+			}
+			// The admin goes from an execution to its deliveries.
+			if link := regexp.MustCompile(`href="([^"]*)" data-testid="execution-deliveries-link"`).FindStringSubmatch(page); link == nil ||
+				link[1] != "/notifications/deliveries?executionId="+list.Items[0].ID {
+				t.Errorf("the execution page's link to its deliveries: %v", link)
 			}
 		})
 	}

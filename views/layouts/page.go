@@ -35,6 +35,8 @@ type Page struct {
 	ProfileURL  string // the user's own settings; empty for API principals
 	// Bell is the in-app notifications' bell; nil leaves it out.
 	Bell *Bell
+	// Tabs are the sections of the settings (admins), shown above a settings page's content.
+	Tabs []NavItem
 }
 
 // CSRFHeaders returns the JSON object for <body hx-headers>, built with

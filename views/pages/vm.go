@@ -167,6 +167,8 @@ type ExecutionRow struct {
 
 // ExecutionVM feeds Execution and its self-refreshing ExecutionBody.
 type ExecutionVM struct {
+	// DeliveriesURL is the delivery log of this execution's notifications (admins).
+	DeliveriesURL  string
 	ID             string
 	ShortID        string
 	Status         string

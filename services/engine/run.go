@@ -94,8 +94,10 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	}
 	// Run the step outside any transaction; then, while the chain budget lasts, the steps
 	// that its success claimed in the same commit.
+	// The first step has no earlier outputs to read: its attempts are read only if it fails
+	// again (fail needs the first attempt of its run).
 	var attempts []models.StepAttempt
-	if a.StepIndex > 0 || a.Attempt > 1 || a.HandlesAttemptID != nil { // the first attempt of the first step has nothing before it
+	if a.StepIndex > 0 || a.HandlesAttemptID != nil {
 		if attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
 			return "", err
 		}
@@ -621,6 +623,11 @@ func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *
 	input, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
 	if err != nil {
 		return "", err
+	}
+	if attempts == nil && a.Attempt > 1 { // not read before it ran (see RunAttempt)
+		if attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
+			return "", err
+		}
 	}
 	out, err := e.failWith(ctx, h, ex, def, a, generation, input, runErr, c, trace, attempts, log)
 	if permanentStoreError(err) {

@@ -46,7 +46,9 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 				"LIFELINE_DATA_DIR": t.TempDir(), "LIFELINE_ENCRYPTION_KEYS": testKeys(t), "LIFELINE_LOG_LEVEL": "error"}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+			go func() {
+				done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+			}()
 			t.Cleanup(func() {
 				cancel()
 				select {

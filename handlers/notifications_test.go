@@ -19,12 +19,15 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/auth"
+	"lifeline/services/definition"
 	"lifeline/services/notify"
 	"lifeline/services/notify/email"
 	"lifeline/services/notify/slack"
 	"lifeline/services/outbound"
 	"lifeline/services/redact"
 	"lifeline/services/secrets"
+	"lifeline/services/steps"
+	"lifeline/services/workflows"
 )
 
 // notifApp is the app with the notification service (and no queue: the test dispatches).
@@ -32,6 +35,7 @@ type notifApp struct {
 	*app
 	ns   *notify.Service
 	sink *email.Sink
+	wfs  *workflows.Service
 }
 
 func newNotifApp(t *testing.T, db *models.DB) *notifApp {
@@ -57,10 +61,12 @@ func newNotifApp(t *testing.T, db *models.DB) *notifApp {
 	}})
 	as := &auth.Service{DB: db, Params: fastHash}
 	a := &app{t: t, db: db, as: as}
+	wfs := &workflows.Service{DB: db, Steps: steps.Builtins(outbound.NewClient(outbound.Options{Allow: allow})),
+		Checks: []definition.Check{workflows.NotificationsCheck(ns)}}
 	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Auth: as, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://lifeline.test", Notify: ns, LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
+		BaseURL: "http://lifeline.test", Notify: ns, Workflows: wfs, LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
 	t.Cleanup(a.srv.Close)
-	return &notifApp{app: a, ns: ns, sink: sink}
+	return &notifApp{app: a, ns: ns, sink: sink, wfs: wfs}
 }
 
 type notifTenant struct {

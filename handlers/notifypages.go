@@ -543,6 +543,9 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 	vm.Events = joinOrDash(events)
 	if p.Can(models.RoleAdmin) {
 		vm.SettingsURL = h.s.url("notifications.settings")
+		if h.s.Workflows != nil {
+			vm.EditURL = h.s.url("workflow.notifications.edit", wf.ID)
+		}
 	}
 	return render(c, http.StatusOK, pages.NotifyCard(vm))
 }
@@ -552,4 +555,136 @@ func joinOrDash(s []string) string {
 		return "—"
 	}
 	return strings.Join(s, ", ")
+}
+
+// workflowSettings reads a workflow's definition (as a document, to write it back) and its
+// own settings.errorNotifications (nil when it sets none).
+func workflowSettings(wf *models.Workflow) (map[string]any, map[string]any, error) {
+	var def map[string]any
+	if err := json.Unmarshal(wf.Definition, &def); err != nil {
+		return nil, nil, err
+	}
+	settings, _ := def["settings"].(map[string]any)
+	own, _ := settings["errorNotifications"].(map[string]any)
+	return def, own, nil
+}
+
+// WorkflowEdit renders one workflow's notification settings (admins): the settings in
+// effect, and whether the workflow uses the organization's defaults.
+func (h *NotifyPagesHandler) WorkflowEdit(c echo.Context) error {
+	wf, err := h.workflow(c)
+	if err != nil {
+		return err
+	}
+	_, own, err := workflowSettings(wf)
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(own)
+	if own == nil {
+		raw = nil
+	}
+	st, err := h.ns.Effective(h.s.DB.Conn(c.Request().Context()), wf.OrganizationID, raw)
+	if err != nil {
+		return err
+	}
+	f := h.formOf(localizer(c), st.Masked())
+	f.UseDefaults = own == nil
+	return h.renderWorkflow(c, http.StatusOK, wf, f)
+}
+
+// WorkflowSave saves one workflow's notification settings into its definition (a new
+// version): with "useDefaults" it sets none of its own; otherwise every field of the form. A
+// webhook URL sent back masked keeps the stored one (the workflow's own; the organization's
+// is not copied). 422 with a message next to each field, nothing saved.
+func (h *NotifyPagesHandler) WorkflowSave(c echo.Context) error {
+	wf, err := h.workflow(c)
+	if err != nil {
+		return err
+	}
+	def, own, err := workflowSettings(wf)
+	if err != nil {
+		return err
+	}
+	raw, recipients, err := settingsJSON(c)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	delete(doc, "digestThresholdPerMinute") // the organization's
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	org, err := h.ns.Effective(h.s.DB.Conn(ctx), wf.OrganizationID, nil)
+	if err != nil {
+		return err
+	}
+	for k, inherited := range map[string]string{"slackWebhookUrl": org.SlackWebhookURL, "teamsWebhookUrl": org.TeamsWebhookURL} {
+		sent, _ := doc[k].(string)
+		stored, _ := own[k].(string)
+		switch {
+		case stored != "" && sent == models.MaskWebhookURL(stored):
+			doc[k] = stored
+		case sent == "" || (inherited != "" && sent == models.MaskWebhookURL(inherited)):
+			delete(doc, k) // the organization's
+		}
+	}
+	settings, _ := def["settings"].(map[string]any)
+	if settings == nil {
+		settings = map[string]any{}
+	}
+	useDefaults := c.FormValue("useDefaults") == "true"
+	if useDefaults {
+		delete(settings, "errorNotifications")
+	} else {
+		settings["errorNotifications"] = doc
+	}
+	def["settings"] = settings
+	body, err := json.Marshal(def)
+	if err != nil {
+		return err
+	}
+	_, err = h.s.Workflows.Update(ctx, p.OrganizationID, wf.ID, actorOf(p), body)
+	if me := invalid(err); me != nil {
+		var st notify.Settings
+		_ = json.Unmarshal(raw, &st)
+		f := h.formOf(l, st)
+		f.SlackWebhookURL, f.TeamsWebhookURL = c.FormValue("slackWebhookUrl"), c.FormValue("teamsWebhookUrl")
+		f.Recipients, f.UseDefaults = c.FormValue("recipients"), useDefaults
+		fields := map[string]string{}
+		for k, v := range me.Fields {
+			if name, ok := strings.CutPrefix(k, notify.FieldPrefix+"."); ok {
+				fields[name] = v
+			} else {
+				fields[k] = v // not the form's: shown with the form's message
+				f.FormError = me.Message
+			}
+		}
+		f.Errors = settingsErrors(l, fields, recipients)
+		if f.FormError == "" {
+			f.FormError = l.T("notifications.settings.invalid")
+		}
+		return h.renderWorkflow(c, http.StatusUnprocessableEntity, wf, f)
+	}
+	if err != nil {
+		return err
+	}
+	return redirect(c, h.s.url("workflow", wf.ID)+"#notify-card")
+}
+
+// workflow is the organization's workflow the URL names.
+func (h *NotifyPagesHandler) workflow(c echo.Context) (*models.Workflow, error) {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return nil, err
+	}
+	return h.s.DB.GetWorkflow(c.Request().Context(), principal(c).OrganizationID, id)
+}
+
+func (h *NotifyPagesHandler) renderWorkflow(c echo.Context, status int, wf *models.Workflow, f pages.NotifySettingsForm) error {
+	f.ForWorkflow, f.Action = true, h.s.url("workflow.notifications.save", wf.ID)
+	vm := pages.NotifyWorkflowVM{WorkflowName: wf.Name, WorkflowURL: h.s.url("workflow", wf.ID), OrgSettingsURL: h.s.url("notifications.settings"),
+		Version: wf.Version, Form: f, CSRF: csrfToken(c)}
+	return render(c, status, pages.NotifyWorkflowSettings(h.s.page(c, localizer(c).T("notifications.workflow.title", "Name", wf.Name), "workflows"), vm))
 }

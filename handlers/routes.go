@@ -82,6 +82,10 @@ func (s *Server) routes() {
 		app.GET("/notifications/bell", np.Bell).Name = "notifications.bell"
 		app.POST("/notifications/read-all", np.MarkAllRead).Name = "notifications.read_all"
 		app.POST("/notifications/:id/read", np.MarkRead).Name = "notifications.read"
+		if s.Workflows != nil {
+			app.GET("/workflows/:id/notifications/edit", np.WorkflowEdit, admin).Name = "workflow.notifications.edit"
+			app.POST("/workflows/:id/notifications/edit", np.WorkflowSave, admin).Name = "workflow.notifications.save"
+		}
 	}
 	app.GET("/workflows/:id/notifications", s.workflowNotifications).Name = "workflow.notifications"
 	if s.DemoInbox != nil {

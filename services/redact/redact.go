@@ -40,8 +40,9 @@ const Placeholder = "[REDACTED]"
 
 // DefaultKeys are the key fragments used when none are configured. Substring
 // matching also covers access_token, refresh_token, client_secret,
-// x-api-key, db_password and the like.
-var DefaultKeys = []string{"password", "secret", "token", "authorization", "api_key", "apikey", "iban"}
+// x-api-key, db_password and the like; "webhookurl" covers a workflow's
+// slackWebhookUrl and teamsWebhookUrl (a webhook's URL is its credential).
+var DefaultKeys = []string{"password", "secret", "token", "authorization", "api_key", "apikey", "iban", "webhookurl", "webhook_url"}
 
 // Redactor replaces values under secret-looking keys with [Placeholder].
 type Redactor struct {

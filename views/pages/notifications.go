@@ -29,6 +29,19 @@ type NotifySettingsForm struct {
 	// Errors are field messages by field name; FormError the message of the whole form.
 	Errors    map[string]string
 	FormError string
+	// ForWorkflow: the form of one workflow's settings (no digest threshold, which is the
+	// organization's); UseDefaults: the workflow sets nothing of its own.
+	ForWorkflow bool
+	UseDefaults bool
+}
+
+// NotifyWorkflowVM feeds NotifyWorkflowSettings: one workflow's notification settings,
+// saved into its definition (a new version).
+type NotifyWorkflowVM struct {
+	WorkflowName, WorkflowURL, OrgSettingsURL string
+	Version                                   int
+	Form                                      NotifySettingsForm
+	CSRF                                      string
 }
 
 // Check is one checkbox of a group.
@@ -115,6 +128,7 @@ type NotifyCardVM struct {
 	Events      string // "retries exhausted, dead-letter queue"
 	Overridden  []string
 	SettingsURL string // admins: the organization's settings
+	EditURL     string // admins: this workflow's own settings
 }
 
 // deliveryTone colours a delivery status.

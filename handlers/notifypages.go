@@ -323,7 +323,9 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 		vm.NextURL = h.s.url("notifications.deliveries") + "?" + next.Encode()
 	}
 	for _, d := range page.Items {
-		vm.Rows = append(vm.Rows, h.deliveryRow(l, d, page.Users))
+		r := h.deliveryRow(l, d, page.Users)
+		r.Subject = page.Subjects[d.ExecutionID]
+		vm.Rows = append(vm.Rows, r)
 	}
 	return render(c, status, pages.NotifyDeliveries(h.s.page(c, "notifications.log.title", "deliveries"), vm))
 }

@@ -116,8 +116,8 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 				t.Error("the emails do not name the client or say, in Polish, that the execution is in the DLQ")
 			}
 			log := get("/notifications/deliveries")
-			if !strings.Contains(log, "admin@demo.lifeline.local") {
-				t.Error("the delivery log does not list the admin's email")
+			if !strings.Contains(log, "admin@demo.lifeline.local") || !strings.Contains(log, "Nowak i Wspólnicy") {
+				t.Error("the delivery log does not list the admin's email, or does not name the client")
 			}
 
 			// The kickoff's VAT filing with a NIP a digit short is handled: the failure goes back

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ type DeliveryPage struct {
 	Items []Delivery
 	// Users names the in-app recipients (user ids) by their email address.
 	Users map[string]string
+	// Subjects are the subjects of the deliveries' executions (the client), by execution id.
+	Subjects map[string]string
 	// Next is the cursor of the following page, "" on the last one.
 	Next string
 }
@@ -84,6 +87,24 @@ func (s *Service) DeliveryLog(ctx context.Context, orgID string, f DeliveryFilte
 		}
 		for _, u := range users {
 			page.Users[u.ID] = u.Email
+		}
+	}
+	page.Subjects = map[string]string{}
+	var execIDs []string
+	for _, r := range rows {
+		if r.ExecutionID != "" && !slices.Contains(execIDs, r.ExecutionID) {
+			execIDs = append(execIDs, r.ExecutionID)
+		}
+	}
+	if len(execIDs) > 0 {
+		var exs []models.Execution
+		if err := conn.Select("id", "subject").Where("organization_id = ? AND id IN ?", orgID, execIDs).Find(&exs).Error; err != nil {
+			return DeliveryPage{}, err
+		}
+		for _, ex := range exs {
+			if ex.Subject != nil {
+				page.Subjects[ex.ID] = *ex.Subject
+			}
 		}
 	}
 	page.Items = make([]Delivery, 0, len(rows))

@@ -97,6 +97,7 @@ type NotifyDeliveryRow struct {
 	SentAt, SentAtText        string
 	NextAt, NextAtText        string
 	ExecutionURL, ExecutionID string
+	Subject                   string // the execution's subject (the client), "" without one
 	ResendURL                 string // "" when it cannot be sent again now
 }
 

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,19 @@ type DB struct {
 
 // DefaultSQLitePath is where the embedded database lives when DATABASE_URL is unset.
 const DefaultSQLitePath = "./data/lifeline.db"
+
+// WithPool returns a PostgreSQL url with its connection pool sized to n (the pgx parameter
+// pool_max_conns), unless the url sizes it already; other urls are returned as they are.
+func WithPool(url string, n int) string {
+	if n <= 0 || strings.Contains(url, "pool_max_conns") || !(strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")) {
+		return url
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "pool_max_conns=" + strconv.Itoa(n)
+}
 
 // Open connects to url: "postgres://…" or "postgresql://…" for PostgreSQL; "sqlite://PATH",
 // "file:PATH", a plain path, or "" (DefaultSQLitePath) for embedded SQLite in WAL mode.

@@ -61,3 +61,18 @@ func TestMigrateAndRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+func TestWithPool(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"postgres://u@h/db", "postgres://u@h/db?pool_max_conns=30"},
+		{"postgresql://u@h/db?sslmode=disable", "postgresql://u@h/db?sslmode=disable&pool_max_conns=30"},
+		{"postgres://u@h/db?pool_max_conns=5", "postgres://u@h/db?pool_max_conns=5"},
+		{"sqlite:///tmp/x.db", "sqlite:///tmp/x.db"},
+		{"", ""},
+	}
+	for _, c := range cases {
+		if got := models.WithPool(c.in, 30); got != c.want {
+			t.Errorf("WithPool(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -54,7 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
 	}
-	db, err := models.Open(ctx, cfg.DatabaseURL)
+	// PostgreSQL's pool: a connection for each worker and room for the web requests, River's
+	// own work and the reconciler (unless DATABASE_URL sets pool_max_conns).
+	db, err := models.Open(ctx, models.WithPool(cfg.DatabaseURL, cfg.Workers+10))
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,9 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 		b.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make bench` starts a throwaway server")
 	}
 	url := modeltest.URL(b, dialect)
+	if n, err := strconv.Atoi(os.Getenv("BENCH_POOL")); err == nil {
+		url = models.WithPool(url, n)
+	}
 	db, err := models.Open(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)

@@ -288,6 +288,9 @@ func (db *DB) MarkAllNotificationsRead(ctx context.Context, orgID, userID string
 	return res.RowsAffected, res.Error
 }
 
+// MaskedWebhookMark ends every masked webhook URL.
+const MaskedWebhookMark = "/•••"
+
 // MaskWebhookURL shows a webhook URL's scheme and host only.
 func MaskWebhookURL(u string) string {
 	if u == "" {
@@ -304,5 +307,5 @@ func MaskWebhookURL(u string) string {
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
 		rest = rest[at+1:]
 	}
-	return scheme + rest + "/•••"
+	return scheme + rest + MaskedWebhookMark
 }

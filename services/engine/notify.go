@@ -26,12 +26,27 @@ var _ Notifier = (*notify.Service)(nil)
 // again never notifies twice.
 func (e *Engine) SetNotifier(n Notifier) { e.notifier = n }
 
-// emit hands ev to the notifier, if there is one.
+// emit hands ev to the notifier, if there is one, inside a savepoint of tx: a notification
+// that cannot be recorded (a recipient the database refuses, a webhook URL that cannot be
+// sealed or opened) is rolled back alone and logged, and the failure is recorded without it.
+// Only an error that also breaks tx (the savepoint cannot be rolled back to) is returned.
 func (e *Engine) emit(tx *gorm.DB, ev notify.Event) error {
 	if e.notifier == nil {
 		return nil
 	}
-	return e.notifier.Emit(tx, ev)
+	if err := tx.SavePoint("notify").Error; err != nil {
+		return err
+	}
+	err := e.notifier.Emit(tx, ev)
+	if err == nil {
+		return nil
+	}
+	if rerr := tx.RollbackTo("notify").Error; rerr != nil {
+		return rerr
+	}
+	e.log.Warn("a notification could not be recorded; the failure is recorded without it",
+		"kind", ev.Kind, "execution_id", ev.ExecutionID, "step_id", ev.StepID, "err", err)
+	return nil
 }
 
 // stepEvent is the event of a failure of attempt a (kind, once per attempt).

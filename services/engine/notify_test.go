@@ -16,6 +16,7 @@ import (
 
 	"github.com/alexedwards/argon2id"
 	"github.com/riverqueue/river"
+	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -285,5 +286,34 @@ func TestFailuresAreNotified(t *testing.T) {
 		if len(evs) != 1 || json.Unmarshal(evs[0].Payload, &payload) != nil || payload["RetriesExhausted"] != true || payload["StepName"] != "Wysyłka JPK" {
 			t.Errorf("dlq event %s", evs[0].Payload)
 		}
+	})
+}
+
+// refusedNotifier's Emit makes the database refuse a statement inside the engine's
+// transaction (a NOT NULL violation: on PostgreSQL it aborts the transaction).
+type refusedNotifier struct{}
+
+func (refusedNotifier) Emit(tx *gorm.DB, _ notify.Event) error {
+	return tx.Exec("INSERT INTO notification_events (id) VALUES (NULL)").Error
+}
+
+// TestANotificationNeverAffectsTheWorkflow: a notification the database refuses is rolled
+// back alone; the failure, its retry and its dead letter are recorded as without it.
+func TestANotificationNeverAffectsTheWorkflow(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		h.eng.SetNotifier(refusedNotifier{})
+		svc := &scripted{script: []int{-503}}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(httpDef(srv.URL, `{"maxRetries": 1, "initialDelayMs": 1000, "jitterRatio": 0}`)), `{"nip": "1"}`)
+		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecDLQPending {
+			t.Fatalf("status %s", got.Status)
+		}
+		if n := len(svc.Calls()); n != 2 {
+			t.Errorf("%d calls, want the attempt and its retry", n)
+		}
+		h.deadLetter(ex.ID)
 	})
 }

@@ -48,8 +48,10 @@ func (w *NotifyWorker) Work(ctx context.Context, _ *river.Job[NotifyArgs]) error
 	}
 }
 
-// Timeout bounds a dispatch (each send has its own timeout).
-func (w *NotifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return time.Minute }
+// Timeout bounds a dispatch: a batch at the sends' worst (each has its own timeout, 15 s,
+// four at a time) fits in it, so a slow server does not cut a batch short; outcomes are
+// recorded even when it ends (see notify.Service.Dispatch).
+func (w *NotifyWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return 5 * time.Minute }
 
 // NotifyRetentionArgs deletes old notifications (notify.Retention).
 type NotifyRetentionArgs struct{}

@@ -192,17 +192,17 @@ func (s *Service) Test(ctx context.Context, orgID, userID string, ch Channel) er
 		d.Recipient, d.Target = models.MaskWebhookURL(url), url
 	}
 	d.DedupKey = orgID + ":test:" + d.ID
+	// Created already claimed by this request (sending, with its token and a lease): the
+	// dispatcher never takes it, and a request that dies leaves it to be failed, not resent.
+	tok, lease := models.NewID(), now.Add(s.cfg.Lease)
+	d.Status, d.ClaimToken, d.LeaseUntil, d.Attempts = models.DeliverySending, &tok, &lease, 1
 	if err := s.db.SealDeliveryTarget(&d); err != nil {
 		return err
 	}
 	if err := s.db.Conn(ctx).Create(&d).Error; err != nil {
 		return err
 	}
-	c, err := s.claim(ctx, d.ID, now)
-	if err != nil || c == nil {
-		return fmt.Errorf("notify: claim the test delivery: %w", err)
-	}
-	if err := s.deliver(ctx, c, true); err != nil {
+	if err := s.deliver(ctx, &d, true); err != nil {
 		return err
 	}
 	var done models.NotificationDelivery

@@ -18,6 +18,9 @@ import (
 // dispatchConcurrency is how many deliveries one Dispatch sends at once.
 const dispatchConcurrency = 4
 
+// maxRetryAfter caps the wait a receiver's Retry-After asks for.
+const maxRetryAfter = time.Hour
+
 // Dispatch claims the deliveries that are due (pending and due, or sending with an expired
 // lease), sends them and records each outcome; it returns how many it claimed. A delivery
 // claimed by another dispatcher meanwhile is skipped. Its error is the database's; a
@@ -80,7 +83,12 @@ func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.
 		return nil, err
 	}
 	if err := s.db.OpenDeliveryTarget(&d); err != nil {
-		return nil, err
+		// Its webhook URL cannot be decrypted (a key left the ring): it can never be sent.
+		// It fails now rather than being claimed again every lease, and the batch goes on.
+		s.cfg.Log.Warn("notification not delivered: its target cannot be decrypted", "delivery", d.ID, "err", err)
+		return nil, s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, tok).
+			Updates(map[string]any{"status": models.DeliveryFailed, "last_error": "the webhook URL cannot be decrypted with the current keys",
+				"lease_until": nil, "updated_at": now}).Error
 	}
 	return &d, nil
 }
@@ -89,14 +97,18 @@ func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.
 // failure is final (test messages).
 func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, once bool) error {
 	m, app, err := s.message(ctx, d)
+	// What happened is recorded even if the job's context ends meanwhile: a message sent but
+	// not recorded would be sent again when the lease runs out.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
 	if err == nil {
 		if d.Channel == string(App) {
-			return s.recordApp(ctx, d, app)
+			return s.recordApp(rctx, d, app)
 		}
 		err = s.send(ctx, m)
 	}
 	now := s.now()
-	q := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken)
+	q := s.db.Conn(rctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken)
 	if err == nil {
 		return q.Updates(map[string]any{"status": models.DeliverySent, "sent_at": now, "last_error": nil,
 			"lease_until": nil, "updated_at": now}).Error
@@ -114,6 +126,7 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 	if after <= 0 {
 		after = s.cfg.Backoff(d.Attempts)
 	}
+	after = min(after, maxRetryAfter) // a service's Retry-After of a year is not a schedule
 	return q.Updates(map[string]any{"status": models.DeliveryPending, "last_error": msg, "lease_until": nil,
 		"next_attempt_at": now.Add(after), "updated_at": now}).Error
 }

@@ -2,6 +2,8 @@ package notify
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,6 +197,21 @@ func (s *Service) Effective(q *gorm.DB, orgID string, raw json.RawMessage) (Sett
 	return merge(org, w, set), nil
 }
 
+// keyPart is a recipient as a part of a dedup key (at most 400 characters): itself, or a
+// hash of it when it is long (an address may have 320 characters, a webhook URL more).
+func keyPart(recipient string) string {
+	if len(recipient) <= 64 {
+		return recipient
+	}
+	sum := sha256.Sum256([]byte(recipient))
+	return "h:" + hex.EncodeToString(sum[:16])
+}
+
+// digestSlack is how long after its minute a digest waits: an engine transaction that
+// recorded a failure late in the minute may commit a little after it, and its message must
+// still be folded into the digest, not left behind.
+const digestSlack = 30 * time.Second
+
 // Emit records ev and its deliveries in tx, the caller's transaction (the one that records
 // the failure), following the settings (the workflow's settings.errorNotifications over the
 // organization's defaults):
@@ -267,18 +284,18 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 		d := models.NotificationDelivery{ID: models.NewID(), OrganizationID: ev.OrganizationID, EventID: &event.ID,
 			WorkflowID: ev.WorkflowID, ExecutionID: ev.ExecutionID, Channel: string(t.channel), Recipient: t.recipient,
 			Target: t.target, EventKind: string(ev.Kind), Status: models.DeliveryPending, NextAttemptAt: now,
-			WindowStart: window, DedupKey: dedup + ":" + string(t.channel) + ":" + t.recipient, CreatedAt: now, UpdatedAt: now}
+			WindowStart: window, DedupKey: dedup + ":" + string(t.channel) + ":" + keyPart(t.recipient), CreatedAt: now, UpdatedAt: now}
 		// Compensations are explicit messages of a rollback: never folded.
 		if ev.WorkflowID != "" && ev.Kind != Compensation && counts[string(t.channel)+"\x00"+t.recipient] >= int64(st.DigestThreshold) {
 			d.Status = models.DeliveryDigested
-			d.NextAttemptAt = window.Add(time.Minute)
+			d.NextAttemptAt = window.Add(time.Minute + digestSlack)
 			digest := d
 			digest.ID = models.NewID()
 			digest.EventID = nil
 			digest.ExecutionID = ""
 			digest.EventKind = string(Digest)
 			digest.Status = models.DeliveryPending
-			digest.DedupKey = fmt.Sprintf("%s:digest:%s:%s:%s:%d", ev.OrganizationID, ev.WorkflowID, t.channel, t.recipient, window.Unix())
+			digest.DedupKey = fmt.Sprintf("%s:digest:%s:%s:%s:%d", ev.OrganizationID, ev.WorkflowID, t.channel, keyPart(t.recipient), window.Unix())
 			if err := s.db.SealDeliveryTarget(&digest); err != nil {
 				return err
 			}

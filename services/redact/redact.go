@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -41,7 +42,7 @@ const Placeholder = "[REDACTED]"
 // DefaultKeys are the key fragments used when none are configured. Substring
 // matching also covers access_token, refresh_token, client_secret,
 // x-api-key, db_password and the like; "webhookurl" covers a workflow's
-// slackWebhookUrl and teamsWebhookUrl (a webhook's URL is its credential).
+// slackWebhookUrl and teamsWebhookUrl (a webhook's URL is its credential; see AlwaysKeys).
 var DefaultKeys = []string{"password", "secret", "token", "authorization", "api_key", "apikey", "iban", "webhookurl", "webhook_url"}
 
 // Redactor replaces values under secret-looking keys with [Placeholder].
@@ -49,9 +50,13 @@ type Redactor struct {
 	keys []string // normalised, non-empty; nil means DefaultKeys
 }
 
+// AlwaysKeys are secret whatever keys are configured: a webhook's URL is its credential
+// (a workflow's slackWebhookUrl and teamsWebhookUrl).
+var AlwaysKeys = []string{"webhookurl", "webhook_url"}
+
 // New returns a Redactor matching keys. Keys are trimmed and normalised;
 // empty entries are dropped (an empty key would match every key). If nothing
-// is left, DefaultKeys are used.
+// is left, DefaultKeys are used. AlwaysKeys are always added.
 func New(keys []string) *Redactor {
 	var norm []string
 	for _, k := range keys {
@@ -61,6 +66,11 @@ func New(keys []string) *Redactor {
 	}
 	if norm == nil {
 		norm = append([]string(nil), DefaultKeys...)
+	}
+	for _, k := range AlwaysKeys {
+		if !slices.Contains(norm, k) {
+			norm = append(norm, k)
+		}
 	}
 	return &Redactor{keys: norm}
 }

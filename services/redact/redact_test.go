@@ -184,3 +184,14 @@ func TestRestore(t *testing.T) {
 		})
 	}
 }
+
+func TestWebhookURLsAreAlwaysSecret(t *testing.T) {
+	for _, r := range []*Redactor{New(nil), New([]string{"x-custom"})} {
+		if !r.Match("slackWebhookUrl") || !r.Match("teamsWebhookUrl") || !r.Match("webhook_url") {
+			t.Errorf("webhook URLs are not secret with these keys")
+		}
+	}
+	if New([]string{"x-custom"}).Match("password") {
+		t.Error("configured keys replace the defaults")
+	}
+}

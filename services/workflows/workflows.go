@@ -67,7 +67,15 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, r
 }
 
 // Update stores raw as the next version. Running executions keep their version.
+//
+// Webhook URLs are shown masked (see MaskWebhooks): one sent back as it was shown keeps the
+// stored URL.
 func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
+	if strings.Contains(string(raw), models.MaskedWebhookMark) {
+		if cur, err := s.DB.GetWorkflow(ctx, orgID, id); err == nil {
+			raw = restoreWebhooks(raw, cur.Definition)
+		}
+	}
 	def, err := definition.Parse(raw, s.Steps, s.Checks...)
 	if err != nil {
 		return nil, err
@@ -210,4 +218,60 @@ func NotificationsCheck(n interface {
 		_, errs := n.ParseSettings(d.Settings.ErrorNotifications)
 		return errs
 	}
+}
+
+// webhookKeys are the webhook URLs of settings.errorNotifications.
+var webhookKeys = []string{"slackWebhookUrl", "teamsWebhookUrl"}
+
+// errorNotifications returns the settings.errorNotifications object of a decoded definition.
+func errorNotifications(def map[string]any) map[string]any {
+	settings, _ := def["settings"].(map[string]any)
+	en, _ := settings["errorNotifications"].(map[string]any)
+	return en
+}
+
+// MaskWebhooks returns a definition with the webhook URLs of its notification settings
+// masked, as even admins see them (a webhook's URL is its credential); raw when it has none
+// or is not an object.
+func MaskWebhooks(raw []byte) []byte {
+	var def map[string]any
+	if json.Unmarshal(raw, &def) != nil {
+		return raw
+	}
+	en := errorNotifications(def)
+	changed := false
+	for _, k := range webhookKeys {
+		if u, ok := en[k].(string); ok && u != "" {
+			en[k], changed = models.MaskWebhookURL(u), true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	out, err := json.Marshal(def)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// restoreWebhooks puts back into raw the stored webhook URLs that come back masked.
+func restoreWebhooks(raw, stored []byte) []byte {
+	var def, cur map[string]any
+	if json.Unmarshal(raw, &def) != nil || json.Unmarshal(stored, &cur) != nil {
+		return raw
+	}
+	en, old := errorNotifications(def), errorNotifications(cur)
+	for _, k := range webhookKeys {
+		sent, _ := en[k].(string)
+		was, _ := old[k].(string)
+		if was != "" && sent == models.MaskWebhookURL(was) {
+			en[k] = was
+		}
+	}
+	out, err := json.Marshal(def)
+	if err != nil {
+		return raw
+	}
+	return out
 }

@@ -71,6 +71,8 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		return &notify.DeliveryError{Permanent: true, Err: err}
 	case errors.As(err, &rl):
 		return notify.Transient(fmt.Errorf("slack: 429 Too Many Requests, retry after %s", rl.RetryAfter), rl.RetryAfter)
+	case errors.As(err, &sc) && sc.Code >= 200 && sc.Code < 300:
+		return nil // accepted (Slack itself answers 200; a receiver may answer 201 or 204)
 	case errors.As(err, &sc):
 		return notify.HTTPStatus(sc.Code, 0, fmt.Errorf("slack: %s", sc.Status))
 	}

@@ -98,6 +98,11 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		return &notify.DeliveryError{Permanent: true, Err: err}
 	}
 	code, after := rec.last()
+	if code >= 200 && code < 300 {
+		// Accepted: the library wants a 200's body to be "1" (the old connectors' answer);
+		// a Workflows webhook that answers otherwise has still taken the message.
+		return nil
+	}
 	if code == 0 {
 		return notify.Transient(fmt.Errorf("teams: %w", err), 0)
 	}

@@ -261,7 +261,7 @@ func TestHandlerCrash(t *testing.T) {
 			}
 			began := time.Now()
 			first := startChild(t, url, "engine 1")
-			deadline := time.Now().Add(30 * time.Second)
+			deadline := time.Now().Add(60 * time.Second)
 			for keys, _ := desk.snapshot(); len(keys) == 0; keys, _ = desk.snapshot() {
 				if time.Now().After(deadline) {
 					t.Fatal("the handler never ran")
@@ -272,7 +272,7 @@ func TestHandlerCrash(t *testing.T) {
 			first.kill(t)
 
 			second := startChild(t, url, "engine 2")
-			deadline = time.Now().Add(30 * time.Second)
+			deadline = time.Now().Add(60 * time.Second)
 			var got models.Execution
 			for {
 				if err := db.Conn(ctx).First(&got, "id = ?", ex.ID).Error; err != nil {

@@ -51,12 +51,9 @@ func newNotifApp(t *testing.T, db *models.DB) *notifApp {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sink.Close() })
-	host, port, _ := strings.Cut(sink.Addr(), ":")
-	var p int
-	fmt.Sscan(port, &p)
 	allow := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	ns := notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
-		notify.Email: email.New(email.Config{Host: host, Port: p, TLS: email.TLSNone, From: "lifeline@lifeline.test"}),
+		notify.Email: email.New(sink.Config("lifeline@lifeline.test")),
 		notify.Slack: slack.New(outbound.NewClient(outbound.Options{Allow: allow, Timeout: 5 * time.Second})),
 	}})
 	as := &auth.Service{DB: db, Params: fastHash}

@@ -627,7 +627,7 @@ func (h *NotifyPagesHandler) WorkflowSave(c echo.Context) error {
 		stored, _ := own[k].(string)
 		switch {
 		case stored != "" && sent == models.MaskWebhookURL(stored):
-			doc[k] = stored
+			// the workflow's own, sent back masked: Workflows.Update restores it
 		case sent == "" || (inherited != "" && sent == models.MaskWebhookURL(inherited)):
 			delete(doc, k) // the organization's
 		}

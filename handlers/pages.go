@@ -419,24 +419,20 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 // ways), says where the execution went after each handler, and moves each handler that ran
 // right after the step it handled. failure, when it is a handled one, names its handler.
 func handlerLinks(d *executionDetail, steps []pages.StepVM, failure *pages.FailureVM) []pages.StepVM {
-	owner := map[string]pages.StepLink{} // attempt id → its step
-	for _, sd := range d.Steps {
-		for _, a := range sd.Attempts {
-			owner[a.ID] = pages.StepLink{ID: sd.Step.ID, Name: sd.Step.Title()}
+	link := func(id string) pages.StepLink {
+		if id == "" {
+			return pages.StepLink{}
 		}
+		return pages.StepLink{ID: id, Name: d.Def.Steps[d.Def.Index(id)].Title()}
 	}
-	handedTo := map[string]pages.StepLink{} // failed step id → handler
+	handled, handedTo := d.handoffs()
 	for i := range steps {
 		sd := d.Steps[steps[i].Index-1]
 		if !sd.Step.Handler || len(sd.Attempts) == 0 {
 			continue
 		}
-		last := sd.Attempts[len(sd.Attempts)-1]
-		if last.HandlesAttemptID != nil {
-			steps[i].Handles = owner[*last.HandlesAttemptID]
-			handedTo[steps[i].Handles.ID] = pages.StepLink{ID: sd.Step.ID, Name: sd.Step.Title()}
-		}
-		if last.Status == models.StepSucceeded {
+		steps[i].Handles = link(handled[sd.Step.ID])
+		if sd.Attempts[len(sd.Attempts)-1].Status == models.StepSucceeded {
 			if n := d.Def.Index(sd.Step.Next); sd.Step.Next != "" && n >= 0 {
 				steps[i].WentOn = pages.StepLink{ID: sd.Step.Next, Name: d.Def.Steps[n].Title()}
 			} else {
@@ -449,7 +445,7 @@ func handlerLinks(d *executionDetail, steps []pages.StepVM, failure *pages.Failu
 		if st.Handler && st.Handles.ID != "" {
 			continue // placed after the step it handles
 		}
-		st.HandedTo = handedTo[st.ID]
+		st.HandedTo = link(handedTo[st.ID])
 		out = append(out, st)
 		if st.HandedTo.ID == "" {
 			continue
@@ -461,7 +457,7 @@ func handlerLinks(d *executionDetail, steps []pages.StepVM, failure *pages.Failu
 		}
 	}
 	if failure != nil {
-		if h, ok := handedTo[failure.StepID]; ok && d.Ex.Status != models.ExecDLQPending {
+		if h := link(handedTo[failure.StepID]); h.ID != "" && d.Ex.Status != models.ExecDLQPending {
 			failure.HandlerID, failure.HandlerName = h.ID, h.Name
 		}
 	}

@@ -67,6 +67,25 @@ type executionDetail struct {
 	Compensations []models.CompensationAction
 }
 
+// handoffs are the on-failure hand-overs of the execution: the step each handler that ran
+// handled (handler id → failed step id), and the reverse (failed step id → handler id).
+func (d *executionDetail) handoffs() (handled, handedTo map[string]string) {
+	owner := map[string]string{} // attempt id → its step id
+	for _, sd := range d.Steps {
+		for _, a := range sd.Attempts {
+			owner[a.ID] = sd.Step.ID
+		}
+	}
+	handled, handedTo = map[string]string{}, map[string]string{}
+	for _, sd := range d.Steps {
+		if n := len(sd.Attempts); sd.Step.Handler && n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil {
+			failed := owner[*sd.Attempts[n-1].HandlesAttemptID]
+			handled[sd.Step.ID], handedTo[failed] = failed, sd.Step.ID
+		}
+	}
+	return handled, handedTo
+}
+
 // apiCompensation is one compensation of a rollback.
 type apiCompensation struct {
 	ID               string          `json:"id"`
@@ -227,28 +246,12 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 		out.Compensations = compensationsOf(d.Compensations)
 	}
 	out.Steps = []apiStep{}
-	owner := map[string]string{} // attempt id → step id
-	for _, sd := range d.Steps {
-		for _, a := range sd.Attempts {
-			owner[a.ID] = sd.Step.ID
-		}
-	}
-	handledBy := map[string]string{}
-	for _, sd := range d.Steps {
-		for _, a := range sd.Attempts {
-			if a.HandlesAttemptID != nil {
-				handledBy[owner[*a.HandlesAttemptID]] = sd.Step.ID
-			}
-		}
-	}
+	handled, handedTo := d.handoffs()
 	for _, sd := range d.Steps {
 		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Attempts: []apiAttempt{},
-			Handler: sd.Step.Handler, HandledBy: handledBy[sd.Step.ID]}
+			Handler: sd.Step.Handler, HandledBy: handedTo[sd.Step.ID], HandlerFor: handled[sd.Step.ID]}
 		if sd.Step.Handler {
 			st.Serves, st.Next = d.Def.Served(sd.Index), sd.Step.Next
-			if n := len(sd.Attempts); n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil {
-				st.HandlerFor = owner[*sd.Attempts[n-1].HandlesAttemptID]
-			}
 		}
 		for _, a := range sd.Attempts {
 			aa := apiAttempt{Attempt: a.Attempt, Status: a.Status, IdempotencyKey: a.IdempotencyKey, ScheduledAt: rfc(a.ScheduledAt),

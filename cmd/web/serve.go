@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -181,9 +179,8 @@ func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Log
 		} else {
 			log.Info("demo SMTP sink: emails are received and kept in memory (see /demo/inbox)", "addr", sink.Addr())
 			stop = func() { _ = sink.Close() }
-			_, port, _ := net.SplitHostPort(sink.Addr())
-			p, _ := strconv.Atoi(port)
-			smtpCfg = &email.Config{Host: "127.0.0.1", Port: p, TLS: email.TLSNone, From: "Lifeline Demo <lifeline@demo.lifeline.local>"}
+			c := sink.Config("Lifeline Demo <lifeline@demo.lifeline.local>")
+			smtpCfg = &c
 		}
 	}
 	if smtpCfg != nil {

@@ -80,9 +80,6 @@ func TestFailuresAreNotified(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sink.Close()
-		host, port, _ := strings.Cut(sink.Addr(), ":")
-		var smtpPort int
-		fmt.Sscan(port, &smtpPort)
 		hk := &hooks{posts: map[string][]string{}}
 		hookSrv := httptest.NewServer(hk)
 		defer hookSrv.Close()
@@ -91,7 +88,7 @@ func TestFailuresAreNotified(t *testing.T) {
 		tm := teams.New(client)
 		tm.SkipURLCheck = true
 		notifier := notify.New(db, notify.Config{BaseURL: "https://lifeline.example", Allow: loopback, Senders: map[notify.Channel]notify.Sender{
-			notify.Email: email.New(email.Config{Host: host, Port: smtpPort, TLS: email.TLSNone, From: "lifeline@biuro.example"}),
+			notify.Email: email.New(sink.Config("lifeline@biuro.example")),
 			notify.Slack: slack.New(client), notify.Teams: tm}})
 
 		reg := loopbackSteps()

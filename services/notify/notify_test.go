@@ -147,16 +147,13 @@ func newEnv(t *testing.T, db *models.DB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sink.Close() })
-	host, port, _ := strings.Cut(sink.Addr(), ":")
-	var p int
-	fmt.Sscan(port, &p)
 	client := outbound.NewClient(outbound.Options{Allow: loopback, Timeout: 5 * time.Second})
 	tm := teams.New(client)
 	tm.SkipURLCheck = true
 	clk := &clock{t: time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)}
 	svc := notify.New(db, notify.Config{BaseURL: "https://lifeline.example.pl/", Allow: loopback, Now: clk.Now,
 		Senders: map[notify.Channel]notify.Sender{
-			notify.Email: email.New(email.Config{Host: host, Port: p, TLS: email.TLSNone, Username: "lifeline", Password: "smtp-haslo", From: "Lifeline <alerts@lifeline.example.pl>"}),
+			notify.Email: email.New(withLogin(sink.Config("Lifeline <alerts@lifeline.example.pl>"), "lifeline", "smtp-haslo")),
 			notify.Slack: slack.New(client), notify.Teams: tm,
 		}})
 	return &env{db: db, svc: svc, clk: clk, sink: sink, org: newOrg(t, db, "Biuro Nowak")}
@@ -695,4 +692,10 @@ func TestTextsHaveBothLanguages(t *testing.T) {
 			t.Errorf("pl lacks %s", k)
 		}
 	}
+}
+
+// withLogin is c with a user name and password.
+func withLogin(c email.Config, user, password string) email.Config {
+	c.Username, c.Password = user, password
+	return c
 }

@@ -2,7 +2,6 @@ package email_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -16,10 +15,7 @@ func TestReadWhatTheSinkReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	host, port, _ := strings.Cut(sink.Addr(), ":")
-	var p int
-	fmt.Sscan(port, &p)
-	s := email.New(email.Config{Host: host, Port: p, TLS: email.TLSNone, From: "Lifeline <alerts@biuro.example>"})
+	s := email.New(sink.Config("Lifeline <alerts@biuro.example>"))
 	text := "Przyczyna: NIP musi mieć 10 cyfr.\n" + strings.Repeat("Zażółć gęślą jaźń. ", 10) + "\nhttps://lifeline.example/executions/01a2"
 	err = s.Send(context.Background(), notify.Message{Channel: notify.Email, To: "ksiegowa@biuro.example", Lang: "pl",
 		Title: "Wykonanie przepływu „Deklaracja VAT” trafiło do kolejki DLQ", Text: text, HTML: "<p>HTML</p>", DedupKey: "k1"})

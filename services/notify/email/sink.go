@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -63,6 +64,13 @@ func StartSink(addr string, s *Sink) (*Sink, error) {
 
 // Addr is the address the sink listens on.
 func (s *Sink) Addr() string { return s.addr }
+
+// Config is how a Sender reaches this sink (plain SMTP), sending as from.
+func (s *Sink) Config(from string) Config {
+	host, port, _ := net.SplitHostPort(s.addr)
+	p, _ := strconv.Atoi(port)
+	return Config{Host: host, Port: p, TLS: TLSNone, From: from}
+}
 
 // Close stops the server and waits for it.
 func (s *Sink) Close() error {

@@ -78,3 +78,5 @@ require (
 )
 
 tool github.com/a-h/templ/cmd/templ
+
+replace github.com/glebarez/go-sqlite => ./third_party/go-sqlite

@@ -80,7 +80,7 @@ exu AS (
 SELECT now() AS now, (SELECT count(*) FROM fin) AS done`)
 	var now time.Time
 	var done int
-	if err := e.db.Pool.QueryRow(ctx, q.String(), args).Scan(&now, &done); err != nil {
+	if err := e.group.queryRow(ctx, q.String(), args, &now, &done); err != nil {
 		return nil, false, err
 	}
 	if done == 0 {
@@ -110,11 +110,11 @@ exu AS (
 SELECT now(), (SELECT count(*) FROM cl)`
 	var now time.Time
 	var n int
-	err := e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
+	err := e.group.queryRow(ctx, q, pgx.NamedArgs{
 		"id": a.ID, "gen": generation, "running": models.StepRunning, "pending": models.StepPending,
 		"lease": lease.Seconds(), "tolerance": dueTolerance.Seconds(),
 		"expending": models.ExecPending, "exrunning": models.ExecRunning, "step": a.StepID, "ex": ex.ID, "org": ex.OrganizationID,
-	}).Scan(&now, &n)
+	}, &now, &n)
 	if err != nil || n == 0 {
 		return false, now.UTC(), err
 	}

@@ -105,13 +105,17 @@ func benchQueue() jobs.Config {
 	return c
 }
 
-// startMany starts n executions from a few goroutines and returns their ids.
+// startMany starts n executions from a few goroutines (8, or BENCH_STARTERS) and returns
+// their ids.
 func (s *benchStack) startMany(b *testing.B, n int) []string {
 	b.Helper()
 	ids := make([]string, n)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	const starters = 4
+	starters := 8
+	if n, err := strconv.Atoi(os.Getenv("BENCH_STARTERS")); err == nil && n > 0 {
+		starters = n
+	}
 	for w := range starters {
 		wg.Go(func() {
 			for i := w; i < n; i += starters {

@@ -107,6 +107,9 @@ type Engine struct {
 	databases DatabaseExecutor
 	// notifier is told of failures, in the transactions that record them (nil: nobody is).
 	notifier Notifier
+	// group commits the statements that start executions, claim attempts and record steps
+	// together (PostgreSQL; nil on SQLite).
+	group *group
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.
@@ -123,6 +126,9 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 		health:   newHealth(db, log),
 	}
 	e.health.onUp = e.recover
+	if db.Dialect == models.Postgres {
+		e.group = &group{pool: db.Pool}
+	}
 	return e
 }
 
@@ -130,7 +136,12 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 func (e *Engine) Health() *Health { return e.health }
 
 // SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
-func (e *Engine) SetEnqueuer(q Enqueuer) { e.enq = q }
+func (e *Engine) SetEnqueuer(q Enqueuer) {
+	e.enq = q
+	if pq, ok := q.(PgxEnqueuer); ok && e.group != nil {
+		e.group.insert = pq.EnqueuePgx
+	}
+}
 
 // Redactor returns the redactor used for snapshots.
 func (e *Engine) Redactor() *redact.Redactor { return e.redactor }

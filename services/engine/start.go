@@ -207,19 +207,26 @@ au AS (
   SELECT @auid, @org, @actortype, @actor, @action, @entitytype, id, @details, now() FROM ex)
 SELECT now()`
 	var now time.Time
-	err = e.db.Pool.QueryRow(ctx, q, pgx.NamedArgs{
+	// The first attempt's job commits with it when the queue can join the transaction.
+	var jobs func() []Job
+	if e.group.insert != nil {
+		jobs = func() []Job { return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.UTC().Add(delay)}} }
+	}
+	err = e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
 		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject,
 		"aid": a.ID, "aidx": fi, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
-	}).Scan(&now)
+	}, jobs, &now)
 	if err != nil {
 		return nil, false, err
 	}
 	now = now.UTC()
 	ex.CreatedAt, ex.UpdatedAt = now, now
-	if err := e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.Add(delay)}}); err != nil {
-		e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
+	if jobs == nil {
+		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.Add(delay)}}); err != nil {
+			e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
+		}
 	}
 	e.logStarted(ctx, &ex)
 	return &ex, false, nil

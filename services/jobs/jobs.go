@@ -406,6 +406,15 @@ func (r *Runner) EnqueueBulk(ctx context.Context, id string) error {
 	return err
 }
 
+// EnqueuePgx inserts in tx, a transaction of the engine's on PostgreSQL.
+func (r *Runner) EnqueuePgx(ctx context.Context, tx pgx.Tx, jobs []engine.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	_, err := r.pg.InsertManyTx(ctx, tx, params(jobs))
+	return err
+}
+
 // Enqueue inserts outside a transaction.
 func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
 	if len(jobs) == 0 {

@@ -71,8 +71,10 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	if c.LeaseGrace, err = parseDuration(getenv("LIFELINE_LEASE_GRACE"), 30*time.Second); err != nil {
 		return c, fmt.Errorf("LIFELINE_LEASE_GRACE: %w", err)
 	}
-	if c.Workers, err = strconv.Atoi(or(getenv("LIFELINE_WORKERS"), "20")); err != nil || c.Workers < 1 || c.Workers > 1000 {
-		return c, fmt.Errorf("LIFELINE_WORKERS: must be a number from 1 to 1000")
+	if w := getenv("LIFELINE_WORKERS"); w != "" { // unset: 0, the queue's default for the database
+		if c.Workers, err = strconv.Atoi(w); err != nil || c.Workers < 1 || c.Workers > 1000 {
+			return c, fmt.Errorf("LIFELINE_WORKERS: must be a number from 1 to 1000")
+		}
 	}
 	c.EncryptionKeys = strings.TrimSpace(getenv("LIFELINE_ENCRYPTION_KEYS"))
 	if c.EncryptionKeys != "" {

@@ -32,6 +32,7 @@ import (
 	"lifeline/services/auth"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/services/jobs"
 	"lifeline/services/outbound"
 	"lifeline/services/steps"
 )
@@ -54,9 +55,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
 	}
-	// PostgreSQL's pool: a connection for each worker and room for the web requests, River's
-	// own work and the reconciler (unless DATABASE_URL sets pool_max_conns).
-	db, err := models.Open(ctx, models.WithPool(cfg.DatabaseURL, cfg.Workers+10))
+	// PostgreSQL's pool, unless DATABASE_URL sets pool_max_conns (WithPool leaves SQLite alone).
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = jobs.DefaultWorkers(models.Postgres)
+	}
+	db, err := models.Open(ctx, models.WithPool(cfg.DatabaseURL, jobs.PoolSize(workers)))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -54,9 +55,13 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 		b.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make bench` starts a throwaway server")
 	}
 	url := modeltest.URL(b, dialect)
+	// The pool `lifeline serve` sizes for its workers, unless BENCH_POOL says otherwise.
+	q := benchQueue()
+	pool := jobs.PoolSize(cmp.Or(q.Workers, jobs.DefaultWorkers(dialect)))
 	if n, err := strconv.Atoi(os.Getenv("BENCH_POOL")); err == nil {
-		url = models.WithPool(url, n)
+		pool = n
 	}
+	url = models.WithPool(url, pool)
 	db, err := models.Open(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +70,7 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	// The engine and queue as `lifeline serve` configures them (no test intervals).
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	eng := engine.New(db, reg, testLogger(b), engine.Config{})
-	runner, err := jobs.New(db, eng, benchQueue(), testLogger(b))
+	runner, err := jobs.New(db, eng, q, testLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}

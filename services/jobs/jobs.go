@@ -175,7 +175,7 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 
 // Config tunes the queue.
 type Config struct {
-	Workers int // concurrent jobs (default 20)
+	Workers int // concurrent jobs (default: DefaultWorkers of the database)
 	// FetchPollInterval is how often idle workers look for jobs that have fallen due
 	// (default 50 ms): a retry runs within about that much of its time.
 	FetchPollInterval time.Duration
@@ -195,9 +195,26 @@ type Config struct {
 	Clock func() time.Time
 }
 
-func (c Config) withDefaults() Config {
+// DefaultWorkers is how many jobs run at once when nothing says: 20 on SQLite, whose one
+// writer they take turns on; 50 on PostgreSQL, where a worker waiting for its step's commit
+// holds no connection (group commit), so more workers make fuller batches. `make bench`
+// measured 20 and 50 on PostgreSQL: 50 gave more steps a second and later retries less late.
+func DefaultWorkers(dialect string) int {
+	if dialect == models.Postgres {
+		return 50
+	}
+	return 20
+}
+
+// PoolSize is the PostgreSQL connection pool for a process with workers: a worker needs a
+// connection only to read its attempt and for a failure's transaction (its successes go
+// through the engine's two group-commit flushers), so up to 20 for the workers, and room for
+// web requests, River's own work and the reconciler.
+func PoolSize(workers int) int { return min(workers, 20) + 10 }
+
+func (c Config) withDefaults(dialect string) Config {
 	if c.Workers <= 0 {
-		c.Workers = 20
+		c.Workers = DefaultWorkers(dialect)
 	}
 	if c.FetchPollInterval <= 0 {
 		c.FetchPollInterval = 50 * time.Millisecond
@@ -248,7 +265,7 @@ var _ engine.Enqueuer = (*Runner)(nil)
 
 // New builds the River client for db's dialect with Lifeline's workers.
 func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runner, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.withDefaults(db.Dialect)
 	workers := river.NewWorkers()
 	r := &Runner{db: db, eng: eng, log: log}
 	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: r, Rate: cfg.BulkRate}

@@ -102,7 +102,7 @@ func runChains[TTx any, TDriver riverdriver.Driver[TTx]](b *testing.B, driver TD
 	ctx := context.Background()
 	// River gets the queue settings that suit it best on this machine (as measured): many
 	// workers and a fetch as soon as possible, since every step of a chain waits for one.
-	rc := Config{Workers: 100, FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond}.withDefaults().queue()
+	rc := Config{Workers: 100, FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond}.withDefaults(models.SQLite).queue() // Workers is set
 	rc.Workers = river.NewWorkers()
 	river.AddWorker(rc.Workers, w)
 	rc.Logger = slog.New(slog.DiscardHandler)

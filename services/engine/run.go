@@ -405,6 +405,8 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 	return OutcomeDeferred, nil
 }
 
+// release hands a held attempt back: PENDING at the next generation, due now, with its job.
+// It logs that on log (nil: the caller says it for many at once).
 func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
@@ -425,7 +427,9 @@ func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, g
 	if err != nil {
 		return "", err
 	}
-	log.InfoContext(ctx, "attempt handed back; it will run again with the same idempotency key")
+	if log != nil {
+		log.InfoContext(ctx, "attempt handed back; it will run again with the same idempotency key")
+	}
 	return OutcomeReleased, nil
 }
 

@@ -189,7 +189,10 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
 	h := holder{stop: ctx, deadline: leaseDeadline(a)}
 	if chain.steps > 0 { // claimed by its predecessor's commit: not shown yet
-		shown := time.AfterFunc(showAfter, func() { e.showRunning(ex.ID, a.ID, a.StepID) })
+		// The timer's function may still run after this returns, when the caller reuses a
+		// for the next step: it gets copies.
+		exID, attemptID, stepID := ex.ID, a.ID, a.StepID
+		shown := time.AfterFunc(showAfter, func() { e.showRunning(exID, attemptID, stepID) })
 		defer shown.Stop()
 	}
 	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"lifeline/models"
@@ -45,6 +46,9 @@ type Enqueuer interface {
 	// Enqueue enqueues outside any transaction. A job whose (attempt, generation) is already
 	// queued or running is skipped.
 	Enqueue(ctx context.Context, jobs []Job) error
+	// EnqueuePgx enqueues in tx, a PostgreSQL transaction of the engine's own (group commit:
+	// a start commits its first attempt and that attempt's job together).
+	EnqueuePgx(ctx context.Context, tx pgx.Tx, jobs []Job) error
 }
 
 // Config tunes the engine. Zero values take the defaults.
@@ -138,8 +142,8 @@ func (e *Engine) Health() *Health { return e.health }
 // SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
 func (e *Engine) SetEnqueuer(q Enqueuer) {
 	e.enq = q
-	if pq, ok := q.(PgxEnqueuer); ok && e.group != nil {
-		e.group.insert = pq.EnqueuePgx
+	if e.group != nil {
+		e.group.insert = q.EnqueuePgx
 	}
 }
 

@@ -27,17 +27,11 @@ const (
 // group sends statements in batches, each batch one transaction.
 type group struct {
 	pool *pgxpool.Pool
-	// insert queues jobs in a transaction (nil: the queue cannot; see queryRowJobs).
+	// insert queues jobs in a batch's transaction (the Enqueuer's EnqueuePgx).
 	insert   func(ctx context.Context, tx pgx.Tx, jobs []Job) error
 	mu       sync.Mutex
 	pending  []*unit
 	flushers int
-}
-
-// PgxEnqueuer is an Enqueuer that can also insert jobs in a PostgreSQL transaction of the
-// engine's own: then a start commits its first attempt and that attempt's job together.
-type PgxEnqueuer interface {
-	EnqueuePgx(ctx context.Context, tx pgx.Tx, jobs []Job) error
 }
 
 // unit is one statement of one worker: it returns one row, scanned into dest; then jobs,
@@ -58,7 +52,7 @@ func (g *group) queryRow(ctx context.Context, sql string, args pgx.NamedArgs, de
 }
 
 // queryRowJobs is queryRow that also queues the jobs that jobs returns (called once dest is
-// scanned) in the same transaction. It needs g.insert when jobs is not nil.
+// scanned) in the same transaction.
 func (g *group) queryRowJobs(ctx context.Context, sql string, args pgx.NamedArgs, jobs func() []Job, dest ...any) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -181,8 +181,8 @@ func startedEntry(ex *models.Execution, actor audit.Actor, at time.Time) audit.E
 }
 
 // startOne starts an execution without an idempotency key on PostgreSQL in one statement
-// and one commit (the execution, its first attempt and the audit event), then queues the
-// attempt's job. What it writes is what start's transaction writes.
+// (the execution, its first attempt and the audit event), committed with the attempt's job
+// in a group commit. What it writes is what start's transaction writes.
 func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (*models.Execution, bool, error) {
 	ex, err := e.newExecution(wf, def, r, input)
 	if err != nil {
@@ -207,11 +207,8 @@ au AS (
   SELECT @auid, @org, @actortype, @actor, @action, @entitytype, id, @details, now() FROM ex)
 SELECT now()`
 	var now time.Time
-	// The first attempt's job commits with it when the queue can join the transaction.
-	var jobs func() []Job
-	if e.group.insert != nil {
-		jobs = func() []Job { return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.UTC().Add(delay)}} }
-	}
+	// The first attempt's job commits with it.
+	jobs := func() []Job { return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.UTC().Add(delay)}} }
 	err = e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
 		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject,
@@ -223,11 +220,6 @@ SELECT now()`
 	}
 	now = now.UTC()
 	ex.CreatedAt, ex.UpdatedAt = now, now
-	if jobs == nil {
-		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.Add(delay)}}); err != nil {
-			e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
-		}
-	}
 	e.logStarted(ctx, &ex)
 	return &ex, false, nil
 }

@@ -449,7 +449,7 @@ func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := r.pg.InsertManyTx(ctx, tx, params(jobs)); err != nil {
+	if err := r.EnqueuePgx(ctx, tx, jobs); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

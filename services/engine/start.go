@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -294,9 +295,9 @@ func unstorable(v any, path string) string {
 	return ""
 }
 
-// subject renders the workflow's settings.subject over the input: nil when the workflow
-// sets none or it renders empty or fails (the title is then the short id). Secret values of
-// the input never appear in it.
+// subject renders the workflow's settings.subject over the input: nil (the title is then the
+// short id) when the workflow sets none, when it fails, or when it renders to nothing but
+// separators (the input lacks its fields). Secret values of the input never appear in it.
 func (e *Engine) subject(def *definition.Definition, input []byte) *string {
 	if def.Settings.Subject == "" {
 		return nil
@@ -310,8 +311,8 @@ func (e *Engine) subject(def *definition.Definition, input []byte) *string {
 		return nil
 	}
 	s = strings.Join(strings.Fields(redact.MaskValues(s, e.redactor.SecretValues(in))), " ")
-	if s == "" {
-		return nil
+	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return nil // nothing but the template's separators: the input lacks its fields
 	}
 	if r := []rune(s); len(r) > definition.MaxSubject {
 		s = string(r[:definition.MaxSubject-1]) + "…"

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"testing"
+
+	"lifeline/services/definition"
+	"lifeline/services/redact"
+)
+
+// TestSubject: an execution's subject is its settings.subject template over the input; when
+// the input lacks the fields, so that only the template's separators are left, there is no
+// subject (the pages then show the short id).
+func TestSubject(t *testing.T) {
+	e := &Engine{redactor: redact.New(nil)}
+	def := &definition.Definition{}
+	def.Settings.Subject = "{{ input.clientName }} · {{ input.period }}"
+	for _, c := range []struct{ input, want string }{
+		{`{"clientName": "Kwiaciarnia Róża", "period": "2026-10"}`, "Kwiaciarnia Róża · 2026-10"},
+		{`{"clientName": "Kwiaciarnia Róża"}`, "Kwiaciarnia Róża ·"},
+		{`{"period": "2026-10"}`, "· 2026-10"},
+		{`{"bogus": 1}`, ""},
+		{`{"clientName": "  ", "period": "-"}`, ""},
+	} {
+		got := ""
+		if s := e.subject(def, []byte(c.input)); s != nil {
+			got = *s
+		}
+		if got != c.want {
+			t.Errorf("subject of %s = %q, want %q", c.input, got, c.want)
+		}
+	}
+}

@@ -43,6 +43,28 @@ func browserContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// textWhen reads the trimmed text of the first element matching sel until ok accepts it
+// (the page may still be settling after a navigation), and fails the test after 10 s
+// with the last text, the last error and the page.
+func textWhen(t *testing.T, ctx context.Context, sel string, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		text, err := chromedp.Run(rctx, chromedp.TextContent(sel))
+		cancel()
+		text = strings.TrimSpace(text)
+		if err == nil && ok(text) {
+			return text
+		}
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: text %q (%v)\npage: %.3000s", sel, text, err, html)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestBrowserJourney: an accountant logs in, starts a workflow from its page with a JSON
 // input, watches the execution finish live, sees a 422 for bad input, and finds the failed
 // execution in the dead-letter list.
@@ -113,10 +135,7 @@ func TestBrowserJourney(t *testing.T) {
 		chromedp.SetValue(`#token-expires`, "30"),
 		chromedp.Click(`[data-testid=token-form] button[type=submit]`),
 		chromedp.WaitVisible(`[data-testid=token-plain]`))
-	plain, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=token-plain]`))
-	if !strings.HasPrefix(strings.TrimSpace(plain), "llt_") {
-		t.Fatalf("token shown %q", plain)
-	}
+	plain := textWhen(t, ctx, `[data-testid=token-plain]`, func(s string) bool { return strings.HasPrefix(s, "llt_") })
 	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/workflows", "", bearer(strings.TrimSpace(plain))); r.status != 200 {
 		t.Fatalf("the token from the page: %d", r.status)
 	}

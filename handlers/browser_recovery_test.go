@@ -90,6 +90,8 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 
 	// Two items are listed (the tenant's own failure too); the workflow filter keeps ours.
 	step("filter by workflow",
+		// htmx listens for the change once the page has loaded; a change before that is lost.
+		chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`),
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const s = document.querySelector('[data-testid=dlq-filter] select[name=workflowId]');
 		  s.value = %q; s.dispatchEvent(new Event('change', {bubbles: true})); })()`, wf.ID)),
 		chromedp.Poll[chromedp.Void](`location.search.includes('workflowId=`+wf.ID+`') && document.querySelectorAll('[data-testid=dlq-row]').length === 1`))

@@ -90,7 +90,7 @@ func TestOnFailureHandlerAPIAndPages(t *testing.T) {
 		if out := att["output"].(map[string]any); out["taskId"] != "ZAD-17" {
 			t.Errorf("handler output %v", out)
 		}
-		if steps["notify"]["status"] != models.StepPending || len(steps["notify"]["attempts"].([]any)) != 0 {
+		if steps["notify"]["status"] != models.StepNotRun || len(steps["notify"]["attempts"].([]any)) != 0 {
 			t.Errorf("the step after the handled one: %v", steps["notify"])
 		}
 

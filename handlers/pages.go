@@ -380,10 +380,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		if sd.Step.Handler && len(sd.Attempts) == 0 {
 			continue // a handler runs only when a failure is handed to it
 		}
-		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Handler: sd.Step.Handler}
-		if len(sd.Attempts) == 0 && ex.FinishedAt != nil {
-			st.Status = pages.StepNotRun // the execution ended before it
-		}
+		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(ex), Handler: sd.Step.Handler}
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),

@@ -47,12 +47,16 @@ type stepDetail struct {
 	Attempts []models.StepAttempt
 }
 
-// Status is the step's status: its latest attempt's, or PENDING.
-func (s stepDetail) Status() string {
-	if len(s.Attempts) == 0 {
-		return models.StepPending
+// Status is the step's status: its latest attempt's; without one, NOT_RUN once the
+// execution has finished (it ended before the step), else PENDING.
+func (s stepDetail) Status(ex *models.Execution) string {
+	switch {
+	case len(s.Attempts) > 0:
+		return s.Attempts[len(s.Attempts)-1].Status
+	case ex.FinishedAt != nil:
+		return models.StepNotRun
 	}
-	return s.Attempts[len(s.Attempts)-1].Status
+	return models.StepPending
 }
 
 // executionDetail is an execution with its definition and attempts.
@@ -248,7 +252,7 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 	out.Steps = []apiStep{}
 	handled, handedTo := d.handoffs()
 	for _, sd := range d.Steps {
-		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(), Attempts: []apiAttempt{},
+		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(d.Ex), Attempts: []apiAttempt{},
 			Handler: sd.Step.Handler, HandledBy: handedTo[sd.Step.ID], HandlerFor: handled[sd.Step.ID]}
 		if sd.Step.Handler {
 			st.Serves, st.Next = d.Def.Served(sd.Index), sd.Step.Next

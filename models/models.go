@@ -48,6 +48,8 @@ const (
 	StepFailed    = "FAILED"
 	StepDLQ       = "DLQ"
 	StepSkipped   = "SKIPPED"
+	// StepNotRun is shown, never stored: a step of a finished execution that never ran.
+	StepNotRun = "NOT_RUN"
 )
 
 // Error record statuses (seed 000).

@@ -210,9 +210,6 @@ type FailureVM struct {
 	HandlerName string
 }
 
-// StepNotRun is the status shown for a step of an execution that ended before it ran.
-const StepNotRun = "NOT_RUN"
-
 // StepVM is one step of an execution's timeline.
 type StepVM struct {
 	Index           int

@@ -140,7 +140,7 @@ func (a *app) listSeed(name string) *listSeed {
 	} {
 		at := s.now.Add(-d.age)
 		ex := models.Execution{ID: models.NewID(), OrganizationID: tn.org, WorkflowID: d.wf, WorkflowVersion: 1, Status: models.ExecDLQPending,
-			Input: models.JSON(`{}`), TriggerType: "api", CorrelationID: models.NewID(), CreatedAt: at, UpdatedAt: at}
+			Input: models.JSON(`{}`), TriggerType: "api", CorrelationID: models.NewID(), CreatedAt: at, UpdatedAt: at, CurrentStepID: &d.step}
 		if d.subject != "" {
 			ex.Subject = &d.subject
 		}
@@ -462,6 +462,16 @@ func TestExecutionsListFilters(t *testing.T) {
 		}
 		if titles[s.exes[2]] != "Nowak · 2026-10" || titles[s.exes[1]] != strings.Split(s.exes[1], "-")[0] {
 			t.Errorf("titles: %v", titles)
+		}
+		// The step a row stopped at shows by its name, else (none given) by its id.
+		stepsShown := map[string]string{}
+		for _, r := range doc.testID("execution-row") {
+			if st := r.testID("execution-step"); len(st) == 1 {
+				stepsShown[r.attr("data-id")] = st[0].text()
+			}
+		}
+		if stepsShown[s.exes[0]] != "Sprawdzenie NIP" || stepsShown[s.exes[2]] != "export" {
+			t.Errorf("steps shown: %v", stepsShown)
 		}
 		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions?q=Nowak", "", bearer(s.token))
 		if it := r.json(t)["items"].([]any)[0].(map[string]any); it["subject"] != "Nowak · 2026-10" {

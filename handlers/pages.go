@@ -175,7 +175,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 	if err != nil {
 		return err
 	}
-	vm.Recent = s.executionRows(localizer(c), rows)
+	vm.Recent = s.executionRows(localizer(c), rows, workflowSteps{wf.ID: def.Steps})
 	return render(c, status, pages.Workflow(s.page(c, wf.Name, "workflows"), vm))
 }
 
@@ -237,12 +237,14 @@ func (s *Server) startFromForm(c echo.Context) error {
 	return redirect(c, s.url("execution", ex.ID))
 }
 
-func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow) []pages.ExecutionRow {
+// executionRows are list rows; steps gives the current step's name (else its id shows).
+func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow, steps workflowSteps) []pages.ExecutionRow {
 	out := make([]pages.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), Subject: deref(r.Subject), URL: s.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
-			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), CurrentStep: deref(r.CurrentStepID),
+			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
+			CurrentStep: steps.name(r.WorkflowID, deref(r.CurrentStepID)), CurrentStepID: deref(r.CurrentStepID),
 			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage)}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(r.StartedAt, r.FinishedAt)
@@ -265,23 +267,15 @@ func statusText(l *i18n.Localizer) func(string) string {
 	return func(s string) string { return l.TOr("status."+s, strings.ReplaceAll(s, "_", " ")) }
 }
 
-func (s *Server) workflowOptions(c echo.Context, selected string) ([]pages.Option, error) {
-	wfs, err := s.DB.Workflows(c.Request().Context(), principal(c).OrganizationID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]pages.Option, 0, len(wfs))
-	for _, wf := range wfs {
-		out = append(out, pages.Option{Value: wf.ID, Label: wf.Name, Selected: wf.ID == selected})
-	}
-	return out, nil
-}
-
 // executionsPage lists executions. A filter that is not valid answers 422 with the form's
 // field messages (the table, for htmx, says what to fix).
 func (s *Server) executionsPage(c echo.Context) error {
 	p, l := principal(c), localizer(c)
 	f, ferr := executionFilter(c)
+	wfs, err := s.DB.Workflows(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return err
+	}
 	status, table := http.StatusOK, pages.ExecutionTable{}
 	vf := pages.ExecutionFilter{Action: s.url("executions"), Status: f.Status, WorkflowID: f.WorkflowID, Q: f.Q}
 	if me := invalid(ferr); me != nil {
@@ -292,18 +286,14 @@ func (s *Server) executionsPage(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		table.Rows = s.executionRows(l, rows)
+		table.Rows = s.executionRows(l, rows, stepsOf(wfs))
 		table.Filtered = f.Status != "" || f.WorkflowID != "" || f.Q != ""
 		table.NextURL = nextPage(s.url("executions"), next, executionQuery(f))
 	}
 	if isHTMX(c) {
 		return render(c, status, pages.ExecutionTableFragment(table))
 	}
-	wfOpts, err := s.workflowOptions(c, vf.WorkflowID)
-	if err != nil {
-		return err
-	}
-	vf.Statuses, vf.Workflows = options(models.ExecutionStatuses, vf.Status, statusText(l)), wfOpts
+	vf.Statuses, vf.Workflows = options(models.ExecutionStatuses, vf.Status, statusText(l)), workflowChoices(wfs, vf.WorkflowID)
 	vm := pages.ExecutionsVM{Table: table, Filter: vf}
 	return render(c, status, pages.Executions(s.page(c, "nav.executions", "executions"), vm))
 }

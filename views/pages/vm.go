@@ -160,7 +160,8 @@ type ExecutionRow struct {
 	CreatedAt     string
 	CreatedAtText string
 	Duration      string
-	CurrentStep   string
+	CurrentStep   string // the step's name
+	CurrentStepID string
 	ErrorType     string
 	ErrorMessage  string
 }

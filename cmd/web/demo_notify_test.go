@@ -170,6 +170,43 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 				link[1] != "/notifications/deliveries?executionId="+list.Items[0].ID {
 				t.Errorf("the execution page's link to its deliveries: %v", link)
 			}
+			// The kickoff's bank import for Piekarnia Zawada fails at its 4th step (the report)
+			// and rolls back: steps 3, 2 and 1 undone in that order, in the API and on the page
+			// (issue 10).
+			var found struct{ Items []struct{ ID string } }
+			if err := json.Unmarshal([]byte(get("/api/v1/executions?q=Piekarnia+Zawada&status=DLQ_PENDING")), &found); err != nil || len(found.Items) != 1 {
+				t.Fatalf("the rolled-back bank import: %+v %v", found, err)
+			}
+			var rb struct {
+				RollbackStatus string
+				Compensations  []struct{ StepID, Status string }
+			}
+			for deadline := time.Now().Add(30 * time.Second); rb.RollbackStatus != "ROLLED_BACK"; time.Sleep(300 * time.Millisecond) {
+				if err := json.Unmarshal([]byte(get("/api/v1/executions/"+found.Items[0].ID)), &rb); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the rollback never finished: %+v", rb)
+				}
+			}
+			var order []string
+			for _, c := range rb.Compensations {
+				order = append(order, c.StepID+" "+c.Status)
+			}
+			if strings.Join(order, ", ") != "post_ledger completed, match_invoices completed, import_statement completed" {
+				t.Errorf("compensations %v", order)
+			}
+			// The rollback section of the page: its three compensations, last step first.
+			section := get("/executions/" + found.Items[0].ID)
+			if i := strings.Index(section, `data-testid="rollback"`); i >= 0 {
+				section = section[i:]
+				section = section[:strings.Index(section, "</section>")]
+			}
+			at := func(s string) int { return strings.Index(section, s) }
+			if strings.Count(section, `data-testid="compensation"`) != 3 || !(0 <= at("Księgowanie w dzienniku") &&
+				at("Księgowanie w dzienniku") < at("Dopasowanie transakcji do faktur") && at("Dopasowanie transakcji do faktur") < at("Import wyciągu bankowego")) {
+				t.Errorf("the execution page does not show steps 3, 2 and 1 undone in that order: %.2000s", section)
+			}
 		})
 	}
 }

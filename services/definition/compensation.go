@@ -26,14 +26,16 @@ var CompensationTypes = []string{CompAPICall, CompDatabase, CompNotify, CompManu
 // the output of the step it undoes (step.output), every completed step's output and the execution.
 var CompensationRoots = []string{"execution", "input", "step", "steps"}
 
-// Compensation undoes a completed step during a rollback.
+// Compensation undoes a completed step during a rollback. The config keys are seed 000's
+// compensationActionSchema's (endpoint, method, body, sqlTemplate, notificationTemplate,
+// instructions); url, statement and message are accepted for the first three.
 //
-//	api_call           config: url, method (POST), headers, body, timeoutMs: a request through the
-//	                   SSRF guard, with Idempotency-Key compensate:{execution}:{step}
-//	database_operation config: connection (a name an admin configured), statement (one SQL
-//	                   statement with $1, $2… placeholders, no templates), params (templates,
-//	                   bound as parameters), timeoutMs
-//	notification       config: message (template)
+//	api_call           config: endpoint, method (POST), headers, body, timeoutMs: a request
+//	                   through the SSRF guard, with Idempotency-Key compensate:{execution}:{step}
+//	database_operation config: connection (a name an admin configured), sqlTemplate (one SQL
+//	                   statement with $1, $2… placeholders, never rendered as a template),
+//	                   params (templates, bound as parameters), timeoutMs
+//	notification       config: notificationTemplate (template)
 //	manual             config: instructions; the rollback waits until an admin confirms or skips it
 //	none               nothing to undo
 type Compensation struct {
@@ -44,6 +46,25 @@ type Compensation struct {
 }
 
 var compMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+// A config field's names: seed 000's first, then the one Lifeline also accepts.
+var (
+	EndpointKeys = []string{"endpoint", "url"}
+	SQLKeys      = []string{"sqlTemplate", "statement"}
+	MessageKeys  = []string{"notificationTemplate", "message"}
+)
+
+// ConfigString is cfg's trimmed string under the first of keys it has, and that key (keys[0]
+// when it has none).
+func ConfigString(cfg map[string]any, keys []string) (value, key string) {
+	for _, k := range keys {
+		if v, ok := cfg[k]; ok {
+			s, _ := v.(string)
+			return strings.TrimSpace(s), k
+		}
+	}
+	return "", keys[0]
+}
 
 // validateCompensation returns field messages for a step's compensation, keyed under prefix.
 func validateCompensation(c *Compensation, prefix string, errs map[string]string) {
@@ -62,16 +83,16 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 	p := prefix + ".config."
 	switch c.CompensationType {
 	case CompAPICall:
-		u, _ := str("url")
+		u, k := ConfigString(cfg, EndpointKeys)
 		switch {
 		case u == "":
-			errs[p+"url"] = "is required"
+			errs[p+k] = "is required"
 		case !strings.Contains(u, "{{"):
 			if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				errs[p+"url"] = "must be an http or https URL"
+				errs[p+k] = "must be an http or https URL"
 			}
 		case !strings.HasPrefix(strings.ToLower(u), "http://") && !strings.HasPrefix(strings.ToLower(u), "https://"):
-			errs[p+"url"] = "must start with http:// or https://"
+			errs[p+k] = "must start with http:// or https://"
 		}
 		if m, ok := str("method"); ok && !slices.Contains(compMethods, strings.ToUpper(m)) {
 			errs[p+"method"] = "must be one of " + strings.Join(compMethods, ", ")
@@ -80,13 +101,13 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 		if name, _ := str("connection"); name == "" {
 			errs[p+"connection"] = "is required: the name of a database connection"
 		}
-		switch st, _ := str("statement"); {
+		switch st, k := ConfigString(cfg, SQLKeys); {
 		case st == "":
-			errs[p+"statement"] = "is required"
+			errs[p+k] = "is required"
 		case strings.Contains(st, "{{"):
-			errs[p+"statement"] = "must not contain templates; put values in params and refer to them as $1, $2…"
+			errs[p+k] = "must not contain templates; put values in params and refer to them as $1, $2…"
 		case len(st) > 10_000:
-			errs[p+"statement"] = "must be at most 10000 characters"
+			errs[p+k] = "must be at most 10000 characters"
 		}
 		if v, ok := cfg["params"]; ok {
 			if _, isList := v.([]any); !isList {
@@ -94,8 +115,8 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 			}
 		}
 	case CompNotify:
-		if m, _ := str("message"); m == "" {
-			errs[p+"message"] = "is required"
+		if m, k := ConfigString(cfg, MessageKeys); m == "" {
+			errs[p+k] = "is required"
 		}
 	case CompManual:
 		if m, _ := str("instructions"); m == "" {
@@ -121,7 +142,7 @@ func validateCompensation(c *Compensation, prefix string, errs map[string]string
 func (c Compensation) Templated() map[string]any {
 	out := make(map[string]any, len(c.Config))
 	for k, v := range c.Config {
-		if k != "statement" {
+		if !slices.Contains(SQLKeys, k) {
 			out[k] = v
 		}
 	}

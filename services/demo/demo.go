@@ -125,7 +125,7 @@ type compensation struct {
 // undo is the compensation of a bank-import step: the sandbox's /undo/<what>, with the
 // reference from the step's output.
 func undo(base, what string, body map[string]any) *compensation {
-	return &compensation{CompensationType: "api_call", Config: map[string]any{"method": "POST", "url": base + "/undo/" + what, "body": body}}
+	return &compensation{CompensationType: "api_call", Config: map[string]any{"method": "POST", "endpoint": base + "/undo/" + what, "body": body}}
 }
 
 type circuitBreaker struct {

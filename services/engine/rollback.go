@@ -269,7 +269,8 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", "the http step type is not registered in this process")
 		}
-		in := map[string]any{"url": cfg["url"], "method": upperOr(cfg["method"], "POST")}
+		endpoint, _ := definition.ConfigString(cfg, definition.EndpointKeys)
+		in := map[string]any{"url": endpoint, "method": upperOr(cfg["method"], "POST")}
 		for _, k := range []string{"headers", "body"} {
 			if v, ok := cfg[k]; ok && v != nil {
 				in[k] = v
@@ -281,7 +282,7 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 			return nil, classify.New(classify.Permanent, "NO_DATABASES", "database connections are not available in this process")
 		}
 		conn, _ := comp.Config["connection"].(string)
-		stmt, _ := comp.Config["statement"].(string)
+		stmt, _ := definition.ConfigString(comp.Config, definition.SQLKeys)
 		params, _ := cfg["params"].([]any)
 		n, err := e.databases.Exec(rctx, ex.OrganizationID, conn, stmt, params, timeout)
 		if err != nil {
@@ -289,7 +290,7 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 		}
 		return map[string]any{"rowsAffected": n}, nil
 	case definition.CompNotify:
-		msg, _ := cfg["message"].(string)
+		msg, _ := definition.ConfigString(cfg, definition.MessageKeys)
 		// Emitted to the notification channels when the result is recorded (RunCompensation).
 		return map[string]any{"message": msg, "notification": "queued"}, nil
 	}

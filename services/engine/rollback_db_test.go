@@ -52,7 +52,7 @@ func TestRollbackDatabaseOperationAndSSRF(t *testing.T) {
 		  "steps": [
 		    {"id": "book", "type": "transform", "config": {"output": {"id": 1, "note": "{{ input.note }}"}},
 		     "compensation": {"compensationType": "database_operation",
-		       "config": {"connection": "erp", "statement": "UPDATE clients SET note = $1 WHERE id = $2", "params": ["{{ step.output.note }}", "{{ step.output.id }}"]}}},
+		       "config": {"connection": "erp", "sqlTemplate": "UPDATE clients SET note = $1 WHERE id = $2", "params": ["{{ step.output.note }}", "{{ step.output.id }}"]}}},
 		    {"id": "notify", "type": "transform", "config": {"output": 1},
 		     "compensation": {"compensationType": "api_call", "config": {"method": "POST", "url": "http://169.254.169.254/latest/meta-data/"}}},
 		    {"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/fail"}}]}`, time.Now().UnixNano(), srv.URL))

@@ -63,10 +63,10 @@ func rollbackDef(url string, rollbackOnFailure bool, reserveComp string) string 
 	return fmt.Sprintf(`{"name": "Booking %d", "settings": {"retryPolicy": {"maxRetries": 0}, "rollbackOnFailure": %t},
 	  "steps": [
 	    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[3]s/book"},
-	     "compensation": {"compensationType": "api_call", "config": {"method": "DELETE", "url": "%[3]s/cancel/{{ step.output.id }}"},
+	     "compensation": {"compensationType": "api_call", "config": {"method": "DELETE", "endpoint": "%[3]s/cancel/{{ step.output.id }}"},
 	       "retryPolicy": {"maxRetries": 2, "initialDelayMs": 1000, "jitterRatio": 0}}},
 	    {"id": "note", "type": "transform", "config": {"output": {"client": "{{ input.client }}"}},
-	     "compensation": {"compensationType": "notification", "config": {"message": "Booking for {{ step.output.client }} undone"}}},
+	     "compensation": {"compensationType": "notification", "config": {"notificationTemplate": "Booking for {{ step.output.client }} undone"}}},
 	    {"id": "reserve", "type": "http", "config": {"method": "POST", "url": "%[3]s/book"}, "compensation": %[4]s},
 	    {"id": "file", "type": "http", "config": {"method": "POST", "url": "%[3]s/fail"}}
 	  ]}`, time.Now().UnixNano(), rollbackOnFailure, url, reserveComp)

@@ -11,6 +11,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/engine"
 )
 
 // TestShutdownReleasesInFlightAttempt: a graceful stop that cannot wait for a slow step
@@ -88,9 +89,48 @@ func TestRetention(t *testing.T) {
 			Update("expires_at", time.Now().UTC().Add(-time.Minute)).Error; err != nil {
 			t.Fatal(err)
 		}
+		// Beside it, more than a batch of items past their time, and items of day 29 (a day
+		// left) and a processing one past its time: only the due pending ones expire.
+		var orig models.DeadLetter
+		if err := db.Conn(ctx).First(&orig, "execution_id = ?", ex.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		var origEx models.Execution
+		var origErr models.ExecutionError
+		if db.Conn(ctx).First(&origEx, "id = ?", ex.ID).Error != nil || db.Conn(ctx).First(&origErr, "id = ?", orig.ErrorID).Error != nil {
+			t.Fatal("the dead letter's execution and error")
+		}
+		clone := func(status string, expiresIn time.Duration) string {
+			e, er, dl := origEx, origErr, orig
+			e.ID, e.CorrelationID = models.NewID(), models.NewID()
+			er.ID, er.ExecutionID = models.NewID(), e.ID
+			dl.ID, dl.ExecutionID, dl.ErrorID, dl.Status, dl.ExpiresAt = models.NewID(), e.ID, er.ID, status, time.Now().UTC().Add(expiresIn)
+			for _, row := range []any{&e, &er, &dl} {
+				if err := db.Conn(ctx).Create(row).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			return dl.ID
+		}
+		for range engine.RetentionBatch + 20 {
+			clone(models.DLQPending, -time.Hour)
+		}
+		day29 := clone(models.DLQPending, 24*time.Hour)
+		processing := clone(models.DLQProcessing, -time.Hour)
 		res, err := h.eng.Retain(ctx)
-		if err != nil || res.ExpiredDeadLetters != 1 {
+		if err != nil || res.ExpiredDeadLetters != engine.RetentionBatch+21 {
 			t.Fatalf("retain: %+v %v", res, err)
+		}
+		for id, want := range map[string]string{day29: models.DLQPending, processing: models.DLQProcessing} {
+			var dl models.DeadLetter
+			if db.Conn(ctx).First(&dl, "id = ?", id).Error != nil || dl.Status != want || string(dl.StepStates) == "[]" {
+				t.Errorf("an item that is not due: %s %s", dl.Status, dl.StepStates)
+			}
+		}
+		var audits int64
+		db.Conn(ctx).Model(&models.AuditEntry{}).Where("action = ? AND organization_id = ?", "dlq.expired", orig.OrganizationID).Count(&audits)
+		if audits != engine.RetentionBatch+21 {
+			t.Errorf("%d dlq.expired audit entries", audits)
 		}
 		var dl models.DeadLetter
 		db.Conn(ctx).First(&dl, "execution_id = ?", ex.ID)

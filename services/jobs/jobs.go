@@ -165,6 +165,10 @@ type RetentionWorker struct {
 	Sessions *auth.SessionStore
 }
 
+// Timeout lets one pass expire a day's dead letters at the million-item scale (River's
+// default is a minute).
+func (w *RetentionWorker) Timeout(*river.Job[RetentionArgs]) time.Duration { return 15 * time.Minute }
+
 // Work runs one retention pass.
 func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs]) error {
 	if _, err := w.Engine.Retain(ctx); err != nil {

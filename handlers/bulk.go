@@ -17,6 +17,7 @@ import (
 // bulkService is what the bulk handlers need.
 type bulkService interface {
 	Create(ctx context.Context, r bulk.Request) (*models.BulkJob, error)
+	CreateOnce(ctx context.Context, r bulk.Request) (*models.BulkJob, bool, error)
 	Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error)
 	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
 }
@@ -56,7 +57,8 @@ type apiBulkItem struct {
 }
 
 // APICreate: POST /api/v1/dlq/bulk with {"action", "ids": […]} or {"action", "filter": {…}}
-// (the list's query keys) and an optional "resolutionNotes" → 202 and the job.
+// (the list's query keys) and an optional "resolutionNotes" → 202 and the job. With an
+// Idempotency-Key, the same request again → 200 and that job (Idempotency-Replayed: true).
 func (h *BulkHandler) APICreate(c echo.Context) error {
 	var req struct {
 		Action          string            `json:"action"`
@@ -67,7 +69,12 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	if err := decodeBody(c, &req); err != nil {
 		return err
 	}
-	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes, Actor: actorOf(principal(c))}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes,
+		Actor: actorOf(principal(c)), IdempotencyKey: key}
 	if req.Filter != nil {
 		v := url.Values{}
 		for k, val := range req.Filter {
@@ -79,11 +86,16 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 		}
 		r.Filter = &f
 	}
-	job, err := h.svc.Create(c.Request().Context(), r)
+	job, replayed, err := h.svc.CreateOnce(c.Request().Context(), r)
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.dlq.bulk", job.ID))
+	if replayed {
+		// The same request with the same Idempotency-Key: the job it made, not a second one.
+		c.Response().Header().Set("Idempotency-Replayed", "true")
+		return c.JSON(http.StatusOK, bulkOf(job, nil, false))
+	}
 	return c.JSON(http.StatusAccepted, bulkOf(job, nil, false))
 }
 

@@ -104,7 +104,13 @@ func TestBulkRetryByFilter(t *testing.T) {
 		}
 
 		// Every pending item of the workflow, not only a page of them.
-		r := post(tn.token, `{"action": "retry", "filter": {"workflowId": "`+wf.ID+`"}, "resolutionNotes": "Okres otwarty"}`)
+		bulkBody := `{"action": "retry", "filter": {"workflowId": "` + wf.ID + `"}, "resolutionNotes": "Okres otwarty"}`
+		keyed := func(body string) resp {
+			h := bearer(tn.token)
+			h["Idempotency-Key"] = "bulk-retry-2026-10"
+			return do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk", body, h)
+		}
+		r := keyed(bulkBody)
 		if r.status != http.StatusAccepted {
 			t.Fatalf("bulk: %d %s", r.status, r.body)
 		}
@@ -147,6 +153,19 @@ func TestBulkRetryByFilter(t *testing.T) {
 		}
 		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk/"+id+"/cancel", "", bearer(tn.token)); r.status != http.StatusConflict {
 			t.Errorf("cancel a finished job: %d %s", r.status, r.body)
+		}
+		// The same request again with its Idempotency-Key (a client that lost the answer):
+		// the same job, not a second one; the key with another request is refused.
+		if again := keyed(bulkBody); again.status != http.StatusOK || again.json(t)["id"] != id || again.header.Get("Idempotency-Replayed") != "true" {
+			t.Errorf("repeated bulk request: %d %s", again.status, again.body)
+		}
+		if other := keyed(`{"action": "skip", "filter": {"workflowId": "` + wf.ID + `"}}`); other.status != http.StatusUnprocessableEntity || fieldsOf(t, other)["Idempotency-Key"] == nil {
+			t.Errorf("the key with another request: %d %s", other.status, other.body)
+		}
+		var jobs int64
+		db.Conn(context.Background()).Model(&models.BulkJob{}).Where("organization_id = ?", tn.org).Count(&jobs)
+		if jobs != 1 {
+			t.Errorf("%d bulk jobs after the repeated request", jobs)
 		}
 
 		// In the browser: select two rows of the other workflow and skip them; the progress

@@ -209,3 +209,15 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // IsNotFound reports whether err is GORM's record-not-found.
 func IsNotFound(err error) bool { return errors.Is(err, gorm.ErrRecordNotFound) }
+
+// IsUniqueViolation reports whether err is a unique constraint's refusal, on either database.
+func IsUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	s := strings.ToLower(err.Error())
+	return strings.Contains(s, "unique") || strings.Contains(s, "duplicate key")
+}

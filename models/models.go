@@ -455,6 +455,9 @@ type BulkJob struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	FinishedAt     *time.Time
+	// IdemKey and RequestHash: the API request's Idempotency-Key and a hash of the request.
+	IdemKey     *string
+	RequestHash *string
 }
 
 func (BulkJob) TableName() string { return "dlq_bulk_jobs" }

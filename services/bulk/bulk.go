@@ -11,6 +11,9 @@ package bulk
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -90,12 +93,85 @@ type Request struct {
 	Filter         *models.DLQFilter
 	Notes          string
 	Actor          audit.Actor
+	// IdempotencyKey makes the request idempotent for IdempotencyTTL: the same key with the
+	// same request gives the same job (Replayed); with another request it is EINVALID.
+	IdempotencyKey string
 }
+
+// IdempotencyTTL is how long a bulk job answers for its Idempotency-Key.
+const IdempotencyTTL = 24 * time.Hour
 
 // Create validates r, records the job with its items and queues it. Errors: EINVALID with
 // field messages (action, ids, filter, resolutionNotes); an id that is not one of the
 // organization's dead letters is an EINVALID on that id.
 func (s *Service) Create(ctx context.Context, r Request) (*models.BulkJob, error) {
+	job, _, err := s.CreateOnce(ctx, r)
+	return job, err
+}
+
+// CreateOnce is Create, and says whether the job is an earlier one, given back for a
+// repeated Idempotency-Key.
+func (s *Service) CreateOnce(ctx context.Context, r Request) (job *models.BulkJob, replayed bool, err error) {
+	if r.IdempotencyKey == "" {
+		job, err = s.create(ctx, r, "")
+		return job, false, err
+	}
+	if len(r.IdempotencyKey) > 255 {
+		return nil, false, models.Invalid("bulk.invalid", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
+	}
+	hash := requestHash(r)
+	if job, err := s.byKey(ctx, r, hash); job != nil || err != nil {
+		return job, job != nil, err
+	}
+	job, err = s.create(ctx, r, hash)
+	if err != nil && models.IsUniqueViolation(err) {
+		// The same key, sent twice at once: the other request's job answers.
+		if job, err := s.byKey(ctx, r, hash); job != nil || err != nil {
+			return job, job != nil, err
+		}
+	}
+	return job, false, err
+}
+
+// byKey is the job an earlier request with r's key made, if it is within IdempotencyTTL
+// (an older one gives its key up). A different request with the key is EINVALID.
+func (s *Service) byKey(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {
+	var job models.BulkJob
+	err := s.DB.Conn(ctx).Where("organization_id = ? AND idem_key = ?", r.OrganizationID, r.IdempotencyKey).First(&job).Error
+	switch {
+	case models.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !job.CreatedAt.Add(IdempotencyTTL).After(s.now()):
+		return nil, s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("id = ?", job.ID).Update("idem_key", nil).Error
+	case deref(job.RequestHash) != hash:
+		return nil, models.Invalid("This Idempotency-Key was already used with a different request body.",
+			map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
+	}
+	return &job, nil
+}
+
+// requestHash identifies a bulk request: its action, items or filter, and notes.
+func requestHash(r Request) string {
+	b, _ := json.Marshal(struct {
+		Action string
+		IDs    []string
+		Filter *models.DLQFilter
+		Notes  string
+	}{r.Action, r.IDs, r.Filter, r.Notes})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func (s *Service) create(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {
 	fields := map[string]string{}
 	if !slices.Contains(Actions, r.Action) {
 		fields["action"] = "must be one of retry, skip, resolve"
@@ -163,6 +239,9 @@ func (s *Service) Create(ctx context.Context, r Request) (*models.BulkJob, error
 	}
 	if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
 		job.CreatedBy = &r.Actor.ID
+	}
+	if r.IdempotencyKey != "" {
+		job.IdemKey, job.RequestHash = &r.IdempotencyKey, &hash
 	}
 	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(job).Error; err != nil {

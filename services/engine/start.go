@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,7 +58,7 @@ func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, 
 	}
 	for attempt := 0; ; attempt++ {
 		ex, replayed, err := e.start(ctx, r, input)
-		if err != nil && r.IdempotencyKey != "" && attempt == 0 && isUniqueViolation(err) {
+		if err != nil && r.IdempotencyKey != "" && attempt == 0 && models.IsUniqueViolation(err) {
 			continue // a concurrent request with the same key won; replay it
 		}
 		return ex, replayed, err
@@ -252,16 +251,6 @@ func normalizeInput(raw []byte) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-func isUniqueViolation(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return true
-	}
-	s := strings.ToLower(err.Error())
-	return strings.Contains(s, "unique") || strings.Contains(s, "duplicate key")
-}
 
 // unstorable names the first value in v that a database would refuse or change: a NUL
 // character (PostgreSQL text and JSONB cannot hold it) or a number outside the range of a

@@ -86,4 +86,20 @@ func TestBrowserRollbackJourney(t *testing.T) {
 	if strings.Join(items, "|") != strings.Join(want, "|") {
 		t.Fatalf("compensations on the page %q, want %q", items, want)
 	}
+
+	// A second failure, rolled back from its dead letter's page.
+	ex2 := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": {}}`, bearer(tn.token)).json(t)["id"].(string)
+	var dlqID string
+	for deadline := time.Now().Add(15 * time.Second); dlqID == ""; time.Sleep(50 * time.Millisecond) {
+		dlqID, _ = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+ex2, "", bearer(tn.token)).json(t)["dlqId"].(string)
+		if time.Now().After(deadline) {
+			t.Fatal("no dead letter for the second execution")
+		}
+	}
+	step("roll back from the dead letter", chromedp.Navigate(a.srv.URL+"/dlq/"+dlqID),
+		chromedp.WaitVisible(`[data-testid=form-rollback] [data-testid=action-rollback]`),
+		chromedp.Click(`[data-testid=form-rollback] [data-testid=action-rollback]`),
+		chromedp.WaitVisible(`[data-testid=rollback]`),
+		chromedp.Poll[chromedp.Void](`location.pathname === '/executions/`+ex2+`' && document.querySelector('[data-testid=rollback]').dataset.status === 'ROLLED_BACK'`,
+			chromedp.WithPollingTimeout(15*time.Second)))
 }

@@ -121,6 +121,8 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	}
 	if ex.RollbackStatus != nil {
 		rec.RolledBack = *ex.RollbackStatus
+	} else if p.Can(models.RoleAdmin) && def != nil && compensable(def, dl.FailedStepID) {
+		rec.RollbackURL = h.s.url("execution.rollback", ex.ID)
 	}
 	if rec.Form.Input == "" {
 		rec.Form.Input = prettyJSON(h.s.redacted(ex.Input))
@@ -129,6 +131,20 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 		rec.Form.Output = "{}"
 	}
 	return rec
+}
+
+// compensable reports whether a step before the failed one declares a compensation: a
+// rollback would have something to undo.
+func compensable(def *definition.Definition, failedStepID string) bool {
+	for _, st := range def.Steps {
+		if st.ID == failedStepID {
+			return false
+		}
+		if st.Compensation != nil && st.Compensation.CompensationType != definition.CompNone {
+			return true
+		}
+	}
+	return false
 }
 
 // definition returns a workflow version's definition, or nil when it cannot be read.

@@ -91,19 +91,19 @@ func policyLine(l *i18n.Localizer, p retry.Policy) string {
 	fmt.Fprintf(&b, "%s · %s", l.N("count.retries", p.MaxRetries), l.TOr("policy.backoff."+string(p.Backoff), string(p.Backoff)))
 	switch p.Backoff {
 	case retry.Exponential:
-		fmt.Fprintf(&b, " %s ×%g", displayDuration(p.InitialDelay), p.Multiplier)
+		fmt.Fprintf(&b, " %s ×%s", displayDuration(l, p.InitialDelay), decimal(l, p.Multiplier, 2))
 	case retry.Custom:
 		var parts []string
 		for _, d := range p.CustomSchedule {
-			parts = append(parts, displayDuration(d))
+			parts = append(parts, displayDuration(l, d))
 		}
 		fmt.Fprintf(&b, " %s", strings.Join(parts, ", "))
 	default:
-		fmt.Fprintf(&b, " %s", displayDuration(p.InitialDelay))
+		fmt.Fprintf(&b, " %s", displayDuration(l, p.InitialDelay))
 	}
-	fmt.Fprintf(&b, " · %s", l.T("policy.max", "Delay", displayDuration(p.MaxDelay)))
+	fmt.Fprintf(&b, " · %s", l.T("policy.max", "Delay", displayDuration(l, p.MaxDelay)))
 	if p.JitterRatio > 0 {
-		fmt.Fprintf(&b, " · %s", l.T("policy.jitter", "Percent", fmt.Sprintf("±%g%%", p.JitterRatio*100)))
+		fmt.Fprintf(&b, " · %s", l.T("policy.jitter", "Percent", "±"+decimal(l, p.JitterRatio*100, 2)+"%"))
 	}
 	return b.String()
 }
@@ -161,7 +161,7 @@ func (s *Server) renderWorkflow(c echo.Context, status int, start pages.StartFor
 			source = "workflow"
 		}
 		row := pages.StepDefRow{Index: i + 1, ID: st.ID, Name: st.Title(), Type: st.Type, Summary: stepSummary(l, st),
-			Timeout: displayDuration(time.Duration(st.Timeout()) * time.Millisecond), Policy: policyLine(l, pol), PolicySource: source,
+			Timeout: displayDuration(l, time.Duration(st.Timeout())*time.Millisecond), Policy: policyLine(l, pol), PolicySource: source,
 			BreakerState: stepBreakerState(&def, i, wf.ID, breakerStates)}
 		handlerRow(l, &def, i, &row)
 		vm.Steps = append(vm.Steps, row)
@@ -206,7 +206,7 @@ func stepSummary(l *i18n.Localizer, st definition.Step) string {
 		return strings.ToUpper(m) + " " + u
 	case "delay":
 		ms, _ := st.Config["ms"].(float64)
-		return l.T("step.summary.delay", "Duration", displayDuration(time.Duration(ms)*time.Millisecond))
+		return l.T("step.summary.delay", "Duration", displayDuration(l, time.Duration(ms)*time.Millisecond))
 	case "transform":
 		return l.T("step.summary.transform")
 	}
@@ -247,7 +247,7 @@ func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow, st
 			CurrentStep: steps.name(r.WorkflowID, deref(r.CurrentStepID)), CurrentStepID: deref(r.CurrentStepID),
 			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage)}
 		if r.FinishedAt != nil && r.StartedAt != nil {
-			row.Duration = span(r.StartedAt, r.FinishedAt)
+			row.Duration = span(l, r.StartedAt, r.FinishedAt)
 		}
 		out = append(out, row)
 	}
@@ -331,6 +331,7 @@ func (s *Server) executionPage(c echo.Context) error {
 			name = d.Def.Steps[i].Title()
 		}
 		vm.Recovery = NewDLQActionsHandler(s, s.Engine, s.DB).recoveryVM(c, d.DLQ, d.Ex, d.Def, name, pages.RecoveryForm{})
+		vm.Recovery.RollbackURL = "" // the page's rollback panel offers it
 	}
 	vm.Rollback = s.rollbackVM(c, d)
 	if s.Notify != nil && p.Can(models.RoleAdmin) {
@@ -353,7 +354,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		CreatedAt: rfc(ex.CreatedAt), CreatedAtText: displayTime(l, ex.CreatedAt), InputJSON: prettyJSON(s.redacted(ex.Input)),
 		Live: ex.Status == models.ExecPending || ex.Status == models.ExecRunning, RefreshURL: s.url("execution", ex.ID)}
 	vm.FinishedAt, vm.FinishedAtText = displayTimePtr(l, ex.FinishedAt)
-	vm.Duration = span(ex.StartedAt, ex.FinishedAt)
+	vm.Duration = span(l, ex.StartedAt, ex.FinishedAt)
 	if d.DLQ != nil {
 		vm.DLQURL = s.url("dlq.item", d.DLQ.ID)
 	}
@@ -374,7 +375,7 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(s.redacted(a.Input)),
-				OutputJSON: prettyJSON(s.redacted(a.Output)), IdempotencyKey: a.IdempotencyKey, Duration: span(a.StartedAt, a.FinishedAt)}
+				OutputJSON: prettyJSON(s.redacted(a.Output)), IdempotencyKey: a.IdempotencyKey, Duration: span(l, a.StartedAt, a.FinishedAt)}
 			av.StartedAt, av.StartedAtText = displayTimePtr(l, a.StartedAt)
 			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {

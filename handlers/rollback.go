@@ -65,6 +65,28 @@ func (h *RollbackHandler) APIStart(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, h.s.apiExecutionDetail(d))
 }
 
+// APIStartDLQ: POST /api/v1/dlq/{id}/rollback, a rollback of a dead letter's execution →
+// 202 with the execution and its compensations.
+func (h *RollbackHandler) APIStartDLQ(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	p := principal(c)
+	dl, err := h.s.DB.GetDLQ(c.Request().Context(), p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	if _, err := h.eng.StartRollback(c.Request().Context(), engine.RollbackRequest{OrganizationID: p.OrganizationID, ExecutionID: dl.ExecutionID, Actor: actorOf(p)}); err != nil {
+		return err
+	}
+	d, err := h.s.loadExecution(c.Request().Context(), p.OrganizationID, dl.ExecutionID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, h.s.apiExecutionDetail(d))
+}
+
 // APIAct: POST /api/v1/compensations/{id}/actions with {"action": "retry" | "skip" | "confirm"}.
 func (h *RollbackHandler) APIAct(c echo.Context) error {
 	var req struct {

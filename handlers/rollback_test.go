@@ -131,3 +131,99 @@ func TestRollbackAPI(t *testing.T) {
 		}
 	})
 }
+
+// TestRollbackFromDLQItem: an admin starts a rollback from a dead letter, on its page or
+// through the API; an accountant does not get the form, and another organization gets 404.
+// Once rolled back, the item warns that retries run against undone steps.
+func TestRollbackFromDLQItem(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Cofanie DLQ")
+		other := a.tenant("Inne Biuro Cofanie")
+		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case r.URL.Path == "/book":
+				fmt.Fprint(w, `{"id": "B-9"}`)
+			case strings.HasPrefix(r.URL.Path, "/cancel/"):
+				fmt.Fprint(w, `{"ok": true}`)
+			default:
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"error": "refused"}`)
+			}
+		}))
+		defer svc.Close()
+		wf, err := a.wfs.Create(context.Background(), rs.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Księgowanie", "settings": {"retryPolicy": {"maxRetries": 0}},
+		  "steps": [
+		    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[1]s/book"},
+		     "compensation": {"compensationType": "api_call", "config": {"method": "DELETE", "endpoint": "%[1]s/cancel/{{ step.output.id }}"}}},
+		    {"id": "file", "type": "http", "config": {"method": "POST", "url": "%[1]s/fail"}}]}`, svc.URL)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// deadLetter starts an execution and waits for its dead letter: (execution, item).
+		deadLetter := func() (string, string) {
+			t.Helper()
+			exID := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": {}}`, bearer(rs.token)).json(t)["id"].(string)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if id, _ := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+exID, "", bearer(rs.token)).json(t)["dlqId"].(string); id != "" {
+					return exID, id
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no dead letter")
+				}
+			}
+		}
+		rolledBack := func(exID string) {
+			t.Helper()
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+exID, "", bearer(rs.token)).json(t)["rollbackStatus"] == models.RolledBack {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never rolled back", exID)
+				}
+			}
+		}
+		admin, csrf := a.browser(rs.tenant)
+		acc, _ := a.browser(rs.accountant)
+		item := func(c *http.Client, id string) string { return do(t, c, "GET", a.srv.URL+"/dlq/"+id, "", nil).body }
+
+		// On the page: the admin's form posts to the execution's rollback and lands on its panel.
+		ex1, dl1 := deadLetter()
+		if p := item(admin, dl1); !strings.Contains(p, `action="/executions/`+ex1+`/rollback" class="form settle" data-testid="form-rollback"`) {
+			t.Fatalf("no rollback form for the admin: %s", p)
+		}
+		if p := item(acc, dl1); strings.Contains(p, `data-testid="form-rollback"`) {
+			t.Error("the accountant gets the rollback form")
+		}
+		r := do(t, admin, "POST", a.srv.URL+"/executions/"+ex1+"/rollback", url.Values{"_csrf": {csrf}}.Encode(),
+			map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/executions/"+ex1+"#rollback" {
+			t.Fatalf("the form: %d %s", r.status, r.header.Get("Location"))
+		}
+		rolledBack(ex1)
+		if p := item(admin, dl1); strings.Contains(p, `data-testid="form-rollback"`) || !strings.Contains(p, `data-testid="rolled-back-warning"`) {
+			t.Errorf("the rolled-back item: a form again, or no warning")
+		}
+
+		// Through the API, by the item's id.
+		ex2, dl2 := deadLetter()
+		u := a.srv.URL + "/api/v1/dlq/" + dl2 + "/rollback"
+		if r := do(t, http.DefaultClient, "POST", u, "", bearer(rs.accountantToken)); r.status != http.StatusForbidden {
+			t.Errorf("accountant: %d", r.status)
+		}
+		if r := do(t, http.DefaultClient, "POST", u, "", bearer(other.token)); r.status != http.StatusNotFound {
+			t.Errorf("another organization: %d", r.status)
+		}
+		r = do(t, http.DefaultClient, "POST", u, "", bearer(rs.token))
+		if r.status != http.StatusAccepted || r.json(t)["id"] != ex2 || r.json(t)["rollbackStatus"] != models.RollingBack {
+			t.Fatalf("start by the item: %d %s", r.status, r.body)
+		}
+		if r := do(t, http.DefaultClient, "POST", u, "", bearer(rs.token)); r.status != http.StatusConflict {
+			t.Errorf("second start: %d", r.status)
+		}
+		rolledBack(ex2)
+	})
+}

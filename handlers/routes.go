@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
 	api.POST("/executions/:id/rollback", rollback.APIStart, requireRole(models.RoleAdmin)).Name = "api.execution.rollback"
+	api.POST("/dlq/:id/rollback", rollback.APIStartDLQ, requireRole(models.RoleAdmin)).Name = "api.dlq.rollback"
 	api.POST("/compensations/:id/actions", rollback.APIAct, requireRole(models.RoleAdmin)).Name = "api.compensation.actions"
 	api.GET("/breakers", breakers.API).Name = "api.breakers"
 	api.POST("/breakers/:id/reset", breakers.APIReset, admin).Name = "api.breakers.reset"

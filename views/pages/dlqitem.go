@@ -54,7 +54,10 @@ type RecoveryVM struct {
 	LatestVersion  int
 	// RolledBack: the execution's completed steps were undone (or are being): retries warn.
 	RolledBack string
-	Form       RecoveryForm
+	// RollbackURL starts a rollback of the completed steps (admins, when one of them has a
+	// compensation and none ran yet); "" hides it.
+	RollbackURL string
+	Form        RecoveryForm
 }
 
 // RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a

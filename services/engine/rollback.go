@@ -121,6 +121,14 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 			return nil, err
 		}
 	}
+	for i := range rows {
+		// Every compensation has its audit entry: one of type none is skipped at once.
+		if *rows[i].Status == models.CompSkipped {
+			if err := compensationEntry(tx, &rows[i], "compensation.skipped", audit.System, now, map[string]any{"reason": "none"}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: actor, Action: "execution.rollback",
 		EntityType: "workflow_execution", EntityID: ex.ID, At: now, Details: map[string]any{"phase": "started", "compensations": len(rows)}}); err != nil {
 		return nil, err

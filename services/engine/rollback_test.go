@@ -301,3 +301,30 @@ func TestRollbackSurvivesAKill(t *testing.T) {
 		}
 	})
 }
+
+// A compensation of type none is skipped at once, and audited like every other.
+func TestRollbackNoneIsAudited(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := &bookings{}
+		srv := httptest.NewServer(svc)
+		defer srv.Close()
+		ex := h.start(h.workflow(rollbackDef(srv.URL, true, `{"compensationType": "none"}`)), `{"client": "Nowak"}`)
+		h.wait(ex.ID, 20*time.Second)
+		if done := h.waitRollback(ex.ID); *done.RollbackStatus != models.RolledBack {
+			t.Fatalf("rollback %s", *done.RollbackStatus)
+		}
+		var order []string
+		for _, c := range h.compensations(ex.ID) {
+			order = append(order, c.StepID+":"+*c.Status)
+		}
+		if strings.Join(order, ",") != "reserve:skipped,note:completed,book:completed" {
+			t.Fatalf("compensations %v", order)
+		}
+		acts := strings.Join(h.auditActions(), ",")
+		if strings.Count(acts, "compensation.skipped") != 1 || strings.Count(acts, "compensation.completed") != 2 {
+			t.Errorf("audit %s", acts)
+		}
+	})
+}

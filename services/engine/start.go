@@ -251,7 +251,6 @@ func normalizeInput(raw []byte) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-
 // unstorable names the first value in v that a database would refuse or change: a NUL
 // character (PostgreSQL text and JSONB cannot hold it) or a number outside the range of a
 // float64 (JSONB refuses 1e1000000). Empty when v can be stored as it is.

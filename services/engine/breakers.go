@@ -41,12 +41,17 @@ const CodeCircuitOpen = "circuit_open"
 // gate is the breaker an attempt passed: which one, and whether the attempt is a half-open trial.
 type gate struct {
 	cfg   breaker.Config
-	key   string
+	key   string // circuit_breaker_state.scope_key, unique in the organization
+	cache string // this process's cache key: the organization's and the scope key
 	id    string // "" while the breaker has no row (it never failed)
 	trial bool
-	wf    *string
-	step  *string
-	host  *string
+	// refused: the breaker refused the attempt and it failed for good without running (its
+	// wait budget ran out). Its failure neither counts nor ends a trial; the gate stays only
+	// so the dead letter records the breaker's state.
+	refused bool
+	wf      *string
+	step    *string
+	host    *string
 }
 
 // waitOnBreaker is the "error" of an attempt an open breaker refused.
@@ -107,35 +112,42 @@ func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[
 			if u, err := url.Parse(raw); err == nil && u.Host != "" {
 				host := strings.ToLower(u.Host)
 				g.key, g.host = "host:"+host, &host
+				g.cache = cacheKey(ex.OrganizationID, g.key)
 				return g
 			}
 		}
 	}
 	step := def.Steps[i].ID
 	g.key, g.wf, g.step = "step:"+ex.WorkflowID+":"+step, &ex.WorkflowID, &step
+	g.cache = cacheKey(ex.OrganizationID, g.key)
 	return g
 }
+
+// cacheKey keys a breaker in this process's cache. A host's scope key is the same in every
+// organization: its id keeps the organizations apart.
+func cacheKey(orgID, scopeKey string) string { return orgID + " " + scopeKey }
 
 // admit asks the breaker whether the attempt may run. It returns a *waitOnBreaker error when
 // the attempt must wait; any other error is the database's.
 func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
-	if id, ok := e.breakers.closed(g.key); ok && a.WaitingBreakerID == nil {
+	if id, ok := e.breakers.closed(g.cache); ok && a.WaitingBreakerID == nil {
 		g.id = id
 		return nil
 	}
+	var now time.Time
 	for try := 0; try < 3; try++ {
 		var rows []models.CircuitBreaker
 		if err := e.db.Conn(ctx).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.key).Limit(1).Find(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) == 0 {
-			e.breakers.set(g.key, "")
+			e.breakers.set(g.cache, "")
 			return e.unwait(ctx, a)
 		}
 		b := &rows[0]
 		g.id = b.ID
-		now, err := e.now(ctx)
-		if err != nil {
+		var err error
+		if now, err = e.now(ctx); err != nil {
 			return err
 		}
 		v := breaker.Admit(stateOf(b), now)
@@ -143,7 +155,7 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 		case !v.Run:
 			return &waitOnBreaker{until: v.Until, id: b.ID}
 		case !v.Trial:
-			e.breakers.set(g.key, b.ID)
+			e.breakers.set(g.cache, b.ID)
 			return e.unwait(ctx, a)
 		}
 		won, err := e.takeTrial(ctx, b, v.ToHalfOpen, now)
@@ -155,7 +167,7 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 			return e.unwait(ctx, a)
 		}
 	}
-	return &waitOnBreaker{until: time.Now().Add(2 * time.Second)}
+	return &waitOnBreaker{until: now.Add(2 * time.Second), id: g.id}
 }
 
 // takeTrial takes a half-open trial slot with a compare-and-set (moving the breaker from open
@@ -228,27 +240,39 @@ func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *
 
 // breakerFailed counts a failure against the attempt's breaker in tx (the transaction that
 // records the failure): a trial's failure reopens it; a counted failure in the closed state
-// is added to the window, and opens it at the threshold.
-func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) error {
-	if g == nil || !g.cfg.Counts(errorType) {
-		if g != nil && g.trial { // the dependency answered: its health is not in doubt
-			return e.breakerSucceededTx(tx, ex, g, now)
-		}
-		return nil
+// is added to the window, and opens it at the threshold. A trial whose error does not count
+// (the dependency answered) closes the breaker like a success: it returns the jobs of the
+// waiting attempts that releases, for tx's commit to queue. An attempt the breaker refused
+// (g.refused) changes nothing. Without a breaker open, this reads nothing.
+func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) ([]Job, error) {
+	if g == nil || g.refused {
+		return nil, nil
 	}
-	defer e.breakers.forget(g.key)
+	if !g.cfg.Counts(errorType) {
+		if g.trial { // the dependency answered: its health is not in doubt
+			return e.closeTx(tx, ex, g, now)
+		}
+		return nil, nil
+	}
+	defer e.breakers.forget(g.cache)
 	if g.trial {
 		r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
 			"state": breaker.Open, "opened_at": now, "trials": 0, "failure_count": gorm.Expr("failure_count + 1"), "last_failure_at": now, "updated_at": now})
 		if r.Error != nil || r.RowsAffected == 0 {
-			return r.Error
+			return nil, r.Error
 		}
 		b, err := breakerRow(tx, g.id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now, map[string]any{"reopened": true, "errorType": errorType, "executionId": ex.ID}))
+		return nil, audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now, map[string]any{"reopened": true, "errorType": errorType, "executionId": ex.ID}))
 	}
+	return nil, e.countFailure(tx, ex, def, g, errorType, now)
+}
+
+// countFailure adds a counted failure of the closed breaker to its window in tx, and opens it
+// at the threshold.
+func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) error {
 	if g.id == "" {
 		b := models.CircuitBreaker{ID: models.NewID(), OrganizationID: ex.OrganizationID, ScopeKey: g.key, WorkflowID: g.wf, StepID: g.step, Host: g.host,
 			State: breaker.Closed, FailureThreshold: g.cfg.FailureThreshold, ResetTimeoutMs: int(g.cfg.ResetTimeout.Milliseconds()),
@@ -308,36 +332,41 @@ func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *
 		return
 	}
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if err := e.breakerSucceededTx(tx, ex, g, now); err != nil {
-			return nil, err
-		}
-		return e.releaseWaiting(tx, g.id, now)
+		return e.closeTx(tx, ex, g, now)
 	})
 	if err != nil {
 		e.log.WarnContext(ctx, "could not close the circuit breaker after a successful trial", "breaker_id", g.id, "err", err)
 	}
 }
 
-func (e *Engine) breakerSucceededTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) error {
-	defer e.breakers.forget(g.key)
+// closeTx closes a half-open breaker whose trial the dependency answered, in tx, and returns
+// the jobs of the waiting attempts it releases (see releaseWaiting). Every close releases the
+// waiting attempts this way: an admin's reset too. Nothing when another worker closed (or
+// reopened) it first: that one released them.
+func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
+	defer e.breakers.forget(g.cache)
 	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
 		"state": breaker.Closed, "trials": 0, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
 		"success_count": gorm.Expr("success_count + 1"), "last_success_at": now, "updated_at": now})
 	if r.Error != nil || r.RowsAffected == 0 {
-		return r.Error
+		return nil, r.Error
 	}
 	if err := tx.Where("breaker_id = ?", g.id).Delete(&models.BreakerFailure{}).Error; err != nil {
-		return err
+		return nil, err
 	}
 	b, err := breakerRow(tx, g.id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return audit.Record(tx, breakerEntry(b, "circuit.closed", audit.System, now, map[string]any{"executionId": ex.ID}))
+	if err := audit.Record(tx, breakerEntry(b, "circuit.closed", audit.System, now, map[string]any{"executionId": ex.ID})); err != nil {
+		return nil, err
+	}
+	return e.releaseWaiting(tx, g.id, now)
 }
 
 // releaseWaiting reschedules the attempts waiting on a breaker that closed, releaseSpacing
-// apart in the order they were waiting, and returns their jobs.
+// apart in the order they were waiting, and returns their jobs (for the closing transaction's
+// commit to queue).
 func (e *Engine) releaseWaiting(tx *gorm.DB, breakerID string, now time.Time) ([]Job, error) {
 	var waiting []models.StepAttempt
 	if err := tx.Select("id, generation").Where("waiting_breaker_id = ? AND status = ?", breakerID, models.StepPending).
@@ -388,7 +417,7 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 			}
 			return nil, err
 		}
-		defer e.breakers.forget(b.ScopeKey)
+		defer e.breakers.forget(cacheKey(b.OrganizationID, b.ScopeKey))
 		action, upd := "circuit.closed", map[string]any{"state": breaker.Closed, "trials": 0, "forced": false, "opened_at": nil,
 			"half_opened_at": nil, "failure_count": 0, "reason": reason, "updated_at": now}
 		if r.Open {

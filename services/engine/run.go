@@ -258,8 +258,9 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			outcome, err := e.waitOn(rctx, h, ex, a, generation, w, log)
 			return outcome, nil, err
 		}
-		// Waited too long: the step fails for good, without counting against the breaker.
-		h.gate = nil
+		// Waited too long: the step fails for good, without counting against the breaker;
+		// its dead letter records the breaker's state.
+		h.gate.refused = true
 		runErr = classify.New(classify.ExternalService, CodeCircuitOpen, fmt.Sprintf(
 			"The circuit breaker stayed open longer than the step may wait (%s); the step was not run.", budget))
 	}
@@ -675,7 +676,8 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 			if err != nil {
 				return nil, err
 			}
-			if err := e.breakerFailed(tx, ex, def, h.gate, string(c.Type), now); err != nil {
+			released, err := e.breakerFailed(tx, ex, def, h.gate, string(c.Type), now)
+			if err != nil {
 				return nil, err
 			}
 			if created {
@@ -722,12 +724,12 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 						return nil, err
 					}
 				}
-				return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: next}}, nil
+				return append(released, Job{AttemptID: na.ID, Generation: na.Generation, RunAt: next}), nil
 			}
 
 			var jobs []Job
 			outcome, jobs, err = e.failedForGood(tx, ex, def, a, generation, upd, failure{errRec, c, policy, decision, retriesDone, h.gate}, retryID, now)
-			return jobs, err
+			return append(released, jobs...), err
 		})
 	})
 	if landed { // a try committed though it seemed to fail: see what it left

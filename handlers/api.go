@@ -291,7 +291,7 @@ func (q *listQuery) err() error {
 // executionFilter reads the executions list's query.
 func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
 	q := newListQuery(c)
-	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionStatuses), WorkflowID: q.workflowID("workflowId"),
+	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionFilterStatuses), WorkflowID: q.workflowID("workflowId"),
 		Q: q.search("q"), Limit: q.limit(), Cursor: q.get("cursor")}
 	return f, q.err()
 }

@@ -245,7 +245,7 @@ func (s *Server) executionRows(l *i18n.Localizer, rows []models.ExecutionRow, st
 			WorkflowURL: s.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
 			CurrentStep: steps.name(r.WorkflowID, deref(r.CurrentStepID)), CurrentStepID: deref(r.CurrentStepID),
-			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage)}
+			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage), Rollback: deref(r.RollbackStatus)}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(l, r.StartedAt, r.FinishedAt)
 		}
@@ -264,7 +264,12 @@ func options(values []string, selected string, label func(string) string) []page
 
 // statusText names statuses in the user's language, as the status badges do.
 func statusText(l *i18n.Localizer) func(string) string {
-	return func(s string) string { return l.TOr("status."+s, strings.ReplaceAll(s, "_", " ")) }
+	return func(s string) string {
+		if slices.Contains(models.RollbackStatuses, s) {
+			return l.T("rollback.status." + s)
+		}
+		return l.TOr("status."+s, strings.ReplaceAll(s, "_", " "))
+	}
 }
 
 // executionsPage lists executions. A filter that is not valid answers 422 with the form's
@@ -293,7 +298,7 @@ func (s *Server) executionsPage(c echo.Context) error {
 	if isHTMX(c) {
 		return render(c, status, pages.ExecutionTableFragment(table))
 	}
-	vf.Statuses, vf.Workflows = options(models.ExecutionStatuses, vf.Status, statusText(l)), workflowChoices(wfs, vf.WorkflowID)
+	vf.Statuses, vf.Workflows = options(models.ExecutionFilterStatuses, vf.Status, statusText(l)), workflowChoices(wfs, vf.WorkflowID)
 	vm := pages.ExecutionsVM{Table: table, Filter: vf}
 	return render(c, status, pages.Executions(s.page(c, "nav.executions", "executions"), vm))
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,5 +226,17 @@ func TestRollbackFromDLQItem(t *testing.T) {
 			t.Errorf("second start: %d", r.status)
 		}
 		rolledBack(ex2)
+
+		// The executions list finds rolled-back executions (its status filter, in the API and
+		// on the page) and marks them.
+		if got := apiIDs(t, do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions?status=ROLLED_BACK", "", bearer(rs.token))); !slices.Equal(got, []string{ex2, ex1}) {
+			t.Errorf("API filter ROLLED_BACK: %v, want %v", got, []string{ex2, ex1})
+		}
+		doc := parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/executions", "", nil).body)
+		key := doc.formKey(t, "filter-status")
+		list := do(t, admin, "GET", a.srv.URL+"/executions?"+url.Values{key: {models.RolledBack}}.Encode(), "", nil).body
+		if got := parseListDoc(t, list).rowIDs("execution-row"); !slices.Equal(got, []string{ex2, ex1}) || strings.Count(list, `data-testid="rollback-badge" data-status="ROLLED_BACK"`) != 2 {
+			t.Errorf("page filter ROLLED_BACK: %v", got)
+		}
 	})
 }

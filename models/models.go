@@ -1,6 +1,9 @@
 package models
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Roles, from most to least powerful.
 const (
@@ -38,6 +41,10 @@ const (
 
 // ExecutionStatuses lists every execution status.
 var ExecutionStatuses = []string{ExecPending, ExecRunning, ExecSucceeded, ExecFailed, ExecPartial, ExecDLQPending}
+
+// ExecutionFilterStatuses are the statuses the executions list filters by: an execution's,
+// or its rollback's (rollback_status beside a failed execution's status).
+var ExecutionFilterStatuses = append(slices.Clone(ExecutionStatuses), RollbackStatuses...)
 
 // Step attempt statuses (seed 002 step model).
 const (
@@ -362,6 +369,9 @@ const (
 	RolledBack     = "ROLLED_BACK"
 	RollbackFailed = "ROLLBACK_FAILED"
 )
+
+// RollbackStatuses lists them.
+var RollbackStatuses = []string{RollingBack, RolledBack, RollbackFailed}
 
 // CompensationAction is one compensation of an execution's rollback: it undoes one completed
 // step. Position orders the rollback (0 runs first: the last completed step). It runs durably

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,7 @@ func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[
 
 // ExecutionFilter narrows ListExecutions. Zero fields do not filter.
 type ExecutionFilter struct {
-	Status     string
+	Status     string // an execution status, or a rollback status (ExecutionFilterStatuses)
 	WorkflowID string
 	// Q is text the subject contains (case-insensitive; on SQLite for ASCII letters only).
 	Q      string
@@ -115,7 +116,8 @@ const executionListColumns = "workflow_executions.id, workflow_executions.organi
 	"workflow_executions.workflow_version, workflow_executions.status, workflow_executions.trigger_type, " +
 	"workflow_executions.correlation_id, workflow_executions.current_step_id, workflow_executions.created_by, " +
 	"workflow_executions.subject, workflow_executions.retry_of, workflow_executions.dead_letter_id, " +
-	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at"
+	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at, " +
+	"workflow_executions.rollback_status"
 
 // ListExecutions returns executions newest first (created_at, then id), and the cursor of
 // the next page ("" at the end). A cursor this server did not make is an EINVALID error on
@@ -126,7 +128,10 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 		Select(executionListColumns+", workflows.name AS workflow_name").
 		Joins("JOIN workflows ON workflows.id = workflow_executions.workflow_id").
 		Where("workflow_executions.organization_id = ?", orgID)
-	if f.Status != "" {
+	switch {
+	case slices.Contains(RollbackStatuses, f.Status):
+		q = q.Where("workflow_executions.rollback_status = ?", f.Status)
+	case f.Status != "":
 		q = q.Where("workflow_executions.status = ?", f.Status)
 	}
 	if f.WorkflowID != "" {

@@ -27,13 +27,13 @@ func StatusTone(status string) string {
 		return "info"
 	case "pending", "queued", "scheduled", "waiting":
 		return "neutral"
-	case "retrying", "compensating", "cancelling":
+	case "retrying", "compensating", "cancelling", "rolling_back", "rollback_failed":
 		return "warn"
 	case "failed", "dlq", "dlq_pending", "error", "timed_out", "timeout":
 		return "danger"
 	case "partial", "partially_succeeded":
 		return "partial"
-	case "skipped", "expired", "cancelled", "canceled", "compensated", "not_run":
+	case "skipped", "expired", "cancelled", "canceled", "compensated", "not_run", "rolled_back":
 		return "muted"
 	}
 	return "neutral"

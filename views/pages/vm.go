@@ -164,6 +164,7 @@ type ExecutionRow struct {
 	CurrentStepID string
 	ErrorType     string
 	ErrorMessage  string
+	Rollback      string // the rollback's status, if the execution was rolled back
 }
 
 // ExecutionVM feeds Execution and its self-refreshing ExecutionBody.

@@ -129,5 +129,32 @@ func TestOnFailureHandlerAPIAndPages(t *testing.T) {
 		if n := wf.testID("handler-serves"); len(n) != 1 || !strings.Contains(n[0].text(), "Wysyłka JPK, Powiadomienie klienta") {
 			t.Error("the handler does not list the steps it serves")
 		}
+
+		// A handler that names "next": the execution goes on there and succeeds, and the page
+		// says where it went on.
+		goesOn := fmt.Sprintf(`{"name": "VAT, dalej po obsłudze", "settings": {"retryPolicy": {"maxRetries": 0}},
+		  "steps": [
+		    {"id": "submit", "name": "Wysyłka JPK", "type": "http", "config": {"method": "POST", "url": "%[1]s/vat"},
+		     "onFailure": {"handlerStepId": "return_to_preparer"}},
+		    {"id": "notify", "name": "Powiadomienie klienta", "type": "http", "config": {"method": "POST", "url": "%[1]s/ok"}},
+		    {"id": "return_to_preparer", "name": "Zwrot do poprawy", "type": "http", "handler": true, "next": "notify",
+		     "config": {"method": "POST", "url": "%[1]s/task"}}]}`, svc.URL)
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", goesOn, bearer(tn.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create the workflow that goes on: %d %s", r.status, r.body)
+		}
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+r.json(t)["id"].(string)+"/executions", `{"input": {"nip": "123"}}`, bearer(tn.token))
+		ex2 := r.json(t)["id"].(string)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if st := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+ex2, "", bearer(tn.token)).json(t)["status"]; st == models.ExecSucceeded {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the execution that goes on: %v", st)
+			}
+		}
+		doc = parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/executions/"+ex2, "", nil).body)
+		if n := doc.testID("went-on"); len(n) != 1 || !strings.Contains(n[0].text(), "Powiadomienie klienta") || len(doc.testID("ended-partial")) != 0 {
+			t.Error("the handler does not say where the execution went on")
+		}
 	})
 }

@@ -40,15 +40,9 @@ func NewAuditHandler(s *Server, store auditStore) *AuditHandler {
 	return &AuditHandler{s: s, store: store}
 }
 
-// auditEvents are the events the filter offers: seed 000's and Lifeline's own.
+// auditEvents are the events the filter offers: every event the code writes.
 func auditEvents() []string {
-	out := make([]string, 0, len(audit.Labels)+20)
-	for k := range audit.Labels {
-		out = append(out, k)
-	}
-	out = append(out, "token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "circuit.half_opened",
-		"compensation.completed", "compensation.failed", "compensation.retried", "compensation.skipped", "compensation.confirmed",
-		"connection.created", "connection.updated", "connection.deleted")
+	out := audit.Events()
 	sort.Strings(out)
 	return out
 }
@@ -196,6 +190,24 @@ func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow 
 		if ex := detailString(r.Details, "executionId"); ex != "" {
 			v.EntityURL = h.s.url("execution", ex)
 		}
+	case "compensation_action": // the execution it undoes a step of, at its rollback
+		if ex := detailString(r.Details, "executionId"); ex != "" {
+			v.EntityURL = h.s.url("execution", ex) + "#rollback"
+		}
+	case "circuit_breaker_state":
+		if u := h.s.url("breakers"); u != "" {
+			v.EntityURL = u + "#breaker-" + r.EntityID // the row's id on the breakers page
+		}
+	case "db_connection":
+		v.EntityURL = h.s.url("connections")
+	case "dlq_bulk_job":
+		v.EntityURL = h.s.url("dlq.bulk", r.EntityID)
+	case "notification_delivery":
+		v.EntityURL = h.s.url("notifications.deliveries")
+	case "notification_settings":
+		v.EntityURL = h.s.url("notifications.settings")
+	case "organization":
+		v.EntityURL = h.s.url("profile")
 	}
 	return v
 }

@@ -41,6 +41,11 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		if m, ok := he.Message.(string); ok && he.Code < 500 {
 			msg = m
 		}
+		// Echo's own errors (an unknown URL, a method the route does not take) say only the
+		// status's English name: say it in the request's language.
+		if id := fmt.Sprintf("http.status.%d", he.Code); msg == http.StatusText(he.Code) && localizer(c).T(id) != id {
+			msg = id
+		}
 		// The CSRF check answers 403 (token missing or not the session's, or a cross-site
 		// request): one explanation for the user.
 		if (he.Code == http.StatusBadRequest || he.Code == http.StatusForbidden) && strings.Contains(strings.ToLower(msg), "csrf") {
@@ -78,7 +83,16 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case status == http.StatusUnauthorized:
 		_ = c.Redirect(http.StatusSeeOther, s.url("login")+"?next="+urlQueryEscape(c.Request().URL.RequestURI()))
 	default:
-		title := l.TOr(fmt.Sprintf("error.title.%d", status), http.StatusText(status))
+		title := l.TOr(fmt.Sprintf("error.title.%d", status), l.T(genericTitle(status)))
 		_ = render(c, status, pages.Error(s.page(c, title, ""), pages.ErrorVM{Status: status, Title: title, Message: body.Message, BackURL: s.url("workflows")}))
 	}
+}
+
+// genericTitle is the message id of the title of an error page whose status has none of its
+// own.
+func genericTitle(status int) string {
+	if status >= 500 {
+		return "error.title.500"
+	}
+	return "error.title"
 }

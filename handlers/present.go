@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -333,25 +334,39 @@ func displayTimePtr(l *i18n.Localizer, t *time.Time) (iso, text string) {
 	return rfc(*t), displayTime(l, *t)
 }
 
-func displayDuration(d time.Duration) string {
+// displayDuration shows d in l's units and number format: "250 ms", "1,5 s", "6 min 12 s",
+// "2 h 5 min" / "250 ms", "1.5 s", "6m 12s", "2h 5m"; "" for a negative d.
+func displayDuration(l *i18n.Localizer, d time.Duration) string {
 	switch {
 	case d < 0:
 		return ""
 	case d < time.Second:
-		return fmt.Sprintf("%d ms", d.Milliseconds())
+		return l.T("duration.ms", "N", d.Milliseconds())
 	case d < time.Minute:
-		return fmt.Sprintf("%.1f s", d.Seconds())
+		return l.T("duration.s", "N", decimal(l, math.Floor(d.Seconds()*10)/10, 1))
 	case d < time.Hour:
-		return fmt.Sprintf("%dm %ds", int(d.Minutes()), int(d.Seconds())%60)
+		return l.T("duration.minsec", "M", int(d.Minutes()), "S", int(d.Seconds())%60)
 	}
-	return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	return l.T("duration.hourmin", "H", int(d.Hours()), "M", int(d.Minutes())%60)
 }
 
-func span(from, to *time.Time) string {
+// decimal shows f in l's number format with at most places decimals and no trailing zeros:
+// "1,5", "2", "12,25" / "1.5", "2", "12.25".
+func decimal(l *i18n.Localizer, f float64, places int) string {
+	n := 0
+	for scale := 1.0; n < places; n, scale = n+1, scale*10 {
+		if v := f * scale; math.Abs(v-math.Round(v)) < 1e-9*math.Max(1, math.Abs(v)) {
+			break
+		}
+	}
+	return l.Number(f, n)
+}
+
+func span(l *i18n.Localizer, from, to *time.Time) string {
 	if from == nil || to == nil {
 		return ""
 	}
-	return displayDuration(to.Sub(*from))
+	return displayDuration(l, to.Sub(*from))
 }
 
 func prettyJSON(j []byte) string {

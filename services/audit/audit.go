@@ -3,6 +3,8 @@
 package audit
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -10,25 +12,33 @@ import (
 	"lifeline/models"
 )
 
-// Events of seed 000 (with their Polish labels), plus Lifeline's own.
-var Labels = map[string]string{
-	"error.recorded":        "Zarejestrowano błąd wykonania",
-	"error.retry_scheduled": "Zaplanowano ponowną próbę",
-	"error.retry_exhausted": "Wyczerpano limity ponowień",
-	"dlq.created":           "Dodano do kolejki DLQ",
-	"dlq.retry":             "Ponowiono z kolejki DLQ",
-	"dlq.resolved":          "Rozwiązano element DLQ",
-	"dlq.skipped":           "Pominięto element DLQ",
-	"circuit.opened":        "Otwarto obwód bezpieczeństwa",
-	"circuit.closed":        "Zamknięto obwód bezpieczeństwa",
-	"error.handled":         "Obsłużono błąd krokiem obsługi",
-	"execution.rollback":    "Wykonano rollback",
-	"dlq.expired":           "Wygasł element DLQ",
-	"execution.started":     "Uruchomiono wykonanie",
-	"execution.reclaimed":   "Przejęto przerwaną próbę",
-	"workflow.created":      "Utworzono przepływ",
-	"workflow.updated":      "Zaktualizowano przepływ",
+// events are every event the audit log holds: seed 000's and Lifeline's own. The audit log
+// page labels them (message audit.<event>) and offers them in its filter.
+var events = []string{
+	// seed 000
+	"error.recorded", "error.retry_scheduled", "error.retry_exhausted", "error.handled",
+	"dlq.created", "dlq.retry", "dlq.resolved", "dlq.skipped", "dlq.expired",
+	"circuit.opened", "circuit.closed", "execution.rollback",
+	// Lifeline's own
+	"execution.started", "execution.reclaimed", "workflow.created", "workflow.updated",
+	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled",
+	"circuit.half_opened", "compensation.completed", "compensation.failed", "compensation.retried",
+	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
+	"connection.deleted", "notifications.updated", "notification.resent",
 }
+
+// entityTypes are the kinds of thing an event is about (message entity.<type>).
+var entityTypes = []string{
+	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
+	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job",
+	"notification_delivery", "notification_settings",
+}
+
+// Events returns every event Record accepts.
+func Events() []string { return slices.Clone(events) }
+
+// EntityTypes returns every entity type Record accepts.
+func EntityTypes() []string { return slices.Clone(entityTypes) }
 
 // Actor types.
 const (
@@ -57,8 +67,16 @@ type Entry struct {
 	At             time.Time
 }
 
-// Record writes e with tx.
+// Record writes e with tx. It refuses an event or an entity type that is not in Events or
+// EntityTypes (the audit log could neither label nor filter it): add it there, with its
+// labels in both languages.
 func Record(tx *gorm.DB, e Entry) error {
+	if !slices.Contains(events, e.Action) {
+		return fmt.Errorf("audit: unknown event %q (add it to audit.Events)", e.Action)
+	}
+	if !slices.Contains(entityTypes, e.EntityType) {
+		return fmt.Errorf("audit: unknown entity type %q (add it to audit.EntityTypes)", e.EntityType)
+	}
 	row := Row(e)
 	if row.CreatedAt.IsZero() {
 		row.CreatedAt = time.Now().UTC()

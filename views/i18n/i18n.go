@@ -9,14 +9,17 @@
 package i18n
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +51,9 @@ type format struct {
 }
 
 // loadFormats reads locales/formats/<lang>.json: {"must be between %s and %s": "musi być od %s do %s"}.
+// A text that two formats match takes the more specific one, the one with more fixed text
+// ("http step url %s: %s" before "http step url %s %s"; "The delivery is pending; …" before
+// "The delivery is %s; …"), whatever the order of the file.
 func loadFormats() map[string][]format {
 	out := map[string][]format{}
 	names, _ := fs.Glob(files, "locales/formats/*.json")
@@ -61,9 +67,12 @@ func loadFormats() map[string][]format {
 			panic(fmt.Sprintf("i18n: %s: %v", name, err))
 		}
 		lang := strings.TrimSuffix(path.Base(name), ".json")
-		for from, to := range m {
+		froms := slices.Collect(maps.Keys(m))
+		fixed := func(from string) int { return len(strings.ReplaceAll(from, "%s", "")) }
+		slices.SortFunc(froms, func(a, b string) int { return cmp.Or(fixed(b)-fixed(a), strings.Compare(a, b)) })
+		for _, from := range froms {
 			re := "^" + strings.ReplaceAll(regexp.QuoteMeta(from), "%s", "(.+?)") + "$"
-			out[lang] = append(out[lang], format{match: regexp.MustCompile(re), to: to})
+			out[lang] = append(out[lang], format{match: regexp.MustCompile(re), to: m[from]})
 		}
 	}
 	return out
@@ -183,12 +192,29 @@ func (l *Localizer) Text(s string) string {
 		out := f.to
 		for _, v := range m[1:] {
 			// A value may be a service's text itself ("is too long; use …"): shorter, so
-			// this ends.
+			// this ends. A decimal number is written the language's way ("0,5").
+			if decimalValue.MatchString(v) {
+				out = strings.Replace(out, "%s", l.decimalText(v), 1)
+				continue
+			}
 			out = strings.Replace(out, "%s", l.Text(v), 1)
 		}
 		return out
 	}
 	return s
+}
+
+// decimalValue is a number with decimals as Go writes it ("0.5", "-1.25").
+var decimalValue = regexp.MustCompile(`^-?[0-9]+\.[0-9]+$`)
+
+// decimalText writes v, a decimalValue, in l's number format with the same decimals.
+func (l *Localizer) decimalText(v string) string {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return v
+	}
+	_, frac, _ := strings.Cut(v, ".")
+	return l.Number(f, len(frac))
 }
 
 // TOr returns message id, or fallback when there is no such message (for ids built from

@@ -218,11 +218,18 @@ func TestFormats_ServiceText(t *testing.T) {
 	pl, en := New("pl", nil), New("en", nil)
 	for _, c := range []struct{ in, pl string }{
 		{"must be between 1000 and 300000", "musi być od 1000 do 300000"},
+		{"must be between 0 and 0.5", "musi być od 0 do 0,5"},
+		{"must be between 1 and 2.25", "musi być od 1 do 2,25"},
 		{"must have at most 50 steps", "może mieć najwyżej 50 kroków"},
 		{`template "{{ steps.x.output }}" names unknown step "x"`, `szablon "{{ steps.x.output }}" wskazuje nieznany krok "x"`},
 		{"The workflow definition has errors.", "Definicja przepływu zawiera błędy."},
 		{"input.notjson", "Dane wejściowe nie są poprawnym JSON-em."},
 		{"something no format knows", "something no format knows"},
+		// Of two formats that match, the one with more fixed text.
+		{`template "{{ steps.x.output }}" at body.a: unknown step "x"`, `szablon "{{ steps.x.output }}" w body.a: nieznany krok "x"`},
+		{`http step url "ftp://x" must be an absolute http or https URL (not "ftp:")`, `adres kroku http "ftp://x" musi być pełnym adresem http lub https (a nie "ftp:")`},
+		{"The delivery is pending; only sent or failed deliveries can be sent again.", "Wysyłka oczekuje; ponownie można wysłać tylko wysyłki wysłane lub niedostarczone."},
+		{"The delivery is queued; only sent or failed deliveries can be sent again.", "Stan wysyłki to queued; ponownie można wysłać tylko wysyłki wysłane lub niedostarczone."},
 	} {
 		if got := pl.Text(c.in); got != c.pl {
 			t.Errorf("pl %q: %q, want %q", c.in, got, c.pl)

@@ -127,9 +127,6 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	if rec.Form.Input == "" {
 		rec.Form.Input = prettyJSON(h.s.redacted(ex.Input))
 	}
-	if rec.Form.Output == "" {
-		rec.Form.Output = "{}"
-	}
 	return rec
 }
 
@@ -191,6 +188,9 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		a.Mode, a.LatestVersion = engine.ReplayFull, c.FormValue("version") == "latest"
 	case "edit":
 		a.Mode, a.Input = engine.ReplayFromFailed, json.RawMessage(form.Input)
+		if c.FormValue("mode") == "full" { // a rolled-back execution: a new run with the edited input
+			a.Mode = engine.ReplayFull
+		}
 		if strings.TrimSpace(form.Input) == "" {
 			form.Errors["modifiedInput"] = l.T("replay.input.required")
 			return h.refuse(c, http.StatusUnprocessableEntity, form)
@@ -200,6 +200,9 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		}
 	case "skip_step":
 		a.Mode, a.Output = engine.ReplaySkipFailed, json.RawMessage(form.Output)
+		if strings.TrimSpace(form.Output) == "" { // no output given: an empty object
+			a.Output = json.RawMessage(`{}`)
+		}
 	case "resolve":
 		a.Settle = models.DLQResolved
 	case "skip":

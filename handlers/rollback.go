@@ -122,12 +122,24 @@ func (h *RollbackHandler) Act(c echo.Context) error {
 	return redirect(c, h.s.url("execution", back)+"#rollback")
 }
 
+// hasUndo reports whether a completed step of the execution has a compensation to run: a
+// rollback would undo something.
+func (d *executionDetail) hasUndo() bool {
+	for _, sd := range d.Steps {
+		c := sd.Step.Compensation
+		if c != nil && c.CompensationType != definition.CompNone && sd.Status(d.Ex) == models.StepSucceeded {
+			return true
+		}
+	}
+	return false
+}
+
 // rollbackVM is the execution page's rollback panel: the rollback's compensations, or for
 // an admin the button that starts one on a failed execution; nil when neither applies.
 func (s *Server) rollbackVM(c echo.Context, d *executionDetail) *pages.RollbackVM {
 	p, l, ex := principal(c), localizer(c), d.Ex
 	failed := ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed
-	if ex.RollbackStatus == nil && (!failed || !p.Can(models.RoleAdmin)) {
+	if ex.RollbackStatus == nil && (!failed || !p.Can(models.RoleAdmin) || !d.hasUndo()) {
 		return nil
 	}
 	vm := &pages.RollbackVM{CSRF: csrfToken(c)}

@@ -208,6 +208,37 @@ func TestRollbackFromDLQItem(t *testing.T) {
 		if p := item(admin, dl1); strings.Contains(p, `data-testid="form-rollback"`) || !strings.Contains(p, `data-testid="rolled-back-warning"`) {
 			t.Errorf("the rolled-back item: a form again, or no warning")
 		}
+		// Its completed steps were undone: their outputs are not reused. Only a retry of the
+		// entire workflow is offered, and the engine refuses the others.
+		p := item(admin, dl1)
+		for _, gone := range []string{"form-retry", "form-resume", "skip-section", "policy-section"} {
+			if strings.Contains(p, `data-testid="`+gone+`"`) {
+				t.Errorf("the rolled-back item offers %s", gone)
+			}
+		}
+		if !strings.Contains(p, `data-testid="form-full"`) || !strings.Contains(p, `name="mode" value="full"`) {
+			t.Error("the rolled-back item does not offer a full retry, or its edit form does not start one")
+		}
+		actions := a.srv.URL + "/api/v1/dlq/" + dl1 + "/actions"
+		for _, body := range []string{`{"action": "retry"}`, `{"action": "retry", "fromStepId": "book"}`, `{"action": "retry_modified", "modifiedInput": {"x": 1}}`} {
+			if r := do(t, http.DefaultClient, "POST", actions, body, bearer(rs.token)); r.status != http.StatusConflict || !strings.Contains(r.body, "rolled back") {
+				t.Errorf("replay %s of a rolled-back execution: %d %s", body, r.status, r.body)
+			}
+		}
+		form := url.Values{"_csrf": {csrf}, "action": {"edit"}, "mode": {"full"}, "input": {`{"fixed": true}`}}
+		r = do(t, admin, "POST", a.srv.URL+"/dlq/"+dl1+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("edit and retry the entire workflow: %d %s", r.status, r.body)
+		}
+		var full models.Execution
+		for deadline := time.Now().Add(20 * time.Second); db.Conn(context.Background()).Where("retry_of = ?", ex1).First(&full).Error != nil; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the edited full retry started no execution")
+			}
+		}
+		if !strings.Contains(string(full.Input), `"fixed"`) {
+			t.Errorf("the full retry's input %s", full.Input)
+		}
 
 		// Through the API, by the item's id.
 		ex2, dl2 := deadLetter()
@@ -227,6 +258,34 @@ func TestRollbackFromDLQItem(t *testing.T) {
 			t.Errorf("second start: %d", r.status)
 		}
 		rolledBack(ex2)
+
+		// A failure with nothing to undo (no step completed): no rollback to start, even with
+		// rollbackOnFailure, and none offered; a retry from the failed step stays possible.
+		first, err := a.wfs.Create(context.Background(), rs.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Od razu błąd",
+		  "settings": {"retryPolicy": {"maxRetries": 0}, "rollbackOnFailure": true},
+		  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%[1]s/fail"}},
+		    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[1]s/book"},
+		     "compensation": {"compensationType": "api_call", "config": {"endpoint": "%[1]s/cancel/x"}}}]}`, svc.URL)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex3 := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+first.ID+"/executions", `{"input": {}}`, bearer(rs.token)).json(t)["id"].(string)
+		var m map[string]any
+		for deadline := time.Now().Add(20 * time.Second); m["status"] != models.ExecDLQPending; time.Sleep(50 * time.Millisecond) {
+			m = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+ex3, "", bearer(rs.token)).json(t)
+			if time.Now().After(deadline) {
+				t.Fatalf("execution %v", m["status"])
+			}
+		}
+		if m["rollbackStatus"] != nil {
+			t.Errorf("a rollback with nothing to undo: %v", m["rollbackStatus"])
+		}
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/executions/"+ex3+"/rollback", "", bearer(rs.token)); r.status != http.StatusConflict {
+			t.Errorf("start a rollback with nothing to undo: %d %s", r.status, r.body)
+		}
+		if p := do(t, admin, "GET", a.srv.URL+"/executions/"+ex3, "", nil).body; strings.Contains(p, `data-testid="rollback"`) || !strings.Contains(p, `data-testid="form-retry"`) {
+			t.Error("the execution with nothing to undo offers a rollback, or no retry from the failed step")
+		}
 
 		// The executions list finds rolled-back executions (its status filter, in the API and
 		// on the page) and marks them.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -68,6 +69,9 @@ func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definitio
 	}
 	if def.Settings.RollbackOnFailure {
 		jobs, err := e.startRollbackTx(tx, ex, def, audit.System, now)
+		if errors.Is(err, errNothingToUndo) {
+			return OutcomeDLQ, nil, nil
+		}
 		return OutcomeDLQ, jobs, err
 	}
 	return OutcomeDLQ, nil, nil

@@ -144,6 +144,10 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	if index < 0 && fields["fromStepId"] == "" {
 		return nil, models.Errorf(models.ECONFLICT, "The failed step %q is no longer in the workflow's version %d; retry the entire workflow instead.", dl.FailedStepID, version)
 	}
+	if ex.RollbackStatus != nil && r.Mode != ReplayFull {
+		// Its completed steps were undone: their outputs must not feed the steps after them.
+		return nil, models.Errorf(models.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
+	}
 	input, inputChanged, err := e.replayInput(ex, r.Input)
 	if err != nil {
 		fields["modifiedInput"] = err.Error()

@@ -84,7 +84,11 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 	return ex, nil
 }
 
-// startRollbackTx records the rollback of ex in tx: a row per completed step with a
+// errNothingToUndo: no completed step of the execution has a compensation to run.
+var errNothingToUndo = &models.Error{Code: models.ECONFLICT, Message: "rollback.nothing"}
+
+// startRollbackTx records the rollback of ex in tx (errNothingToUndo when no completed
+// step has a compensation other than none): a row per completed step with a
 // compensation, last step first, and the job of the first to run.
 func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
 	var attempts []models.StepAttempt
@@ -110,6 +114,15 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 			StepID: st.ID, StepIndex: i, Position: len(rows), CompensationType: st.Compensation.CompensationType,
 			CompensationConfig: models.JSON(cfg), ExecutionID: &ex.ID, Status: &status, Generation: 1, IdempotencyKey: &key,
 			CreatedAt: now, UpdatedAt: now})
+	}
+	undo := false
+	for _, r := range rows {
+		undo = undo || *r.Status == models.CompPending
+	}
+	if !undo {
+		// No completed step has anything to undo: no rollback is recorded, so the execution's
+		// outputs stay usable by a retry from the failed step.
+		return nil, errNothingToUndo
 	}
 	rolling := models.RollingBack
 	ex.RollbackStatus = &rolling

@@ -405,6 +405,9 @@ func (s *Server) executionVM(l *i18n.Localizer, d *executionDetail) pages.Execut
 		vm.Steps = append(vm.Steps, st)
 	}
 	vm.Steps = handlerLinks(d, vm.Steps, vm.Failure)
+	if f := vm.Failure; f != nil && f.HandlerID == "" && ex.Status != models.ExecDLQPending && ex.Status != models.ExecFailed {
+		f.Recovered = true // a replay took it up again
+	}
 	return vm
 }
 

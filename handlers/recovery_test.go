@@ -193,6 +193,12 @@ func TestRecoveryAPI(t *testing.T) {
 		if ex["status"] != models.ExecSucceeded {
 			t.Errorf("replayed execution %v", ex["status"])
 		}
+		// Its page tells of the earlier failure as recovered, not as an alarm.
+		admin, _ := a.browser(rs.tenant)
+		if page := do(t, admin, "GET", a.srv.URL+"/executions/"+exID, "", nil).body; !strings.Contains(page, `data-testid="recovered-failure"`) ||
+			strings.Contains(page, `data-testid="failure"`) {
+			t.Error("the recovered execution's page still raises its old failure as an alarm")
+		}
 
 		// POST /executions/{id}/retry: an accountant retries the entire workflow; the answer
 		// names the new execution. An execution not in the DLQ conflicts.

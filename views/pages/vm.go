@@ -210,6 +210,8 @@ type FailureVM struct {
 	// HandlerID/HandlerName: the handler step the failure was handed to (not an alert then).
 	HandlerID   string
 	HandlerName string
+	// Recovered: the execution was retried since and is running or succeeded (not an alert).
+	Recovered bool
 }
 
 // StepVM is one step of an execution's timeline.

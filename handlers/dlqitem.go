@@ -35,6 +35,16 @@ func (h *DLQActionsHandler) Show(c echo.Context) error {
 	}
 	if done := c.QueryParam("done"); oneOf(done, []string{"retry", "resume", "full", "edit", "skip_step", "resolve", "skip"}) {
 		vm.Done = done
+		if done != "resolve" && done != "skip" {
+			// A replay: the page follows it, and then says how it ended.
+			vm.RefreshURL += "?done=" + done
+			switch vm.Row.Status {
+			case models.DLQPending:
+				vm.Done, vm.DoneFailed = "failedagain", true
+			case models.DLQResolved:
+				vm.Done = "succeeded"
+			}
+		}
 	}
 	return h.renderItem(c, http.StatusOK, vm)
 }

@@ -219,6 +219,13 @@ func TestRecoveryAPI(t *testing.T) {
 			t.Errorf("the full retry failed again: the item should follow it: %v", m)
 		}
 		browser, _ := a.browser(rs.tenant)
+		// The item page that follows a replay says how it ended: failed again, or succeeded.
+		if page := do(t, browser, "GET", a.srv.URL+"/dlq/"+dl2+"?done=full", "", nil).body; !strings.Contains(page, `data-testid="action-done" data-done="failedagain"`) {
+			t.Error("the item page does not say the full retry failed again")
+		}
+		if page := do(t, browser, "GET", a.srv.URL+"/dlq/"+dlID+"?done=edit", "", nil).body; !strings.Contains(page, `data-testid="action-done" data-done="succeeded"`) {
+			t.Error("the item page does not say the edited retry succeeded")
+		}
 		if page := do(t, browser, "GET", a.srv.URL+"/executions/"+ex2, "", nil); !strings.Contains(page.body, `href="/executions/`+newID+`" data-testid="retried-as"`) {
 			t.Errorf("the original does not link to its full retry")
 		}

@@ -23,8 +23,10 @@ type DLQItemVM struct {
 	Recovery *RecoveryVM
 	// Notice: why an action was refused when the actions are no longer shown (409).
 	Notice string
-	// Done names the action just taken (a confirmation).
-	Done string
+	// Done names the action just taken (a confirmation), or how a replay ended
+	// (succeeded, or failedagain: DoneFailed, a warning).
+	Done       string
+	DoneFailed bool
 }
 
 // DLQStepVM is one step of the failed execution's timeline, as it was when it failed.

@@ -197,13 +197,14 @@ func (h *BulkHandler) Show(c echo.Context) error {
 	for i, it := range shown {
 		ids[i] = it.DeadLetterID
 	}
-	subjects, err := h.s.DB.DLQSubjects(c.Request().Context(), p.OrganizationID, ids)
+	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), p.OrganizationID, ids)
 	if err != nil {
 		return err
 	}
 	for _, it := range shown {
-		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmp.Or(subjects[it.DeadLetterID], shortID(it.DeadLetterID)),
-			Status: it.Status, Message: l.Text(deref(it.Message))}
+		b := briefs[it.DeadLetterID]
+		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmp.Or(b.Subject, shortID(it.DeadLetterID)),
+			Status: it.Status, Message: l.Text(deref(it.Message)), ItemStatus: b.Status}
 		if it.ExecutionID != nil {
 			iv.ExecutionURL = h.s.url("execution", *it.ExecutionID)
 		}

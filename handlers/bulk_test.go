@@ -171,6 +171,12 @@ func TestBulkRetryByFilter(t *testing.T) {
 		// In the browser: select two rows of the other workflow and skip them; the progress
 		// page shows the results. Then cancel a job before it runs.
 		browser, csrf := a.browser(tn)
+		// The retry's page: each item's replay started, and the item now resolved (how the
+		// replay ended), not just "done".
+		if page := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body; !strings.Contains(page, "Retry started") ||
+			!strings.Contains(page, `data-testid="bulk-item-now"><span class="badge badge--ok" data-testid="status" data-status="resolved"`) {
+			t.Errorf("the retry's progress page does not show the items' status now")
+		}
 		var ids []string
 		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)
 		form := url.Values{"_csrf": {csrf}, "action": {"skip"}, "ids": ids}

@@ -28,18 +28,28 @@ func (db *DB) DLQOwned(ctx context.Context, orgID string, ids []string) (map[str
 	return out, nil
 }
 
-// DLQSubjects returns the subjects of the organization's dead letters among ids (those
-// without a subject are absent).
-func (db *DB) DLQSubjects(ctx context.Context, orgID string, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
+// DLQBrief is what a list of dead letters shows of one: its subject ("" without one) and
+// its status now.
+type DLQBrief struct {
+	Subject string
+	Status  string
+}
+
+// DLQBriefs returns the subject and status of the organization's dead letters among ids.
+func (db *DB) DLQBriefs(ctx context.Context, orgID string, ids []string) (map[string]DLQBrief, error) {
+	out := make(map[string]DLQBrief, len(ids))
 	for start := 0; start < len(ids); start += 500 {
 		var rows []DeadLetter
-		if err := db.Conn(ctx).Select("id, subject").Where("organization_id = ? AND id IN ? AND subject IS NOT NULL", orgID, ids[start:min(start+500, len(ids))]).
+		if err := db.Conn(ctx).Select("id, subject, status").Where("organization_id = ? AND id IN ?", orgID, ids[start:min(start+500, len(ids))]).
 			Find(&rows).Error; err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			out[r.ID] = *r.Subject
+			b := DLQBrief{Status: r.Status}
+			if r.Subject != nil {
+				b.Subject = *r.Subject
+			}
+			out[r.ID] = b
 		}
 	}
 	return out, nil

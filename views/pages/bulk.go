@@ -25,6 +25,7 @@ type BulkItemVM struct {
 	URL          string
 	Label        string
 	Status       string // pending, done, failed, skipped
+	ItemStatus   string // the dead letter's status now (a retry that ran may have failed again)
 	Message      string
 	ExecutionURL string
 }
@@ -41,3 +42,20 @@ type BulkBar struct {
 
 // HiddenField is a name and value sent with a form.
 type HiddenField struct{ Name, Value string }
+
+// bulkItemKey is the message of an item's result: for a retry, "done" means the replay
+// started (how it ended is the item's status now).
+func bulkItemKey(action, status string) string {
+	if action == "retry" && status == "done" {
+		return "bulk.item.started"
+	}
+	return "bulk.item." + status
+}
+
+// bulkCountsKey is the message of the counts: a retry's successes are replays started.
+func bulkCountsKey(action string) string {
+	if action == "retry" {
+		return "bulk.counts.retry"
+	}
+	return "bulk.counts"
+}

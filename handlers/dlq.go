@@ -132,7 +132,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 		return err
 	}
 	for _, st := range models.DLQStatuses {
-		vm.Counts = append(vm.Counts, pages.StatusCount{Status: st, Label: statusText(l)(st), Count: countText(l, counts[st]),
+		vm.Counts = append(vm.Counts, pages.StatusCount{Status: st, Label: l.N("dlq.count."+st, min(counts[st], models.DLQCountCap+1)), Count: countText(l, counts[st]),
 			URL: h.s.url("dlq") + "?" + url.Values{"status": {st}}.Encode(), Active: st == vf.Status})
 	}
 	vf.Workflows = workflowChoices(wfs, vf.WorkflowID)

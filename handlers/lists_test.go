@@ -259,6 +259,13 @@ func TestDLQListRowsAndCounts(t *testing.T) {
 		if got := first.testID("dlq-open")[0].attr("href"); got != "/dlq/"+s.dls[0] {
 			t.Errorf("subject links to %q", got)
 		}
+		// In Polish the counts agree with their numbers: 1 rozwiązany, 0 wygasłych.
+		pl := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq", "", map[string]string{"Accept-Language": "pl"}).body)
+		for status, want := range map[string]string{"resolved": "1 rozwiązany", "expired": "0 wygasłych", "pending": "2 do rozpatrzenia"} {
+			if c := pl.countOf(status); c == nil || strings.Join(strings.Fields(c.text()), " ") != want {
+				t.Errorf("Polish count of %s: want %q", status, want)
+			}
+		}
 		// No subject: the short execution id. A step the definition does not name: its id.
 		third := rows[2]
 		if got := third.testID("dlq-open")[0].text(); got != strings.Split(s.exes[1], "-")[0] {

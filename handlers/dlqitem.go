@@ -187,7 +187,7 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 			dec := json.NewDecoder(strings.NewReader(form.RetryPolicy))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&spec); err != nil {
-				form.Errors["retryPolicy"] = l.T("recovery.policy.invalid", "Error", strings.TrimPrefix(err.Error(), "json: "))
+				form.Errors["retryPolicy"] = l.T("recovery.policy.invalid", "Error", l.Text(strings.TrimPrefix(err.Error(), "json: ")))
 				return h.refuse(c, http.StatusUnprocessableEntity, form)
 			}
 			a.RetryPolicy = &spec

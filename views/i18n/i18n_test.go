@@ -225,6 +225,10 @@ func TestFormats_ServiceText(t *testing.T) {
 		{"The workflow definition has errors.", "Definicja przepływu zawiera błędy."},
 		{"input.notjson", "Dane wejściowe nie są poprawnym JSON-em."},
 		{"something no format knows", "something no format knows"},
+		// encoding/json's own errors, inside ours.
+		{"is not valid JSON: unexpected end of JSON input", "nie jest poprawnym JSON-em: dane JSON urywają się przed końcem"},
+		{`unknown field "maxRetrys"`, `nieznane pole "maxRetrys"`},
+		{"invalid character '}' looking for beginning of object key string", "nieprawidłowy znak '}' tam, gdzie powinna być nazwa pola w cudzysłowie"},
 		// Of two formats that match, the one with more fixed text.
 		{`template "{{ steps.x.output }}" at body.a: unknown step "x"`, `szablon "{{ steps.x.output }}" w body.a: nieznany krok "x"`},
 		{`http step url "ftp://x" must be an absolute http or https URL (not "ftp:")`, `adres kroku http "ftp://x" musi być pełnym adresem http lub https (a nie "ftp:")`},

@@ -419,6 +419,9 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 		}
 		if it.Unread {
 			it.ReadURL = h.s.url("notifications.read", n.ID)
+			if it.Link != "" { // opening it reads it
+				it.Link = h.s.url("notifications.open", n.ID) + "?" + url.Values{"to": {it.Link}}.Encode()
+			}
 		}
 		vm.Items = append(vm.Items, it)
 	}
@@ -462,6 +465,26 @@ func (h *NotifyPagesHandler) MarkRead(c echo.Context) error {
 		return err
 	}
 	return h.afterMark(c)
+}
+
+// Open: GET /notifications/{id}/open?to=/executions/{id}, the link of an unread
+// notification: it is marked read and the user goes on to its execution. Only an
+// execution's page of this server is a destination.
+func (h *NotifyPagesHandler) Open(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "notification"); err != nil {
+		return err
+	}
+	to := c.QueryParam("to")
+	exID, ok := strings.CutPrefix(to, strings.TrimSuffix(h.s.url("execution", "x"), "x"))
+	if !ok || checkID(exID, "execution") != nil {
+		to = h.s.url("notifications")
+	}
+	p := principal(c)
+	if err := h.ns.MarkRead(c.Request().Context(), p.OrganizationID, p.UserID, id); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, to)
 }
 
 // MarkAllRead marks all the user's notifications read.

@@ -360,8 +360,10 @@ func TestNotificationLogAndInbox(t *testing.T) {
 		r = do(t, c, "GET", a.srv.URL+"/notifications", "", nil)
 		doc = parseListDoc(t, r.body)
 		items := doc.testID("notify-item")
+		// An unread notification's link reads it on the way to its execution.
+		openURL := "/notifications/" + items[0].attr("data-id") + "/open?" + url.Values{"to": {"/executions/" + nt.exec}}.Encode()
 		if len(items) != 2 || items[0].attr("data-unread") != "true" || len(items[0].testID("notify-link")) != 1 ||
-			items[0].testID("notify-link")[0].attr("href") != "/executions/"+nt.exec {
+			items[0].testID("notify-link")[0].attr("href") != openURL {
 			t.Fatalf("inbox: %d items", len(items))
 		}
 		if top := doc.testID("bell"); len(top) != 1 || top[0].attr("data-unread") != "2" {
@@ -379,9 +381,24 @@ func TestNotificationLogAndInbox(t *testing.T) {
 		if r := do(t, vc, "POST", a.srv.URL+readAction, url.Values{"_csrf": {vcsrf}}.Encode(), formHdr(nil)); r.status != http.StatusNotFound {
 			t.Errorf("the viewer marked the admin's notification: %d", r.status)
 		}
+		if r := do(t, vc, "GET", a.srv.URL+openURL, "", nil); r.status != http.StatusNotFound {
+			t.Errorf("the viewer opened the admin's notification: %d", r.status)
+		}
 		r = do(t, c, "POST", a.srv.URL+readAction, url.Values{"_csrf": {csrf}}.Encode(), formHdr(map[string]string{"HX-Request": "true"}))
 		if r.status != 200 || r.header.Get("HX-Trigger") != "notifications-changed" || parseListDoc(t, r.body).testID("notify-inbox")[0].attr("data-unread") != "1" {
 			t.Errorf("mark read: %d %s", r.status, r.header.Get("HX-Trigger"))
+		}
+		// Opening the other one reads it and goes to the execution; a destination that is
+		// not an execution of this server goes to the list instead.
+		second := "/notifications/" + items[1].attr("data-id") + "/open?"
+		if r := do(t, c, "GET", a.srv.URL+second+url.Values{"to": {"https://evil.example/x"}}.Encode(), "", nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/notifications" {
+			t.Errorf("open to another site: %d %s", r.status, r.header.Get("Location"))
+		}
+		if r := do(t, c, "GET", a.srv.URL+second+url.Values{"to": {"/executions/" + nt.exec}}.Encode(), "", nil); r.status != http.StatusSeeOther || r.header.Get("Location") != "/executions/"+nt.exec {
+			t.Errorf("open: %d %s", r.status, r.header.Get("Location"))
+		}
+		if b := bell(c); b.attr("data-unread") != "0" {
+			t.Errorf("bell after opening both: %s", b.attr("data-unread"))
 		}
 		readAll := doc.testID("notify-read-all")
 		if len(readAll) != 1 {

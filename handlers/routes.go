@@ -82,6 +82,7 @@ func (s *Server) routes() {
 		app.GET("/notifications/bell", np.Bell).Name = "notifications.bell"
 		app.POST("/notifications/read-all", np.MarkAllRead).Name = "notifications.read_all"
 		app.POST("/notifications/:id/read", np.MarkRead).Name = "notifications.read"
+		app.GET("/notifications/:id/open", np.Open).Name = "notifications.open"
 		if s.Workflows != nil {
 			app.GET("/workflows/:id/notifications/edit", np.WorkflowEdit, admin).Name = "workflow.notifications.edit"
 			app.POST("/workflows/:id/notifications/edit", np.WorkflowSave, admin).Name = "workflow.notifications.save"

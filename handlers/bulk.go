@@ -10,6 +10,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/audit"
+	"lifeline/services/auth"
 	"lifeline/services/bulk"
 	"lifeline/views/pages"
 )
@@ -71,6 +72,9 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	}
 	key, err := idempotencyKey(c)
 	if err != nil {
+		return err
+	}
+	if err := bulkRole(principal(c), req.Action); err != nil {
 		return err
 	}
 	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes,
@@ -155,6 +159,9 @@ func bulkOf(job *models.BulkJob, items []models.BulkItem, withItems bool) apiBul
 func (h *BulkHandler) Start(c echo.Context) error {
 	p := principal(c)
 	r := bulk.Request{OrganizationID: p.OrganizationID, Action: c.FormValue("action"), Notes: c.FormValue("notes"), Actor: actorOf(p)}
+	if err := bulkRole(p, r.Action); err != nil {
+		return err
+	}
 	form, err := c.FormParams()
 	if err != nil {
 		return err
@@ -211,6 +218,15 @@ func (h *BulkHandler) Show(c echo.Context) error {
 		vm.Items = append(vm.Items, iv)
 	}
 	return render(c, http.StatusOK, pages.Bulk(h.s.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
+}
+
+// bulkRole checks the role a bulk action needs: a retry, an accountant's (as for one item);
+// resolve and skip, an admin's. An unknown action is left to the service's 422.
+func bulkRole(p *auth.Principal, action string) error {
+	if (action == bulk.Resolve || action == bulk.Skip) && !p.Can(models.RoleAdmin) {
+		return models.Errorf(models.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, models.RoleAdmin)
+	}
+	return nil
 }
 
 // Cancel: POST /dlq/bulk/{id}/cancel from the progress page.

@@ -84,12 +84,20 @@ func TestBulkRetryByFilter(t *testing.T) {
 			return do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk", body, bearer(token))
 		}
 
+		accToken, _, err := a.as.CreateToken(context.Background(), tn.org, models.RoleAccountant, "księgowa")
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range []struct {
 			name, token, body string
 			status            int
 			field             string
 		}{
 			{"viewer", tn.viewerToken, `{"action": "retry", "filter": {"workflowId": "` + wf.ID + `"}}`, 403, ""},
+			{"accountant resolves", accToken, `{"action": "resolve", "ids": ["` + tn.dlqID + `"]}`, 403, ""},
+			{"accountant skips", accToken, `{"action": "skip", "filter": {"workflowId": "` + wf.ID + `"}}`, 403, ""},
+			// An accountant retries in bulk, as they retry one item.
+			{"accountant retries", accToken, `{"action": "retry", "ids": ["` + tn.dlqID + `"]}`, 202, ""},
 			{"no selection", tn.token, `{"action": "retry"}`, 422, "ids"},
 			{"unknown action", tn.token, `{"action": "retry_modified", "ids": ["` + tn.dlqID + `"]}`, 422, "action"},
 			{"bad filter key value", tn.token, `{"action": "retry", "filter": {"errorType": "cosmic"}}`, 422, "filter.errorType"},
@@ -156,21 +164,35 @@ func TestBulkRetryByFilter(t *testing.T) {
 		}
 		// The same request again with its Idempotency-Key (a client that lost the answer):
 		// the same job, not a second one; the key with another request is refused.
+		countJobs := func() (n int64) {
+			db.Conn(context.Background()).Model(&models.BulkJob{}).Where("organization_id = ?", tn.org).Count(&n)
+			return n
+		}
+		before := countJobs()
 		if again := keyed(bulkBody); again.status != http.StatusOK || again.json(t)["id"] != id || again.header.Get("Idempotency-Replayed") != "true" {
 			t.Errorf("repeated bulk request: %d %s", again.status, again.body)
 		}
 		if other := keyed(`{"action": "skip", "filter": {"workflowId": "` + wf.ID + `"}}`); other.status != http.StatusUnprocessableEntity || fieldsOf(t, other)["Idempotency-Key"] == nil {
 			t.Errorf("the key with another request: %d %s", other.status, other.body)
 		}
-		var jobs int64
-		db.Conn(context.Background()).Model(&models.BulkJob{}).Where("organization_id = ?", tn.org).Count(&jobs)
-		if jobs != 1 {
-			t.Errorf("%d bulk jobs after the repeated request", jobs)
+		if after := countJobs(); after != before {
+			t.Errorf("%d bulk jobs after the repeated requests, %d before", after, before)
 		}
 
 		// In the browser: select two rows of the other workflow and skip them; the progress
 		// page shows the results. Then cancel a job before it runs.
 		browser, csrf := a.browser(tn)
+		// An accountant's list offers the bulk retry alone.
+		acc := *tn
+		acc.email = "ksiegowa." + tn.email
+		if _, err := a.as.CreateUser(context.Background(), tn.org, acc.email, acc.password, models.RoleAccountant); err != nil {
+			t.Fatal(err)
+		}
+		accBrowser, _ := a.browser(&acc)
+		if page := do(t, accBrowser, "GET", a.srv.URL+"/dlq", "", nil).body; !strings.Contains(page, `data-testid="bulk-action"`) ||
+			!strings.Contains(page, `<option value="retry">`) || strings.Contains(page, `<option value="resolve">`) || strings.Contains(page, `<option value="skip">`) {
+			t.Error("the accountant's bulk form: retry alone expected")
+		}
 		// The retry's page: each item's replay started, and the item now resolved (how the
 		// replay ended), not just "done".
 		if page := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body; !strings.Contains(page, "Retry started") ||

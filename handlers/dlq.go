@@ -115,8 +115,8 @@ func (h *DLQHandler) List(c echo.Context) error {
 		}
 		vm.NextURL = nextPage(h.s.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
 	}
-	if ferr == nil && h.s.Bulk != nil && p.Can(models.RoleAdmin) {
-		vm.Bulk = &pages.BulkBar{Action: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	if ferr == nil && h.s.Bulk != nil && p.Can(models.RoleAccountant) {
+		vm.Bulk = &pages.BulkBar{Action: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAdmin)}
 		for k, vals := range dlqQuery(f, vf.From, vf.To) {
 			if k != "limit" && k != "status" {
 				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})

@@ -44,8 +44,9 @@ func (s *Server) routes() {
 	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
 	bulkActions := NewBulkHandler(s, s.Bulk)
 	if s.Bulk != nil {
-		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAdmin)).Name = "dlq.bulk.start"
-		app.GET("/dlq/bulk/:id", bulkActions.Show, requireRole(models.RoleAdmin)).Name = "dlq.bulk"
+		// Accountants retry in bulk (as they retry one item); resolve, skip and cancel are admins'.
+		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAccountant)).Name = "dlq.bulk.start"
+		app.GET("/dlq/bulk/:id", bulkActions.Show, requireRole(models.RoleAccountant)).Name = "dlq.bulk"
 		app.POST("/dlq/bulk/:id/cancel", bulkActions.Cancel, requireRole(models.RoleAdmin)).Name = "dlq.bulk.cancel"
 	}
 	profile := NewProfileHandler(s, s.Auth)
@@ -130,8 +131,8 @@ func (s *Server) routes() {
 		api.POST("/notifications/:id/read", nh.APIRead).Name = "api.notifications.read"
 	}
 	if s.Bulk != nil {
-		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.create"
-		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk"
+		api.POST("/dlq/bulk", bulkActions.APICreate, requireRole(models.RoleAccountant)).Name = "api.dlq.bulk.create"
+		api.GET("/dlq/bulk/:id", bulkActions.APIGet, requireRole(models.RoleAccountant)).Name = "api.dlq.bulk"
 		api.POST("/dlq/bulk/:id/cancel", bulkActions.APICancel, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.cancel"
 	}
 }

@@ -35,6 +35,8 @@ type BulkItemVM struct {
 type BulkBar struct {
 	Action string
 	CSRF   string
+	// CanSettle: resolve and skip are offered (admins); accountants retry only.
+	CanSettle bool
 	// Fields are the list's filter as query keys, sent along for "every matching item"
 	// (rendered inside the table fragment, so a filter change updates them).
 	Fields []HiddenField

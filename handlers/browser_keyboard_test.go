@@ -23,15 +23,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 	a := newApp(t, db)
 	tn := a.tenant("Biuro Klawiatura")
 	base := a.srv.URL
-	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
-		}
-	}
+	step := stepper(t, ctx, 15*time.Second)
 	// tabTo presses Tab until the focused element matches sel, checking on the way that
 	// each focused control is visibly marked (an outline or a ring).
 	tabTo := func(sel string) {

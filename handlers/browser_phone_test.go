@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,14 +20,7 @@ func TestBrowserPhoneLayout(t *testing.T) {
 	a := newApp(t, db)
 	tn := a.tenant("Biuro Telefon")
 	base := a.srv.URL
-	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
+	step := stepper(t, ctx, 15*time.Second)
 	step("login", chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
 		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`),

@@ -43,6 +43,20 @@ func browserContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// stepper returns a function that runs a named browser step with the given timeout and
+// fails the test with the step's error and the page when it does not complete.
+func stepper(t *testing.T, ctx context.Context, timeout time.Duration) func(name string, actions ...chromedp.Action[chromedp.Void]) {
+	return func(name string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		if err := chromedp.Do(sctx, actions...); err != nil {
+			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
+		}
+	}
+}
+
 // textWhen reads the trimmed text of the first element matching sel until ok accepts it
 // (the page may still be settling after a navigation), and fails the test after 10 s
 // with the last text, the last error and the page.
@@ -79,15 +93,7 @@ func TestBrowserJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := a.srv.URL
-	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
-		}
-	}
+	step := stepper(t, ctx, 15*time.Second)
 	step("login",
 		chromedp.Navigate(base+"/workflows"),
 		chromedp.WaitVisible(`[data-testid=login-form]`),
@@ -162,15 +168,7 @@ func TestBrowserJourneyPolish(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := a.srv.URL
-	step := func(name string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(sctx, actions...); err != nil {
-			html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\npage: %.3000s", name, err, html)
-		}
-	}
+	step := stepper(t, ctx, 15*time.Second)
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(sel))

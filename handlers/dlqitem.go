@@ -147,7 +147,7 @@ func compensable(def *definition.Definition, failedStepID string) bool {
 		if st.ID == failedStepID {
 			return false
 		}
-		if st.Compensation != nil && st.Compensation.CompensationType != definition.CompNone {
+		if st.Undoes() {
 			return true
 		}
 	}

@@ -264,12 +264,7 @@ func options(values []string, selected string, label func(string) string) []page
 
 // statusText names statuses in the user's language, as the status badges do.
 func statusText(l *i18n.Localizer) func(string) string {
-	return func(s string) string {
-		if slices.Contains(models.RollbackStatuses, s) {
-			return l.T("rollback.status." + s)
-		}
-		return l.TOr("status."+s, strings.ReplaceAll(s, "_", " "))
-	}
+	return func(s string) string { return l.TOr("status."+s, strings.ReplaceAll(s, "_", " ")) }
 }
 
 // executionsPage lists executions. A filter that is not valid answers 422 with the form's

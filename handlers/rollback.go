@@ -126,8 +126,7 @@ func (h *RollbackHandler) Act(c echo.Context) error {
 // rollback would undo something.
 func (d *executionDetail) hasUndo() bool {
 	for _, sd := range d.Steps {
-		c := sd.Step.Compensation
-		if c != nil && c.CompensationType != definition.CompNone && sd.Status(d.Ex) == models.StepSucceeded {
+		if sd.Step.Undoes() && sd.Status(d.Ex) == models.StepSucceeded {
 			return true
 		}
 	}

@@ -22,24 +22,7 @@ func TestRollbackAPI(t *testing.T) {
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Rollback")
 		other := a.tenant("Inne Biuro Rollback")
-		var mu sync.Mutex
-		var cancels []string
-		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			switch {
-			case r.URL.Path == "/book":
-				fmt.Fprint(w, `{"id": "B-7"}`)
-			case strings.HasPrefix(r.URL.Path, "/cancel/"):
-				mu.Lock()
-				cancels = append(cancels, r.URL.Path)
-				mu.Unlock()
-				fmt.Fprint(w, `{"ok": true}`)
-			default:
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprint(w, `{"error": "refused"}`)
-			}
-		}))
-		defer svc.Close()
+		svc, cancels := bookingService(t)
 		wf, err := a.wfs.Create(context.Background(), rs.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Księgowanie", "settings": {"retryPolicy": {"maxRetries": 0}},
 		  "steps": [
 		    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[1]s/book"},
@@ -125,10 +108,8 @@ func TestRollbackAPI(t *testing.T) {
 		if p := page(admin); !strings.Contains(p, `data-status="ROLLED_BACK"`) || strings.Count(p, `data-testid="compensation" data-status="completed"`) != 2 {
 			t.Errorf("the rolled-back execution's page: %s", p)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(cancels) != 1 || cancels[0] != "/cancel/B-7" {
-			t.Errorf("cancellations %v", cancels)
+		if got := cancels(); len(got) != 1 || got[0] != "/cancel/B-7" {
+			t.Errorf("cancellations %v", got)
 		}
 	})
 }
@@ -142,19 +123,7 @@ func TestRollbackFromDLQItem(t *testing.T) {
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Cofanie DLQ")
 		other := a.tenant("Inne Biuro Cofanie")
-		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			switch {
-			case r.URL.Path == "/book":
-				fmt.Fprint(w, `{"id": "B-9"}`)
-			case strings.HasPrefix(r.URL.Path, "/cancel/"):
-				fmt.Fprint(w, `{"ok": true}`)
-			default:
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprint(w, `{"error": "refused"}`)
-			}
-		}))
-		defer svc.Close()
+		svc, _ := bookingService(t)
 		wf, err := a.wfs.Create(context.Background(), rs.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Księgowanie", "settings": {"retryPolicy": {"maxRetries": 0}},
 		  "steps": [
 		    {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[1]s/book"},
@@ -299,4 +268,32 @@ func TestRollbackFromDLQItem(t *testing.T) {
 			t.Errorf("page filter ROLLED_BACK: %v", got)
 		}
 	})
+}
+
+// bookingService books (/book answers {"id": "B-7"}), cancels (/cancel/…, recorded in
+// order) and refuses every other path with 400; cancels returns the cancellations so far.
+func bookingService(t *testing.T) (svc *httptest.Server, cancels func() []string) {
+	var mu sync.Mutex
+	var got []string
+	svc = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/book":
+			fmt.Fprint(w, `{"id": "B-7"}`)
+		case strings.HasPrefix(r.URL.Path, "/cancel/"):
+			mu.Lock()
+			got = append(got, r.URL.Path)
+			mu.Unlock()
+			fmt.Fprint(w, `{"ok": true}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error": "refused"}`)
+		}
+	}))
+	t.Cleanup(svc.Close)
+	return svc, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
 }

@@ -145,7 +145,7 @@ func (s *Service) byKey(ctx context.Context, r Request, hash string) (*models.Bu
 		return nil, err
 	case !job.CreatedAt.Add(IdempotencyTTL).After(s.now()):
 		return nil, s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("id = ?", job.ID).Update("idem_key", nil).Error
-	case deref(job.RequestHash) != hash:
+	case job.RequestHash == nil || *job.RequestHash != hash:
 		return nil, models.Invalid("This Idempotency-Key was already used with a different request body.",
 			map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
 	}
@@ -162,13 +162,6 @@ func requestHash(r Request) string {
 	}{r.Action, r.IDs, r.Filter, r.Notes})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 func (s *Service) create(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {

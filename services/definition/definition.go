@@ -108,6 +108,12 @@ func (s Step) Title() string {
 	return s.ID
 }
 
+// Undoes reports whether the step has a compensation that does something (not none): a
+// rollback after it completed has something to undo.
+func (s Step) Undoes() bool {
+	return s.Compensation != nil && s.Compensation.CompensationType != CompNone
+}
+
 // Timeout returns the step's timeout in milliseconds, with the default applied.
 func (s Step) Timeout() int {
 	if s.TimeoutMs > 0 {

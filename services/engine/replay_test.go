@@ -25,6 +25,7 @@ type nipService struct {
 	mu    sync.Mutex
 	down  bool
 	calls []nipCall
+	hold  chan struct{} // when set, answers wait until it is closed
 }
 
 type nipCall struct {
@@ -38,8 +39,11 @@ func (s *nipService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(raw, &body)
 	s.mu.Lock()
 	s.calls = append(s.calls, nipCall{Key: r.Header.Get("Idempotency-Key"), Body: body})
-	down := s.down
+	down, hold := s.down, s.hold
 	s.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	w.Header().Set("Content-Type", "application/json")
 	nip, _ := body["nip"].(string)
 	switch {
@@ -366,7 +370,13 @@ func TestReplayConflictsAndRules(t *testing.T) {
 			t.Errorf("other organization: %v", err)
 		}
 
-		// Two people at once: one replay wins, the other gets a conflict.
+		// Two people at once: one replay wins, the other gets a conflict. The gateway holds
+		// its answer until both have asked, so the winner's replay cannot fail back to
+		// pending before the other asks (it did under the race detector).
+		hold := make(chan struct{})
+		svc.mu.Lock()
+		svc.hold = hold
+		svc.mu.Unlock()
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for i := range errs {
@@ -377,6 +387,7 @@ func TestReplayConflictsAndRules(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		close(hold)
 		ok, conflicts := 0, 0
 		for _, err := range errs {
 			switch {

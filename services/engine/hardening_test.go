@@ -481,7 +481,9 @@ func TestRetryTimingIgnoresSkewedAppClock(t *testing.T) {
 		if len(ts) != 2 {
 			t.Fatalf("%d calls, want 2", len(ts))
 		}
-		if gap := ts[1].Sub(ts[0]); gap < 1900*time.Millisecond || gap > 4*time.Second {
+		// Never early; and not five minutes late, the skew. How late within that is the
+		// retry-lateness benchmark's business, so a loaded machine does not fail this test.
+		if gap := ts[1].Sub(ts[0]); gap < 1900*time.Millisecond || gap > 20*time.Second {
 			t.Fatalf("retry came %s after the first attempt, want about 2s", gap)
 		}
 	})

@@ -95,7 +95,7 @@ func (h *AuditHandler) List(c echo.Context) error {
 			return err
 		}
 		for _, r := range rows {
-			vm.Rows = append(vm.Rows, h.row(l, r))
+			vm.Rows = append(vm.Rows, h.s.auditRow(l, r))
 		}
 		if next != "" {
 			vm.NextURL = h.s.url("audit") + "?" + withParam(c.QueryParams(), "cursor", next)
@@ -152,7 +152,7 @@ func (h *AuditHandler) Export(c echo.Context) error {
 			break
 		}
 		for _, r := range rows {
-			v := h.row(l, r)
+			v := h.s.auditRow(l, r)
 			_ = cw.Write([]string{r.CreatedAt.UTC().Format(time.RFC3339), r.Action, v.Label, r.ActorType, v.Actor, r.EntityType, r.EntityID, string(r.Details)})
 		}
 		cw.Flush()
@@ -164,11 +164,15 @@ func (h *AuditHandler) Export(c echo.Context) error {
 	return nil
 }
 
-// row is one entry for display: its label, who, and a link to what it is about.
-func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
+// auditRow is one entry for display: its label, who, what it says in a line, its details,
+// and a link to what it is about.
+func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
 		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
-		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Details: string(r.Details)}
+		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Details: string(r.Details), Note: auditNote(l, r.Details)}
+	if d := prettyJSON(r.Details); d != "{}" {
+		v.DetailsJSON = d
+	}
 	switch r.ActorType {
 	case audit.ActorUser:
 		v.Actor = cmp.Or(r.ActorEmail, l.T("audit.actor.deleted"))
@@ -179,35 +183,35 @@ func (h *AuditHandler) row(l *i18n.Localizer, r models.AuditRow) pages.AuditRow 
 	}
 	switch r.EntityType {
 	case "workflow_execution":
-		v.EntityURL = h.s.url("execution", r.EntityID)
+		v.EntityURL = s.url("execution", r.EntityID)
 	case "workflow":
-		v.EntityURL = h.s.url("workflow", r.EntityID)
+		v.EntityURL = s.url("workflow", r.EntityID)
 	case "dead_letter_queue":
-		v.EntityURL = h.s.url("dlq.item", r.EntityID)
+		v.EntityURL = s.url("dlq.item", r.EntityID)
 	case "api_token":
-		v.EntityURL = h.s.url("tokens")
+		v.EntityURL = s.url("tokens")
 	case "workflow_execution_error":
 		if ex := detailString(r.Details, "executionId"); ex != "" {
-			v.EntityURL = h.s.url("execution", ex)
+			v.EntityURL = s.url("execution", ex)
 		}
 	case "compensation_action": // the execution it undoes a step of, at its rollback
 		if ex := detailString(r.Details, "executionId"); ex != "" {
-			v.EntityURL = h.s.url("execution", ex) + "#rollback"
+			v.EntityURL = s.url("execution", ex) + "#rollback"
 		}
 	case "circuit_breaker_state":
-		if u := h.s.url("breakers"); u != "" {
+		if u := s.url("breakers"); u != "" {
 			v.EntityURL = u + "#breaker-" + r.EntityID // the row's id on the breakers page
 		}
 	case "db_connection":
-		v.EntityURL = h.s.url("connections")
+		v.EntityURL = s.url("connections")
 	case "dlq_bulk_job":
-		v.EntityURL = h.s.url("dlq.bulk", r.EntityID)
+		v.EntityURL = s.url("dlq.bulk", r.EntityID)
 	case "notification_delivery":
-		v.EntityURL = h.s.url("notifications.deliveries")
+		v.EntityURL = s.url("notifications.deliveries")
 	case "notification_settings":
-		v.EntityURL = h.s.url("notifications.settings")
+		v.EntityURL = s.url("notifications.settings")
 	case "organization":
-		v.EntityURL = h.s.url("profile")
+		v.EntityURL = s.url("profile")
 	}
 	return v
 }
@@ -224,6 +228,28 @@ func withParam(q url.Values, key, value string) string {
 		out.Set(key, value)
 	}
 	return out.Encode()
+}
+
+// auditNote says in a line what an entry's details add to its label: how a dead letter
+// was retried (and from which step), that its replay succeeded, and the notes someone
+// wrote. "" when there is nothing to add.
+func auditNote(l *i18n.Localizer, details models.JSON) string {
+	var m map[string]any
+	if json.Unmarshal(details, &m) != nil {
+		return ""
+	}
+	var parts []string
+	str := func(k string) string { s, _ := m[k].(string); return s }
+	if mode := str("mode"); mode != "" {
+		parts = append(parts, l.TOr("audit.note.mode."+mode, mode, "Step", str("stepId")))
+	}
+	if str("resolution") == "replay_succeeded" {
+		parts = append(parts, l.T("audit.note.replaysucceeded"))
+	}
+	if n := str("notes"); n != "" {
+		parts = append(parts, l.T("audit.note.quoted", "Text", n))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // detailString is a string field of an audit entry's details, or "".

@@ -22,9 +22,11 @@ type recoverer interface {
 	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
 }
 
-// deadLetters finds the dead letter of an execution.
+// deadLetters finds the dead letter of an execution, and what was done to one (its audit
+// entries, for the item's history).
 type deadLetters interface {
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
+	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 }
 
 // DLQActionsHandler serves the recovery actions on dead letters: retry, edit the input and

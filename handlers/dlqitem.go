@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/services/audit"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/redact"
@@ -96,6 +98,9 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 		}
 		vm.Steps = append(vm.Steps, sv)
 	}
+	if err := h.history(c, vm, r.ID); err != nil {
+		return nil, err
+	}
 	if r.Status == models.DLQProcessing {
 		vm.Processing = true
 		if r.ReplayExecutionID != nil {
@@ -108,6 +113,41 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	rec := h.recoveryVM(c, &r.DeadLetter, ex, def, failedName, form)
 	vm.Recovery = rec
 	return vm, nil
+}
+
+// historyLimit bounds an item's history: each retry adds an entry or two, and the retries
+// of one item are few; the audit log has the rest.
+const historyLimit = 100
+
+// history fills the item's history (its audit entries, oldest first) and says how it was
+// closed and by whom: the newest closing entry.
+func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id string) error {
+	p, l := principal(c), localizer(c)
+	rows, _, err := h.dlq.ListAudit(c.Request().Context(), p.OrganizationID,
+		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
+	if err != nil {
+		return err
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		v := h.s.auditRow(l, rows[i])
+		vm.History = append(vm.History, v)
+		switch rows[i].Action {
+		case "dlq.resolved", "dlq.skipped", "dlq.expired":
+			vm.Closed, vm.ClosedBy = "dlq.closed."+strings.TrimPrefix(rows[i].Action, "dlq."), v.Actor
+			if detailString(rows[i].Details, "resolution") == "replay_succeeded" {
+				vm.Closed = "dlq.closed.succeeded"
+			}
+			if rows[i].ActorType == audit.ActorSystem {
+				vm.ClosedBy = ""
+			}
+		case "dlq.retry":
+			vm.Closed, vm.ClosedBy = "", ""
+		}
+	}
+	if p.Can(models.RoleAdmin) {
+		vm.HistoryURL = h.s.url("audit") + "?" + url.Values{"entityType": {"dead_letter_queue"}, "entityId": {id}}.Encode()
+	}
+	return nil
 }
 
 // recoveryVM is the actions panel of a pending dead letter (the item page's and the failed

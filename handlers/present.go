@@ -290,6 +290,8 @@ type apiDLQItem struct {
 	CreatedAt        string          `json:"createdAt"`
 	ExpiresAt        string          `json:"expiresAt"`
 	ResolvedAt       *string         `json:"resolvedAt,omitempty"`
+	ResolvedBy       *string         `json:"resolvedBy,omitempty"` // the user who closed it (not set for a token or the engine)
+	ResolutionNotes  *string         `json:"resolutionNotes,omitempty"`
 	OriginalInput    json.RawMessage `json:"originalInput,omitempty"`
 	StepStates       json.RawMessage `json:"stepStates,omitempty"`
 }
@@ -301,7 +303,8 @@ func apiDLQ(r *models.DLQRow, full bool) apiDLQItem {
 	out := apiDLQItem{ID: r.ID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
 		Subject: r.Subject, FailedStepID: r.FailedStepID, Status: r.Status, ErrorType: r.ErrorType, Reason: r.Reason,
 		RetryCount: r.RetryCount, ManualRetryCount: r.ManualRetryCount, Error: apiAttemptError{Type: r.ErrorType, Message: r.Reason},
-		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ResolvedAt: rfcPtr(r.ResolvedAt)}
+		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ResolvedAt: rfcPtr(r.ResolvedAt),
+		ResolvedBy: r.ResolvedBy, ResolutionNotes: r.ResolutionNotes}
 	if full {
 		out.Error.Code, out.Error.Message, out.Error.Trace = deref(r.ErrorCode), cmp.Or(r.ErrorMessage, r.Reason), deref(r.StackTrace)
 		out.OriginalInput = json.RawMessage(r.OriginalInput)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,41 @@ func TestRecoveryPages(t *testing.T) {
 		r = do(t, admin, "GET", itemURL, "", nil)
 		if !strings.Contains(r.body, `data-testid="resolution-notes"`) || !strings.Contains(r.body, "Złożono ręcznie") || strings.Contains(r.body, `data-testid="recovery"`) {
 			t.Errorf("resolved page")
+		}
+		// It says how and by whom it was closed, and its history lists what happened, oldest
+		// first, with a link to the audit log filtered to it.
+		history := regexp.MustCompile(`data-testid="history-entry" data-event="([a-z._]+)"`)
+		for _, want := range []string{`data-testid="closed-how">Closed as resolved<`, `data-testid="closed-by">by ` + rs.tenant.email + `<`,
+			`data-testid="history-note"> · “Złożono ręcznie w e-Deklaracjach.”`,
+			`href="/audit?entityId=` + dl2 + `&amp;entityType=dead_letter_queue" data-testid="history-audit"`} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("resolved page lacks %s", want)
+			}
+		}
+		if got := history.FindAllStringSubmatch(r.body, -1); len(got) != 2 || got[0][1] != "dlq.created" || got[1][1] != "dlq.resolved" {
+			t.Errorf("history %v, want dlq.created then dlq.resolved", got)
+		}
+		m := a.dlqStatus(rs.token, dl2)
+		if m["resolutionNotes"] != "Złożono ręcznie w e-Deklaracjach." || m["resolvedBy"] == nil || m["resolvedBy"] == "" {
+			t.Errorf("the API does not say who closed it and why: %v %v", m["resolutionNotes"], m["resolvedBy"])
+		}
+		// The item the edited retry resolved: the engine closed it, after the admin's retry.
+		r = do(t, admin, "GET", a.srv.URL+"/dlq/"+dlID, "", nil)
+		if !strings.Contains(r.body, `data-testid="closed-how">Resolved: the retry succeeded<`) || strings.Contains(r.body, `data-testid="closed-by"`) ||
+			!strings.Contains(r.body, "from the failed step") {
+			t.Errorf("the replayed item's page does not say the retry resolved it")
+		}
+		if got := history.FindAllStringSubmatch(r.body, -1); len(got) != 3 || got[1][1] != "dlq.retry" || got[2][1] != "dlq.resolved" {
+			t.Errorf("history %v, want dlq.created, dlq.retry, dlq.resolved", got)
+		}
+		// The audit log shows the notes and the details of each entry.
+		r = do(t, admin, "GET", a.srv.URL+"/audit?entityType=dead_letter_queue&entityId="+dl2, "", nil)
+		if r.status != 200 || !strings.Contains(r.body, `data-testid="audit-note">“Złożono ręcznie w e-Deklaracjach.”<`) || !strings.Contains(r.body, `data-testid="audit-details"`) {
+			t.Errorf("audit log: %d, no note or details", r.status)
+		}
+		// A viewer sees the history but no link to the audit log, which is for admins.
+		if r := do(t, viewer, "GET", itemURL, "", nil); !strings.Contains(r.body, `data-testid="dlq-history"`) || strings.Contains(r.body, `data-testid="history-audit"`) {
+			t.Errorf("viewer's history")
 		}
 	})
 }

@@ -38,7 +38,7 @@ const dlqListColumns = "dead_letter_queue.id, dead_letter_queue.organization_id,
 	"dead_letter_queue.workflow_id, dead_letter_queue.execution_id, dead_letter_queue.failed_step_id, dead_letter_queue.status, " +
 	"dead_letter_queue.manual_retry_count, dead_letter_queue.last_manual_retry_at, dead_letter_queue.expires_at, " +
 	"dead_letter_queue.subject, dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.retry_count, " +
-	"dead_letter_queue.resolved_by, dead_letter_queue.resolved_at, dead_letter_queue.replay_execution_id, " +
+	"dead_letter_queue.resolved_by, dead_letter_queue.resolved_at, dead_letter_queue.resolution_notes, dead_letter_queue.replay_execution_id, " +
 	"dead_letter_queue.created_at, dead_letter_queue.updated_at"
 
 // ListDLQ returns the organization's dead letters that match f, newest first (created_at,

@@ -31,4 +31,6 @@ type AuditRow struct {
 	EntityID, EntityURL     string // EntityURL: "" when there is no page for it
 	At, AtText              string // ISO and display
 	Details                 string // JSON
+	DetailsJSON             string // indented, "" when there are none
+	Note                    string // what the details add to the label, in a line
 }

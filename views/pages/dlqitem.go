@@ -19,6 +19,12 @@ type DLQItemVM struct {
 	ResolutionNotes string
 	ResolvedAt      string
 	ResolvedAtText  string
+	// Closed: how the item was closed (dlq.closed.* key), and who closed it.
+	Closed, ClosedBy string
+	// History: what happened to the item, oldest first; HistoryURL: the audit log filtered
+	// to it ("" for those who cannot read the audit log).
+	History    []AuditRow
+	HistoryURL string
 	// Recovery is nil when nothing can be done (not pending, or a viewer).
 	Recovery *RecoveryVM
 	// Notice: why an action was refused when the actions are no longer shown (409).

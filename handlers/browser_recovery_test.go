@@ -128,3 +128,70 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 		t.Fatalf("dead letter %s after the journey (%d manual retries)", got.Status, got.ManualRetryCount)
 	}
 }
+
+// TestBrowserBulkJourney: an admin runs the list's bulk form with nothing selected (the
+// page says so and leads back), selects every item on the page with one box, asks to
+// resolve them, confirms the count with a note, and watches the job finish.
+func TestBrowserBulkJourney(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	tn := a.tenant("Biuro Zbiorczo")
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error": "NIP must have 10 digits"}`)
+	}))
+	defer gw.Close()
+	wf, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Deklaracja VAT",
+	  "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+	  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/jpk", "body": {}}}]}`, gw.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, client := range []string{"Piekarnia Zawada", "Kowalski Sp. z o.o."} {
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions",
+			`{"input": {"client": "`+client+`"}}`, bearer(tn.token)); r.status != http.StatusCreated {
+			t.Fatalf("start: %d %s", r.status, r.body)
+		}
+	}
+	pending := func() int64 {
+		var n int64
+		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("organization_id = ? AND status = ?", tn.org, models.DLQPending).Count(&n)
+		return n
+	}
+	for deadline := time.Now().Add(15 * time.Second); pending() != 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending dead letters, want 3 (the tenant's own and two)", pending())
+		}
+	}
+
+	step := stepper(t, ctx, 20*time.Second)
+	ready := chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`)
+	step("login", chromedp.Navigate(a.srv.URL+"/dlq"), chromedp.WaitVisible(`[data-testid=login-form]`),
+		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), ready)
+	step("run with nothing selected", chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-problem]`))
+	if s, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=bulk-problem]`)); err != nil || !strings.Contains(s, "No item is selected") {
+		t.Fatalf("problem %q %v", s, err)
+	}
+	step("back to the list", chromedp.Click(`[data-testid=bulk-back]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), ready)
+	step("select all, resolve",
+		chromedp.Click(`[data-testid=dlq-select-all]`),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-select]:checked').length === 3`),
+		chromedp.SetValue(`[data-testid=bulk-action]`, "resolve"),
+		chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-confirm-count]`))
+	if s, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=bulk-confirm-count]`)); err != nil || s != "3 selected items." {
+		t.Fatalf("count %q %v", s, err)
+	}
+	step("confirm with a note",
+		chromedp.SendKeys(`[data-testid=bulk-notes]`, "Złożone ręcznie"),
+		chromedp.Click(`[data-testid=bulk-confirm-submit]`),
+		chromedp.WaitVisible(`[data-testid=bulk][data-status=done]`))
+	var resolved int64
+	db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("organization_id = ? AND status = ? AND resolution_notes = ?", tn.org, models.DLQResolved, "Złożone ręcznie").Count(&resolved)
+	if resolved != 3 {
+		t.Errorf("%d resolved with the note, want 3", resolved)
+	}
+}

@@ -3,8 +3,11 @@ package handlers
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"sort"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,6 +22,7 @@ import (
 type bulkService interface {
 	Create(ctx context.Context, r bulk.Request) (*models.BulkJob, error)
 	CreateOnce(ctx context.Context, r bulk.Request) (*models.BulkJob, bool, error)
+	Preview(ctx context.Context, r bulk.Request) (int, error)
 	Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error)
 	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
 }
@@ -155,7 +159,10 @@ func bulkOf(job *models.BulkJob, items []models.BulkItem, withItems bool) apiBul
 }
 
 // Start: POST /dlq/bulk, the list's bulk form: the checked rows (ids), or with scope=filter
-// every pending item the list's filter (sent as its query keys) matches.
+// every pending item the list's filter (sent as its query keys) matches. Without confirm=1
+// it starts nothing: it answers the confirmation page (how many items, what will happen,
+// notes for resolve and skip), or, when the request cannot be carried out (nothing
+// selected, nothing matches), that page with the reason and a way back (422).
 func (h *BulkHandler) Start(c echo.Context) error {
 	p := principal(c)
 	r := bulk.Request{OrganizationID: p.OrganizationID, Action: c.FormValue("action"), Notes: c.FormValue("notes"), Actor: actorOf(p)}
@@ -175,11 +182,61 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	} else {
 		r.IDs = form["ids"]
 	}
+	if c.FormValue("confirm") != "1" {
+		return h.confirm(c, r, form)
+	}
 	job, err := h.svc.Create(c.Request().Context(), r)
+	if me := invalid(err); me != nil { // the items changed since the confirmation
+		return h.confirm(c, r, form)
+	}
 	if err != nil {
 		return err
 	}
 	return redirect(c, h.s.url("dlq.bulk", job.ID))
+}
+
+// confirm renders the confirmation of a bulk action from the list's form.
+func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values) error {
+	l := localizer(c)
+	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes}
+	back := url.Values{}
+	for k, vs := range form {
+		switch k {
+		case "_csrf", "confirm", "notes":
+			continue
+		}
+		for _, v := range vs {
+			vm.Fields = append(vm.Fields, pages.HiddenField{Name: k, Value: v})
+		}
+		if k != "scope" && k != "action" && k != "ids" {
+			back[k] = vs
+		}
+	}
+	sort.Slice(vm.Fields, func(i, j int) bool { return vm.Fields[i].Name < vm.Fields[j].Name })
+	vm.BackURL = h.s.url("dlq")
+	if len(back) > 0 {
+		vm.BackURL += "?" + back.Encode()
+	}
+	n, err := h.svc.Preview(c.Request().Context(), r)
+	me := invalid(err)
+	if err != nil && me == nil {
+		return err
+	}
+	status := http.StatusOK
+	if me != nil {
+		status = http.StatusUnprocessableEntity
+		if me.Fields["ids"] != "" && len(r.IDs) == 0 && r.Filter == nil {
+			vm.Problems = []string{l.T("bulk.confirm.none")}
+		} else {
+			msg, fields := translated(l, me.Message, me.Fields)
+			vm.Problems = append(vm.Problems, msg)
+			for _, k := range slices.Sorted(maps.Keys(fields)) {
+				vm.Problems = append(vm.Problems, fields[k])
+			}
+		}
+	}
+	vm.Count, vm.ByFilter = n, r.Filter != nil
+	return render(c, status, pages.BulkConfirm(h.s.page(c, l.T("bulk.title."+cmp.Or(r.Action, "retry"))+" · "+l.T("nav.dlq"), "dlq"), vm))
 }
 
 // Show: GET /dlq/bulk/{id}, the progress page (it refreshes itself while the job runs).

@@ -201,8 +201,33 @@ func TestBulkRetryByFilter(t *testing.T) {
 		}
 		var ids []string
 		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)
+		postForm := func(form url.Values) resp {
+			return do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		}
+		jobs := func() int64 {
+			var n int64
+			db.Conn(context.Background()).Model(&models.BulkJob{}).Count(&n)
+			return n
+		}
+		jobsBefore := jobs()
+		// Nothing selected: the page says so and offers the way back (422); nothing starts.
+		if r := postForm(url.Values{"_csrf": {csrf}, "action": {"skip"}, "scope": {"selected"}, "workflowId": {other.ID}}); r.status != 422 ||
+			!strings.Contains(r.body, `data-testid="bulk-problem"`) || !strings.Contains(r.body, "No item is selected") ||
+			!strings.Contains(r.body, `href="/dlq?workflowId=`+other.ID+`" data-testid="bulk-back"`) {
+			t.Errorf("empty bulk form: %d %s", r.status, r.body)
+		}
+		// The form first asks: how many, what happens, notes; it sends the items again.
 		form := url.Values{"_csrf": {csrf}, "action": {"skip"}, "ids": ids}
-		r = do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		r = postForm(form)
+		if r.status != 200 || !strings.Contains(r.body, `data-testid="bulk-confirm-count" data-count="2"`) || !strings.Contains(r.body, "Close 2 items as skipped") ||
+			!strings.Contains(r.body, `name="ids" value="`+ids[1]+`"`) || !strings.Contains(r.body, `name="confirm" value="1"`) || !strings.Contains(r.body, `data-testid="bulk-notes"`) {
+			t.Fatalf("bulk confirmation: %d %s", r.status, r.body)
+		}
+		if n := jobs(); n != jobsBefore {
+			t.Fatalf("the confirmation started %d bulk jobs", n-jobsBefore)
+		}
+		form.Set("confirm", "1")
+		r = postForm(form)
 		loc := r.header.Get("Location")
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/dlq/bulk/") {
 			t.Fatalf("bulk form: %d %s", r.status, r.body)
@@ -235,7 +260,12 @@ func TestBulkRetryByFilter(t *testing.T) {
 			t.Fatalf("the list's bulk form: %s", list.body)
 		}
 		form = url.Values{"_csrf": {csrf}, "action": {"resolve"}, "scope": {"filter"}, "workflowId": {other.ID}}
-		r = do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r := postForm(form); r.status != 200 || !strings.Contains(r.body, `data-count="1"`) || !strings.Contains(r.body, "1 pending item matches the filter.") {
+			t.Errorf("confirmation by filter: %d %s", r.status, r.body)
+		}
+		form.Set("confirm", "1")
+		form.Set("notes", "Zamknięte w banku")
+		r = postForm(form)
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("bulk by filter from the page: %d %s", r.status, r.body)
 		}
@@ -244,6 +274,11 @@ func TestBulkRetryByFilter(t *testing.T) {
 			var left int64
 			db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", other.ID, models.DLQPending).Count(&left)
 			if left == 0 {
+				var notes int64
+				db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ? AND resolution_notes = ?", other.ID, models.DLQResolved, "Zamknięte w banku").Count(&notes)
+				if notes != 1 {
+					t.Errorf("%d items resolved with the confirmation's notes, want 1", notes)
+				}
 				break
 			}
 			if time.Now().After(deadline) {

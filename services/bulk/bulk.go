@@ -164,7 +164,9 @@ func requestHash(r Request) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *Service) create(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {
+// items validates r and returns the ids of the items it acts on (a filter's pending items
+// now), and the filter as recorded with the job.
+func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, error) {
 	fields := map[string]string{}
 	if !slices.Contains(Actions, r.Action) {
 		fields["action"] = "must be one of retry, skip, resolve"
@@ -183,7 +185,7 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 		fields["filter.status"] = "bulk actions apply to pending items; leave the status out or choose pending"
 	}
 	if len(fields) > 0 {
-		return nil, models.Invalid("bulk.invalid", fields)
+		return nil, nil, models.Invalid("bulk.invalid", fields)
 	}
 	ids := r.IDs
 	var filterJSON models.JSON
@@ -192,10 +194,10 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 		f.Status, f.Cursor = models.DLQPending, ""
 		var err error
 		if ids, err = s.DB.DLQIDs(ctx, r.OrganizationID, f, MaxItems+1); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(ids) > MaxItems {
-			return nil, models.Invalid("bulk.invalid", map[string]string{"filter": fmt.Sprintf("matches more than %d items; narrow it", MaxItems)})
+			return nil, nil, models.Invalid("bulk.invalid", map[string]string{"filter": fmt.Sprintf("matches more than %d items; narrow it", MaxItems)})
 		}
 		filterJSON = models.MustJSON(f)
 	} else {
@@ -206,11 +208,11 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 			}
 		}
 		if len(fields) > 0 {
-			return nil, models.Invalid("bulk.invalid", fields)
+			return nil, nil, models.Invalid("bulk.invalid", fields)
 		}
 		known, err := s.DB.DLQOwned(ctx, r.OrganizationID, ids)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i, id := range ids {
 			if !known[id] {
@@ -218,11 +220,26 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 			}
 		}
 		if len(fields) > 0 {
-			return nil, models.Invalid("bulk.invalid", fields)
+			return nil, nil, models.Invalid("bulk.invalid", fields)
 		}
 	}
 	if len(ids) == 0 {
-		return nil, models.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
+		return nil, nil, models.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
+	}
+	return ids, filterJSON, nil
+}
+
+// Preview validates r as Create does and counts the items it would act on, recording
+// nothing: what a person confirms before a bulk action starts.
+func (s *Service) Preview(ctx context.Context, r Request) (int, error) {
+	ids, _, err := s.items(ctx, r)
+	return len(ids), err
+}
+
+func (s *Service) create(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {
+	ids, filterJSON, err := s.items(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	now := s.now()
 	job := &models.BulkJob{ID: models.NewID(), OrganizationID: r.OrganizationID, Action: r.Action, Filter: filterJSON,
@@ -236,7 +253,7 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 	if r.IdempotencyKey != "" {
 		job.IdemKey, job.RequestHash = &r.IdempotencyKey, &hash
 	}
-	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
+	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(job).Error; err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@
 //    region (found again by id, else by its path from the region) gets it back,
 //    else the region itself; never <body>.
 // 6. Filter forms (role=search) leave empty fields out of the URL they push.
+// 7. A "select all" checkbox (data-select-all=NAME) ticks every checkbox NAME on the
+//    page; ticking a row of the DLQ list chooses "with the selected items".
 (function () {
   "use strict";
 
@@ -214,5 +216,20 @@
     Array.from(new Set(fd.keys())).forEach(function (k) {
       if (fd.getAll(k).every(function (v) { return v === ""; })) fd.delete(k);
     });
+  });
+
+  // ---------- select all ----------
+  document.addEventListener("change", function (evt) {
+    var t = evt.target;
+    if (!t || t.type !== "checkbox") return;
+    var boxes;
+    if (t.hasAttribute("data-select-all")) {
+      boxes = document.querySelectorAll('input[type=checkbox][name="' + t.getAttribute("data-select-all") + '"]');
+      boxes.forEach(function (b) { b.checked = t.checked; });
+    }
+    if (t.getAttribute("form") === "bulk-form" || t.hasAttribute("data-select-all")) {
+      var selected = document.querySelector('#bulk-form input[name=scope][value=selected]');
+      if (selected && t.checked) selected.checked = true;
+    }
   });
 })();

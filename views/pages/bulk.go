@@ -61,3 +61,17 @@ func bulkCountsKey(action string) string {
 	}
 	return "bulk.counts"
 }
+
+// BulkConfirmVM feeds BulkConfirm: what a bulk action from the list will do, before it
+// starts; or why it cannot (Problems).
+type BulkConfirmVM struct {
+	Action   string // retry, skip, resolve
+	Count    int    // the items it acts on
+	ByFilter bool   // every pending item of the filter, not the selected ones
+	Problems []string
+	PostURL  string
+	CSRF     string
+	BackURL  string        // the list, with its filter
+	Fields   []HiddenField // the list form's fields, sent again with confirm=1
+	Notes    string
+}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -396,6 +397,44 @@ func (h *NotifyPagesHandler) Inbox(c echo.Context) error {
 	return render(c, http.StatusOK, pages.NotifyInbox(h.s.page(c, "notifications.inbox.title", ""), vm))
 }
 
+// inboxItem is a notification as the inbox shows it. One about a failure is written from
+// its event in the reader's language: who it is for (the subject), what happened, and the
+// workflow, step, error type and reason. Others (a digest, a test) keep the text they were
+// sent with.
+func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
+	it := pages.NotifyItem{ID: n.ID, Title: n.Title, Body: n.Body, Unread: n.ReadAt == nil}
+	e := n.Event
+	if e == nil {
+		return it
+	}
+	switch e.Kind {
+	case notify.FirstFailure, notify.RetryExhausted, notify.DLQ, notify.BreakerOpened:
+	default:
+		return it
+	}
+	it.Kind, it.KindTone = l.TOr("notifications.event."+string(e.Kind), string(e.Kind)), "danger"
+	if e.Kind == notify.FirstFailure || e.Kind == notify.BreakerOpened { // retries or trials still to come
+		it.KindTone = "warn"
+	}
+	workflow := cmp.Or(e.WorkflowName, e.WorkflowID)
+	step := cmp.Or(e.StepName, e.StepID)
+	if e.Kind == notify.BreakerOpened {
+		it.Title = l.T("notifications.inbox.breaker", "Step", step)
+		it.Facts = []string{workflow}
+	} else {
+		it.Title = cmp.Or(e.Subject, workflow)
+		if e.Subject != "" {
+			it.Facts = append(it.Facts, workflow)
+		}
+		if step != "" {
+			it.Facts = append(it.Facts, step)
+		}
+		it.ErrorType = e.ErrorType
+	}
+	it.Body = l.Text(e.Reason)
+	return it
+}
+
 func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error) {
 	p, l := principal(c), localizer(c)
 	vm := pages.NotifyInboxVM{ReadAllURL: h.s.url("notifications.read_all"), CSRF: csrfToken(c), RefreshURL: h.s.url("notifications")}
@@ -410,7 +449,7 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 	vm.UnreadText = l.N("notifications.inbox.unreadcount", vm.Unread)
 	now := h.Now()
 	for _, n := range items {
-		it := pages.NotifyItem{ID: n.ID, Title: n.Title, Body: n.Body, Unread: n.ReadAt == nil}
+		it := inboxItem(l, n)
 		if n.ExecutionID != "" {
 			it.Link = h.s.url("execution", n.ExecutionID)
 		}

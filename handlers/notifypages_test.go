@@ -369,6 +369,26 @@ func TestNotificationLogAndInbox(t *testing.T) {
 		if top := doc.testID("bell"); len(top) != 1 || top[0].attr("data-unread") != "2" {
 			t.Errorf("the top bar's bell")
 		}
+		// A failure reads as what happened, to which workflow and step, why; not as the
+		// email's text.
+		kind, facts, body := items[0].testID("notify-kind"), items[0].testID("notify-facts"), items[0].testID("notify-body")
+		// (Without a subject the workflow is the title.)
+		if len(kind) != 1 || kind[0].text() != "Dead-letter queue" || items[0].testID("notify-link")[0].text() != "Deklaracja VAT" ||
+			len(facts) != 1 || !strings.Contains(facts[0].text(), "file") || len(facts[0].testID("error-type")) != 1 || facts[0].testID("error-type")[0].attr("data-error-type") != "validation" ||
+			len(body) != 1 || body[0].text() != "nip: NIP must have 10 digits" {
+			t.Errorf("the inbox item: %q", items[0].text())
+		}
+		// In the reader's language now, not the one it was sent in.
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", url.Values{"_csrf": {csrf}, "lang": {"pl"}}.Encode(), formHdr(nil)); r.status >= 400 {
+			t.Fatalf("language: %d", r.status)
+		}
+		pl := parseListDoc(t, do(t, c, "GET", a.srv.URL+"/notifications", "", nil).body).testID("notify-kind")
+		if len(pl) == 0 || pl[0].text() != "Kolejka DLQ" {
+			t.Errorf("the inbox in Polish: %v", pl)
+		}
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", url.Values{"_csrf": {csrf}, "lang": {"en"}}.Encode(), formHdr(nil)); r.status >= 400 {
+			t.Fatalf("language: %d", r.status)
+		}
 		var readAction string
 		for p := items[0].testID("notify-read")[0].root.Parent; p != nil; p = p.Parent {
 			if p.Data == "form" {

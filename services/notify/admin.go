@@ -229,6 +229,9 @@ type InApp struct {
 	ExecutionID string  `json:"executionId,omitempty"`
 	CreatedAt   string  `json:"createdAt"`
 	ReadAt      *string `json:"readAt"`
+	// Event is what the notification tells of (nil for a digest or a test), so a page can
+	// show it in its reader's language rather than the text made when it was sent.
+	Event *Event `json:"-"`
 }
 
 // Inbox returns the user's latest in-app notifications in the organization (newest first,
@@ -238,10 +241,14 @@ func (s *Service) Inbox(ctx context.Context, orgID, userID string, limit int) ([
 	if err != nil {
 		return nil, 0, err
 	}
+	events, err := s.eventsOf(ctx, orgID, rows)
+	if err != nil {
+		return nil, 0, err
+	}
 	out := make([]InApp, 0, len(rows))
 	for _, r := range rows {
 		n := InApp{ID: r.ID, Kind: r.Kind, Title: r.Title, Body: r.Body, Link: r.Link, ExecutionID: r.ExecutionID,
-			CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+			CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Event: events[r.DeliveryID]}
 		if r.ReadAt != nil {
 			v := r.ReadAt.UTC().Format("2006-01-02T15:04:05Z")
 			n.ReadAt = &v
@@ -249,6 +256,36 @@ func (s *Service) Inbox(ctx context.Context, orgID, userID string, limit int) ([
 		out = append(out, n)
 	}
 	return out, unread, nil
+}
+
+// eventsOf returns the events the notifications tell of, by delivery id, in one query.
+func (s *Service) eventsOf(ctx context.Context, orgID string, rows []models.Notification) (map[string]*Event, error) {
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		if r.DeliveryID != "" {
+			ids = append(ids, r.DeliveryID)
+		}
+	}
+	out := make(map[string]*Event, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var found []struct {
+		DeliveryID string
+		Payload    models.JSON
+	}
+	if err := s.db.Conn(ctx).Table("notification_deliveries d").Select("d.id AS delivery_id, e.payload").
+		Joins("JOIN notification_events e ON e.id = d.event_id AND e.organization_id = d.organization_id").
+		Where("d.organization_id = ? AND d.id IN ?", orgID, ids).Scan(&found).Error; err != nil {
+		return nil, err
+	}
+	for _, f := range found {
+		var e Event
+		if json.Unmarshal(f.Payload, &e) == nil {
+			out[f.DeliveryID] = &e
+		}
+	}
+	return out, nil
 }
 
 // MarkRead marks the user's notification id read; ENOTFOUND when it is not theirs.

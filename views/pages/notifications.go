@@ -116,6 +116,10 @@ type NotifyInboxVM struct {
 // NotifyItem is one in-app notification.
 type NotifyItem struct {
 	ID, Title, Body, Link  string
+	Kind                   string   // what happened ("Dead-letter queue"), "" for a digest or a test
+	KindTone               string   // its badge's tone: danger, warn
+	Facts                  []string // the workflow, the step
+	ErrorType              string
 	At, AtText, AtRelative string
 	Unread                 bool
 	ReadURL                string

@@ -22,7 +22,7 @@ import (
 type bulkService interface {
 	Create(ctx context.Context, r bulk.Request) (*models.BulkJob, error)
 	CreateOnce(ctx context.Context, r bulk.Request) (*models.BulkJob, bool, error)
-	Preview(ctx context.Context, r bulk.Request) (int, error)
+	Preview(ctx context.Context, r bulk.Request) ([]string, error)
 	Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error)
 	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
 }
@@ -217,7 +217,7 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values) e
 	if len(back) > 0 {
 		vm.BackURL += "?" + back.Encode()
 	}
-	n, err := h.svc.Preview(c.Request().Context(), r)
+	ids, err := h.svc.Preview(c.Request().Context(), r)
 	me := invalid(err)
 	if err != nil && me == nil {
 		return err
@@ -235,7 +235,10 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values) e
 			}
 		}
 	}
-	vm.Count, vm.ByFilter = n, r.Filter != nil
+	vm.Count, vm.ByFilter = len(ids), r.Filter != nil
+	if err := h.confirmItems(c, &vm, ids); err != nil {
+		return err
+	}
 	return render(c, status, pages.BulkConfirm(h.s.page(c, l.T("bulk.title."+cmp.Or(r.Action, "retry"))+" · "+l.T("nav.dlq"), "dlq"), vm))
 }
 
@@ -275,6 +278,27 @@ func (h *BulkHandler) Show(c echo.Context) error {
 		vm.Items = append(vm.Items, iv)
 	}
 	return render(c, http.StatusOK, pages.Bulk(h.s.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
+}
+
+// maxConfirmItems bounds the items the confirmation names; it counts the rest.
+const maxConfirmItems = 20
+
+// confirmItems names the first items a bulk action would act on, each linked to its page.
+func (h *BulkHandler) confirmItems(c echo.Context, vm *pages.BulkConfirmVM, ids []string) error {
+	shown := ids[:min(len(ids), maxConfirmItems)]
+	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, shown)
+	if err != nil {
+		return err
+	}
+	l := localizer(c)
+	for _, id := range shown {
+		b := briefs[id]
+		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.s.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})
+	}
+	if more := len(ids) - len(shown); more > 0 {
+		vm.More = l.N("bulk.confirm.more", more)
+	}
+	return nil
 }
 
 // bulkRole checks the role a bulk action needs: a retry, an accountant's (as for one item);

@@ -111,6 +111,18 @@ func TestBulkRetryByFilter(t *testing.T) {
 			}
 		}
 
+		// The list's form asks first: every pending item of the filter counted, the newest 20
+		// named, the rest counted.
+		{
+			browser, csrf := a.browser(tn)
+			r := do(t, browser, "POST", a.srv.URL+"/dlq/bulk", url.Values{"_csrf": {csrf}, "action": {"retry"}, "scope": {"filter"}, "workflowId": {wf.ID}}.Encode(),
+				map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+			if r.status != 200 || !strings.Contains(r.body, fmt.Sprintf(`data-count="%d"`, n)) || strings.Count(r.body, `data-testid="bulk-confirm-item"`) != 20 ||
+				!strings.Contains(r.body, fmt.Sprintf(`data-testid="bulk-confirm-more">and %d more<`, n-20)) {
+				t.Errorf("confirmation of %d items by filter: %d", n, r.status)
+			}
+		}
+
 		// Every pending item of the workflow, not only a page of them.
 		bulkBody := `{"action": "retry", "filter": {"workflowId": "` + wf.ID + `"}, "resolutionNotes": "Okres otwarty"}`
 		keyed := func(body string) resp {
@@ -222,6 +234,9 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if r.status != 200 || !strings.Contains(r.body, `data-testid="bulk-confirm-count" data-count="2"`) || !strings.Contains(r.body, "Close 2 items as skipped") ||
 			!strings.Contains(r.body, `name="ids" value="`+ids[1]+`"`) || !strings.Contains(r.body, `name="confirm" value="1"`) || !strings.Contains(r.body, `data-testid="bulk-notes"`) {
 			t.Fatalf("bulk confirmation: %d %s", r.status, r.body)
+		}
+		if got := strings.Count(r.body, `data-testid="bulk-confirm-item"`); got != 2 || !strings.Contains(r.body, `href="/dlq/`+ids[0]+`"`) {
+			t.Errorf("the confirmation names %d items, want the 2 selected", got)
 		}
 		if n := jobs(); n != jobsBefore {
 			t.Fatalf("the confirmation started %d bulk jobs", n-jobsBefore)

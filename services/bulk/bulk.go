@@ -229,11 +229,12 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 	return ids, filterJSON, nil
 }
 
-// Preview validates r as Create does and counts the items it would act on, recording
-// nothing: what a person confirms before a bulk action starts.
-func (s *Service) Preview(ctx context.Context, r Request) (int, error) {
+// Preview validates r as Create does and returns the ids of the items it would act on (a
+// filter's newest first), recording nothing: what a person confirms before a bulk action
+// starts.
+func (s *Service) Preview(ctx context.Context, r Request) ([]string, error) {
 	ids, _, err := s.items(ctx, r)
-	return len(ids), err
+	return ids, err
 }
 
 func (s *Service) create(ctx context.Context, r Request, hash string) (*models.BulkJob, error) {

@@ -74,4 +74,9 @@ type BulkConfirmVM struct {
 	BackURL  string        // the list, with its filter
 	Fields   []HiddenField // the list form's fields, sent again with confirm=1
 	Notes    string
+	Items    []BulkConfirmItem // the first items it acts on
+	More     string            // "and 180 more", "" when Items names them all
 }
+
+// BulkConfirmItem is an item a bulk action will act on.
+type BulkConfirmItem struct{ URL, Label, Status string }

@@ -347,8 +347,8 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 // TestDefaultPolicyTiming checks scenario 1's schedule: four attempts, retries 5, 10 and 20 s
-// after each failure (±10 % jitter), recorded in the database and never run early, then the
-// DLQ. How late a retry runs is measured by the retry-lateness benchmark, not asserted here.
+// after each failure (±10 % jitter), recorded in the database, never run early nor seconds
+// late, then the DLQ. How late a retry runs is measured by the retry-lateness benchmark.
 func TestDefaultPolicyTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes 35 s")
@@ -388,6 +388,10 @@ func TestDefaultPolicyTiming(t *testing.T) {
 			}
 			if next.StartedAt.Before(next.ScheduledAt.Add(-slack)) {
 				t.Errorf("attempt %d started at %v, before its schedule %v", next.Attempt, *next.StartedAt, next.ScheduledAt)
+			}
+			// Not seconds late either (a generous bound: the benchmark measures lateness).
+			if late := next.StartedAt.Sub(next.ScheduledAt); late > 10*time.Second {
+				t.Errorf("attempt %d started %v after its schedule", next.Attempt, late)
 			}
 			if gap := calls[i+1].at.Sub(calls[i].at); gap < want*9/10-slack {
 				t.Errorf("call %d came %v after call %d, earlier than the %v retry delay allows", i+2, gap, i+1, want)

@@ -218,6 +218,10 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		if a.HandlesAttemptID != nil { // a handler: it also reads the failure it was handed
 			var err error
 			if env, mapped, err = e.handlerEnv(ctx, ex, def, a, attempts, env); err != nil {
+				var c classify.Classified
+				if !errors.As(err, &c) {
+					return nil, &storeError{err}
+				}
 				return nil, err
 			}
 			secretVals = append(secretVals, e.redactor.SecretValues(env["failedStep"])...)
@@ -234,6 +238,10 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		cfgMap, _ := cfg.(map[string]any)
 		if h.gate = breakerOf(ex, def, a.StepIndex, cfgMap); h.gate != nil {
 			if err := e.admit(ctx, ex, h.gate, a); err != nil {
+				var w *waitOnBreaker
+				if !errors.As(err, &w) {
+					return nil, &storeError{err}
+				}
 				return nil, err
 			}
 		}
@@ -246,9 +254,17 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	// What happens next is recorded even if the job's context ends now (shutdown).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	if runErr != nil && ctx.Err() != nil {
-		// Shutdown (or a lost job), not the step's own timeout: hand the attempt back.
-		outcome, err := e.release(rctx, h, a, generation, log)
+	var se *storeError
+	if runErr != nil && (ctx.Err() != nil || errors.As(runErr, &se)) {
+		// Shutdown (or a lost job), not the step's own timeout; or the engine's own database
+		// failed before the step ran: hand the attempt back, unsent, to run again with the
+		// same idempotency key.
+		delay := time.Duration(0)
+		if se != nil {
+			log.WarnContext(ctx, "the database failed before the step ran; the attempt is handed back", "err", se.err)
+			delay = storeRetryDelay
+		}
+		outcome, err := e.releaseIn(rctx, h, a, generation, log, delay)
 		return outcome, nil, err
 	}
 	var w *waitOnBreaker
@@ -270,6 +286,20 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	outcome, err := e.fail(rctx, h, ex, def, a, generation, input, runErr, attempts, secretVals, log)
 	return outcome, nil, err
 }
+
+// storeError is the engine's own database failing while it prepares an attempt (reading a
+// breaker's state, or the failure a handler handles), before any request left: not the
+// step's failure, so it costs no attempt and no idempotency key.
+type storeError struct{ err error }
+
+// storeRetryDelay is how long an attempt handed back for a storeError waits before it runs
+// again: a database that answers but fails (a broken table) is not asked in a tight loop.
+const storeRetryDelay = time.Second
+
+func (s *storeError) Error() string {
+	return "the database failed before the step ran: " + s.err.Error()
+}
+func (s *storeError) Unwrap() error { return s.err }
 
 // maskText hides secrets in error text: the attempt's own secret values, and the values
 // of secret-looking query parameters in URLs.
@@ -412,17 +442,23 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 // release hands a held attempt back: PENDING at the next generation, due now, with its job.
 // It logs that on log (nil: the caller says it for many at once).
 func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
+	return e.releaseIn(ctx, h, a, generation, log, 0)
+}
+
+// releaseIn is release with the attempt due after delay.
+func (e *Engine) releaseIn(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger, delay time.Duration) (Outcome, error) {
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			due := now.Add(delay)
 			err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
-				"started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
+				"started_at": nil, "lease_expires_at": nil, "scheduled_at": due, "updated_at": now})
 			if err != nil {
 				return nil, err
 			}
 			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
 				return nil, err
 			}
-			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: now}}, nil
+			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: due}}, nil
 		})
 	})
 	if errors.Is(err, errLost) || landed {

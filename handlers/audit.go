@@ -243,8 +243,17 @@ func auditNote(l *i18n.Localizer, details models.JSON) string {
 	if mode := str("mode"); mode != "" {
 		parts = append(parts, l.TOr("audit.note.mode."+mode, mode, "Step", str("stepId")))
 	}
+	if _, ok := m["inputAfter"]; ok {
+		parts = append(parts, l.T("audit.note.inputedited"))
+	}
 	if str("resolution") == "replay_succeeded" {
 		parts = append(parts, l.T("audit.note.replaysucceeded"))
+	}
+	if again, _ := m["replayFailed"].(bool); again {
+		parts = append(parts, l.T("audit.note.failedagain"))
+	}
+	if msg := str("message"); msg != "" { // an error's reason (already masked)
+		parts = append(parts, l.Text(msg))
 	}
 	if n := str("notes"); n != "" {
 		parts = append(parts, l.T("audit.note.quoted", "Text", n))

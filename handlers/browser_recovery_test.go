@@ -177,9 +177,12 @@ func TestBrowserBulkJourney(t *testing.T) {
 		t.Fatalf("problem %q %v", s, err)
 	}
 	step("back to the list", chromedp.Click(`[data-testid=bulk-back]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), ready)
+	step("one row: the select-all box shows a partial selection",
+		chromedp.Click(`[data-testid=dlq-select]`),
+		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=dlq-select-all]').indeterminate`))
 	step("select all, resolve",
 		chromedp.Click(`[data-testid=dlq-select-all]`),
-		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-select]:checked').length === 3`),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-select]:checked').length === 3 && !document.querySelector('[data-testid=dlq-select-all]').indeterminate`),
 		chromedp.SetValue(`[data-testid=bulk-action]`, "resolve"),
 		chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-confirm-count]`))
 	if s, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=bulk-confirm-count]`)); err != nil || s != "3 selected items." {

@@ -3,11 +3,14 @@ package handlers
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,6 +18,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
+	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
@@ -182,12 +186,24 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	} else {
 		r.IDs = form["ids"]
 	}
-	if c.FormValue("confirm") != "1" {
-		return h.confirm(c, r, form)
+	ctx := c.Request().Context()
+	ids, err := h.svc.Preview(ctx, r)
+	if err != nil && invalid(err) == nil {
+		return err
 	}
-	job, err := h.svc.Create(c.Request().Context(), r)
-	if me := invalid(err); me != nil { // the items changed since the confirmation
-		return h.confirm(c, r, form)
+	if c.FormValue("confirm") != "1" || err != nil {
+		return h.confirm(c, r, form, ids, err, false)
+	}
+	// What was confirmed is what runs: when the items changed since (new failures match
+	// the filter, one was resolved meanwhile), the confirmation is shown again.
+	if c.FormValue("token") != bulkToken(r.Action, ids) {
+		return h.confirm(c, r, form, ids, nil, true)
+	}
+	// The confirmation's nonce makes a double click one job.
+	r.IdempotencyKey = "form:" + c.FormValue("nonce")
+	job, _, err := h.svc.CreateOnce(ctx, r)
+	if invalid(err) != nil {
+		return h.confirm(c, r, form, ids, err, false)
 	}
 	if err != nil {
 		return err
@@ -195,14 +211,24 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	return redirect(c, h.s.url("dlq.bulk", job.ID))
 }
 
-// confirm renders the confirmation of a bulk action from the list's form.
-func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values) error {
+// bulkToken identifies the items a confirmation showed: the action and their ids.
+func bulkToken(action string, ids []string) string {
+	sorted := slices.Sorted(slices.Values(ids))
+	sum := sha256.Sum256([]byte(action + "\n" + strings.Join(sorted, "\n")))
+	return hex.EncodeToString(sum[:16])
+}
+
+// confirm renders the confirmation of a bulk action from the list's form: the items it acts
+// on (ids, from Preview), or why it cannot start (perr, 422); changed: the items are not
+// those the person confirmed (409).
+func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, ids []string, perr error, changed bool) error {
 	l := localizer(c)
-	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes}
+	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes,
+		ByFilter: r.Filter != nil, Token: bulkToken(r.Action, ids), Nonce: models.NewID(), Changed: changed}
 	back := url.Values{}
 	for k, vs := range form {
 		switch k {
-		case "_csrf", "confirm", "notes":
+		case "_csrf", "confirm", "notes", "token", "nonce":
 			continue
 		}
 		for _, v := range vs {
@@ -217,29 +243,73 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values) e
 	if len(back) > 0 {
 		vm.BackURL += "?" + back.Encode()
 	}
-	ids, err := h.svc.Preview(c.Request().Context(), r)
-	me := invalid(err)
-	if err != nil && me == nil {
+	if me := invalid(perr); me != nil {
+		vm.Problems = bulkProblems(l, r, me)
+		return h.renderConfirm(c, http.StatusUnprocessableEntity, r, vm)
+	}
+	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, ids)
+	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if me != nil {
-		status = http.StatusUnprocessableEntity
-		if me.Fields["ids"] != "" && len(r.IDs) == 0 && r.Filter == nil {
-			vm.Problems = []string{l.T("bulk.confirm.none")}
-		} else {
-			msg, fields := translated(l, me.Message, me.Fields)
-			vm.Problems = append(vm.Problems, msg)
-			for _, k := range slices.Sorted(maps.Keys(fields)) {
-				vm.Problems = append(vm.Problems, fields[k])
-			}
+	for _, id := range ids {
+		if briefs[id].Status == models.DLQPending {
+			vm.Count++
 		}
 	}
-	vm.Count, vm.ByFilter = len(ids), r.Filter != nil
-	if err := h.confirmItems(c, &vm, ids); err != nil {
-		return err
+	if vm.Count == 0 {
+		vm.Problems = []string{l.T("bulk.confirm.nonepending")}
+		return h.renderConfirm(c, http.StatusUnprocessableEntity, r, vm)
 	}
+	if left := len(ids) - vm.Count; left > 0 {
+		vm.LeftAlone = l.N("bulk.confirm.leftalone", left)
+	}
+	shown := ids[:min(len(ids), maxConfirmItems)]
+	for _, id := range shown {
+		b := briefs[id]
+		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.s.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})
+	}
+	if more := len(ids) - len(shown); more > 0 {
+		vm.More = l.N("bulk.confirm.more", more)
+	}
+	status := http.StatusOK
+	if changed {
+		status = http.StatusConflict
+	}
+	return h.renderConfirm(c, status, r, vm)
+}
+
+func (h *BulkHandler) renderConfirm(c echo.Context, status int, r bulk.Request, vm pages.BulkConfirmVM) error {
+	l := localizer(c)
 	return render(c, status, pages.BulkConfirm(h.s.page(c, l.T("bulk.title."+cmp.Or(r.Action, "retry"))+" · "+l.T("nav.dlq"), "dlq"), vm))
+}
+
+// bulkProblems says in whole sentences why a bulk action from the list cannot start.
+func bulkProblems(l *i18n.Localizer, r bulk.Request, me *models.Error) []string {
+	if me.Fields["ids"] != "" && len(r.IDs) == 0 && r.Filter == nil {
+		return []string{l.T("bulk.confirm.none")}
+	}
+	var out []string
+	unknown := 0
+	for _, k := range slices.Sorted(maps.Keys(me.Fields)) {
+		v := me.Fields[k]
+		switch {
+		case strings.HasPrefix(k, "ids["):
+			unknown++
+		case k == "filter" && strings.HasPrefix(v, "matches no pending item"):
+			out = append(out, l.T("bulk.confirm.nomatch"))
+		case k == "filter":
+			out = append(out, l.T("bulk.confirm.toomany", "Max", l.Number(bulk.MaxItems, 0)))
+		default:
+			out = append(out, k+": "+l.Text(v))
+		}
+	}
+	if unknown > 0 {
+		out = append(out, l.N("bulk.confirm.unknown", unknown))
+	}
+	if len(out) == 0 {
+		out = append(out, l.Text(me.Message))
+	}
+	return out
 }
 
 // Show: GET /dlq/bulk/{id}, the progress page (it refreshes itself while the job runs).
@@ -282,24 +352,6 @@ func (h *BulkHandler) Show(c echo.Context) error {
 
 // maxConfirmItems bounds the items the confirmation names; it counts the rest.
 const maxConfirmItems = 20
-
-// confirmItems names the first items a bulk action would act on, each linked to its page.
-func (h *BulkHandler) confirmItems(c echo.Context, vm *pages.BulkConfirmVM, ids []string) error {
-	shown := ids[:min(len(ids), maxConfirmItems)]
-	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, shown)
-	if err != nil {
-		return err
-	}
-	l := localizer(c)
-	for _, id := range shown {
-		b := briefs[id]
-		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.s.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})
-	}
-	if more := len(ids) - len(shown); more > 0 {
-		vm.More = l.N("bulk.confirm.more", more)
-	}
-	return nil
-}
 
 // bulkRole checks the role a bulk action needs: a retry, an accountant's (as for one item);
 // resolve and skip, an admin's. An unknown action is left to the service's 422.

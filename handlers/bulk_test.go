@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -120,6 +121,11 @@ func TestBulkRetryByFilter(t *testing.T) {
 			if r.status != 200 || !strings.Contains(r.body, fmt.Sprintf(`data-count="%d"`, n)) || strings.Count(r.body, `data-testid="bulk-confirm-item"`) != 20 ||
 				!strings.Contains(r.body, fmt.Sprintf(`data-testid="bulk-confirm-more">and %d more<`, n-20)) {
 				t.Errorf("confirmation of %d items by filter: %d", n, r.status)
+			}
+			var newest models.DeadLetter
+			db.Conn(context.Background()).Where("workflow_id = ?", wf.ID).Order("created_at DESC, id DESC").First(&newest)
+			if first := regexp.MustCompile(`data-testid="bulk-confirm-item"><a href="([^"]+)"`).FindStringSubmatch(r.body); first == nil || first[1] != "/dlq/"+newest.ID {
+				t.Errorf("the first item named is %v, want the newest, /dlq/%s", first, newest.ID)
 			}
 		}
 
@@ -241,11 +247,30 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if n := jobs(); n != jobsBefore {
 			t.Fatalf("the confirmation started %d bulk jobs", n-jobsBefore)
 		}
-		form.Set("confirm", "1")
+		confirmed := func(form url.Values, page string) url.Values {
+			out := url.Values{}
+			for k, v := range form {
+				out[k] = v
+			}
+			out.Set("confirm", "1")
+			for _, k := range []string{"token", "nonce"} {
+				m := regexp.MustCompile(`name="` + k + `" value="([^"]+)"`).FindStringSubmatch(page)
+				if m == nil {
+					t.Fatalf("the confirmation has no %s", k)
+				}
+				out.Set(k, m[1])
+			}
+			return out
+		}
+		// Confirmed twice (a double click): one job.
+		form = confirmed(form, r.body)
 		r = postForm(form)
 		loc := r.header.Get("Location")
 		if r.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/dlq/bulk/") {
 			t.Fatalf("bulk form: %d %s", r.status, r.body)
+		}
+		if again := postForm(form); again.status != http.StatusSeeOther || again.header.Get("Location") != loc || jobs() != jobsBefore+1 {
+			t.Errorf("a second click: %d %s, %d jobs", again.status, again.header.Get("Location"), jobs()-jobsBefore)
 		}
 		deadline = time.Now().Add(30 * time.Second)
 		for {
@@ -266,6 +291,10 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if skipped != 2 {
 			t.Errorf("%d skipped, want 2", skipped)
 		}
+		// The same items again: none is pending, nothing to do.
+		if r := postForm(url.Values{"_csrf": {csrf}, "action": {"retry"}, "ids": ids}); r.status != 422 || !strings.Contains(r.body, "None of the selected items is pending") {
+			t.Errorf("bulk of closed items: %d", r.status)
+		}
 
 		// The list's bulk form: checkboxes on pending rows, the filter's keys sent along;
 		// "every matching item" resolves the other workflow's last pending item.
@@ -278,8 +307,30 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if r := postForm(form); r.status != 200 || !strings.Contains(r.body, `data-count="1"`) || !strings.Contains(r.body, "1 pending item matches the filter.") {
 			t.Errorf("confirmation by filter: %d %s", r.status, r.body)
 		}
-		form.Set("confirm", "1")
+		r = postForm(form)
+		// Another failure matches the filter before the confirmation: it is shown again, with
+		// the new count, and nothing starts (409); confirmed again, it runs.
+		on.Store(false)
+		if _, _, err := a.eng.Start(context.Background(), engine.StartRequest{OrganizationID: tn.org, WorkflowID: other.ID, Input: []byte(`{"client": "Nowy"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var pending int64
+			db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ?", other.ID, models.DLQPending).Count(&pending)
+			if pending == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d pending, want 2", pending)
+			}
+		}
+		on.Store(true)
+		form = confirmed(form, r.body)
 		form.Set("notes", "Zamknięte w banku")
+		if r = postForm(form); r.status != http.StatusConflict || !strings.Contains(r.body, `data-testid="bulk-changed"`) || !strings.Contains(r.body, `data-count="2"`) {
+			t.Fatalf("confirmation of a changed set: %d %s", r.status, r.body)
+		}
+		form = confirmed(form, r.body)
 		r = postForm(form)
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("bulk by filter from the page: %d %s", r.status, r.body)
@@ -291,8 +342,8 @@ func TestBulkRetryByFilter(t *testing.T) {
 			if left == 0 {
 				var notes int64
 				db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ? AND status = ? AND resolution_notes = ?", other.ID, models.DLQResolved, "Zamknięte w banku").Count(&notes)
-				if notes != 1 {
-					t.Errorf("%d items resolved with the confirmation's notes, want 1", notes)
+				if notes != 2 {
+					t.Errorf("%d items resolved with the confirmation's notes, want 2", notes)
 				}
 				break
 			}

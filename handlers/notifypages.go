@@ -419,7 +419,12 @@ func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
 	workflow := cmp.Or(e.WorkflowName, e.WorkflowID)
 	step := cmp.Or(e.StepName, e.StepID)
 	if e.Kind == notify.BreakerOpened {
-		it.Title = l.T("notifications.inbox.breaker", "Step", step)
+		switch {
+		case e.StepID == "" && e.StepName != "": // a breaker per host: StepName is the host
+			it.Title = l.T("notifications.inbox.breaker.host", "Host", e.StepName)
+		default:
+			it.Title = l.T("notifications.inbox.breaker", "Step", cmp.Or(step, shortID(e.BreakerID)))
+		}
 		it.Facts = []string{workflow}
 	} else {
 		it.Title = cmp.Or(e.Subject, workflow)

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -386,6 +387,7 @@ func TestNotificationLogAndInbox(t *testing.T) {
 		if len(pl) == 0 || pl[0].text() != "Kolejka DLQ" {
 			t.Errorf("the inbox in Polish: %v", pl)
 		}
+
 		if r := do(t, c, "POST", a.srv.URL+"/settings/language", url.Values{"_csrf": {csrf}, "lang": {"en"}}.Encode(), formHdr(nil)); r.status >= 400 {
 			t.Fatalf("language: %d", r.status)
 		}
@@ -436,6 +438,27 @@ func TestNotificationLogAndInbox(t *testing.T) {
 		}
 		if b := bell(acc); b.attr("data-unread") != "2" {
 			t.Errorf("the accountant's bell changed with the admin's: %s", b.attr("data-unread"))
+		}
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", url.Values{"_csrf": {csrf}, "lang": {"pl"}}.Encode(), formHdr(nil)); r.status >= 400 {
+			t.Fatalf("language: %d", r.status)
+		}
+		// A breaker on a host, read in Polish: named by the host, its reason in Polish too.
+		ev := notify.Event{Kind: notify.BreakerOpened, OrganizationID: nt.org, WorkflowID: nt.wf, WorkflowName: "Deklaracja VAT", ExecutionID: nt.exec,
+			StepName: "api.bank.pl", BreakerID: models.NewID(), ErrorType: "transient", Reason: "5 failures in 60 s", DedupKey: models.NewID(),
+			Settings: json.RawMessage(`{"notifyOnBreakerOpen": true}`)}
+		if err := a.db.Tx(context.Background(), func(tx *gorm.DB) error { return a.ns.Emit(tx, ev) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ns.Dispatch(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		first := parseListDoc(t, do(t, c, "GET", a.srv.URL+"/notifications", "", nil).body).testID("notify-item")[0]
+		if l := first.testID("notify-link"); len(l) != 1 || l[0].text() != "Bezpiecznik dla api.bank.pl otworzył się" ||
+			first.testID("notify-body")[0].text() != "liczba błędów: 5 w ciągu 60 s" {
+			t.Errorf("the breaker's notification in Polish: %q", first.text())
+		}
+		if r := do(t, c, "POST", a.srv.URL+"/settings/language", url.Values{"_csrf": {csrf}, "lang": {"en"}}.Encode(), formHdr(nil)); r.status >= 400 {
+			t.Fatalf("language: %d", r.status)
 		}
 
 		// The workflow card: the workflow's own keys over the organization's defaults.

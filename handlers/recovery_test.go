@@ -221,8 +221,9 @@ func TestRecoveryAPI(t *testing.T) {
 		}
 		browser, _ := a.browser(rs.tenant)
 		// The item page that follows a replay says how it ended: failed again, or succeeded.
-		if page := do(t, browser, "GET", a.srv.URL+"/dlq/"+dl2+"?done=full", "", nil).body; !strings.Contains(page, `data-testid="action-done" data-done="failedagain"`) {
-			t.Error("the item page does not say the full retry failed again")
+		if page := do(t, browser, "GET", a.srv.URL+"/dlq/"+dl2+"?done=full", "", nil).body; !strings.Contains(page, `data-testid="action-done" data-done="failedagain"`) ||
+			!strings.Contains(page, "the retry failed again") {
+			t.Error("the item page (and its history) does not say the full retry failed again")
 		}
 		if page := do(t, browser, "GET", a.srv.URL+"/dlq/"+dlID+"?done=edit", "", nil).body; !strings.Contains(page, `data-testid="action-done" data-done="succeeded"`) {
 			t.Error("the item page does not say the edited retry succeeded")
@@ -341,7 +342,7 @@ func TestRecoveryPages(t *testing.T) {
 		// The item the edited retry resolved: the engine closed it, after the admin's retry.
 		r = do(t, admin, "GET", a.srv.URL+"/dlq/"+dlID, "", nil)
 		if !strings.Contains(r.body, `data-testid="closed-how">Resolved: the retry succeeded<`) || strings.Contains(r.body, `data-testid="closed-by"`) ||
-			!strings.Contains(r.body, "from the failed step") {
+			!strings.Contains(r.body, "from the failed step") || !strings.Contains(r.body, "with an edited input") || !strings.Contains(r.body, "NIP must have 10 digits") {
 			t.Errorf("the replayed item's page does not say the retry resolved it")
 		}
 		if got := history.FindAllStringSubmatch(r.body, -1); len(got) != 3 || got[1][1] != "dlq.retry" || got[2][1] != "dlq.resolved" {

@@ -219,17 +219,30 @@
   });
 
   // ---------- select all ----------
+  function boxesOf(all) {
+    return document.querySelectorAll('input[type=checkbox][name="' + all.getAttribute("data-select-all") + '"]');
+  }
+  // syncSelectAll shows on each "select all" box whether all, some or none are ticked
+  // (rows added by "load more" included).
+  function syncSelectAll() {
+    document.querySelectorAll("input[data-select-all]").forEach(function (all) {
+      var boxes = boxesOf(all), n = 0;
+      boxes.forEach(function (b) { if (b.checked) n++; });
+      all.checked = boxes.length > 0 && n === boxes.length;
+      all.indeterminate = n > 0 && n < boxes.length;
+    });
+  }
   document.addEventListener("change", function (evt) {
     var t = evt.target;
     if (!t || t.type !== "checkbox") return;
-    var boxes;
     if (t.hasAttribute("data-select-all")) {
-      boxes = document.querySelectorAll('input[type=checkbox][name="' + t.getAttribute("data-select-all") + '"]');
-      boxes.forEach(function (b) { b.checked = t.checked; });
+      boxesOf(t).forEach(function (b) { b.checked = t.checked; });
     }
     if (t.getAttribute("form") === "bulk-form" || t.hasAttribute("data-select-all")) {
       var selected = document.querySelector('#bulk-form input[name=scope][value=selected]');
       if (selected && t.checked) selected.checked = true;
     }
+    syncSelectAll();
   });
+  document.addEventListener("htmx:afterSettle", syncSelectAll);
 })();

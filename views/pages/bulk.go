@@ -76,6 +76,12 @@ type BulkConfirmVM struct {
 	Notes    string
 	Items    []BulkConfirmItem // the first items it acts on
 	More     string            // "and 180 more", "" when Items names them all
+	// LeftAlone: the selected items no longer pending, which it leaves alone ("" for none).
+	LeftAlone string
+	// Token identifies the items shown, Nonce this confirmation (a double click is one job).
+	Token, Nonce string
+	// Changed: the items changed since the person confirmed; this is the new set.
+	Changed bool
 }
 
 // BulkConfirmItem is an item a bulk action will act on.

@@ -140,8 +140,9 @@ func TestGracefulShutdown(t *testing.T) {
 				case <-time.After(tc.timeout + 10*time.Second):
 					t.Fatalf("still running %s after SIGTERM", tc.timeout+10*time.Second)
 				}
-				// The timeout covers the whole stop; allow for process start-up noise.
-				if took := time.Since(sent); took > tc.timeout+time.Second {
+				// The timeout covers the whole stop; allow for a loaded machine (the steps take
+				// far longer than this).
+				if took := time.Since(sent); took > tc.timeout+3*time.Second {
 					t.Fatalf("exited %s after SIGTERM, want within %s", took, tc.timeout)
 				}
 

@@ -200,7 +200,9 @@ func (h *BulkHandler) Start(c echo.Context) error {
 		return h.confirm(c, r, form, ids, nil, true)
 	}
 	// The confirmation's nonce makes a double click one job.
-	r.IdempotencyKey = "form:" + c.FormValue("nonce")
+	if nonce := c.FormValue("nonce"); nonce != "" {
+		r.IdempotencyKey = "form:" + nonce
+	}
 	job, _, err := h.svc.CreateOnce(ctx, r)
 	if invalid(err) != nil {
 		return h.confirm(c, r, form, ids, err, false)

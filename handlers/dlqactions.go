@@ -22,9 +22,10 @@ type recoverer interface {
 	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
 }
 
-// deadLetters finds the dead letter of an execution, and what was done to one (its audit
-// entries, for the item's history).
+// deadLetters finds a dead letter (by id, or an execution's), and what was done to one (its
+// audit entries, for the item's history).
 type deadLetters interface {
+	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
 	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 }

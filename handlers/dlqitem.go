@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -62,7 +63,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 		return nil, err
 	}
 	ctx, p, l := c.Request().Context(), principal(c), localizer(c)
-	r, err := h.s.DB.GetDLQ(ctx, p.OrganizationID, id)
+	r, err := h.dlq.GetDLQ(ctx, p.OrganizationID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +124,11 @@ const historyLimit = 100
 // closed and by whom: the newest closing entry.
 func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id string) error {
 	p, l := principal(c), localizer(c)
-	rows, _, err := h.dlq.ListAudit(c.Request().Context(), p.OrganizationID,
-		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
+	rows, err := h.historyRows(c, id)
 	if err != nil {
 		return err
 	}
-	for i := len(rows) - 1; i >= 0; i-- {
+	for i := range rows {
 		v := h.s.auditRow(l, rows[i])
 		vm.History = append(vm.History, v)
 		switch rows[i].Action {
@@ -148,6 +148,15 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 		vm.HistoryURL = h.s.url("audit") + "?" + url.Values{"entityType": {"dead_letter_queue"}, "entityId": {id}}.Encode()
 	}
 	return nil
+}
+
+// historyRows are a dead letter's audit entries, oldest first (at most historyLimit, the
+// newest).
+func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.AuditRow, error) {
+	rows, _, err := h.dlq.ListAudit(c.Request().Context(), principal(c).OrganizationID,
+		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
+	slices.Reverse(rows)
+	return rows, err
 }
 
 // recoveryVM is the actions panel of a pending dead letter (the item page's and the failed
@@ -304,7 +313,7 @@ func (h *DLQActionsHandler) refuse(c echo.Context, status int, form pages.Recove
 // is submitted.
 func (h *DLQActionsHandler) preview(c echo.Context, form pages.RecoveryForm) error {
 	ctx, p := c.Request().Context(), principal(c)
-	r, err := h.s.DB.GetDLQ(ctx, p.OrganizationID, c.Param("id"))
+	r, err := h.dlq.GetDLQ(ctx, p.OrganizationID, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -376,14 +385,38 @@ func compact(v any) string {
 	return string(b)
 }
 
-func (s *Server) apiGetDLQ(c echo.Context) error {
+// APIGet: GET /api/v1/dlq/{id}, the item with its error context and its history.
+func (h *DLQActionsHandler) APIGet(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "dead letter"); err != nil {
 		return err
 	}
-	r, err := s.DB.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
+	r, err := h.dlq.GetDLQ(c.Request().Context(), principal(c).OrganizationID, id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, apiDLQ(r, true))
+	rows, err := h.historyRows(c, id)
+	if err != nil {
+		return err
+	}
+	out := apiDLQ(r, true)
+	l := localizer(c)
+	out.History = make([]apiHistoryEntry, 0, len(rows))
+	for _, row := range rows {
+		v := h.s.auditRow(l, row)
+		out.History = append(out.History, apiHistoryEntry{Event: row.Action, Label: v.Label, ActorType: row.ActorType, Actor: v.Actor,
+			At: rfc(row.CreatedAt), Note: v.Note})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// apiHistoryEntry is one event of a dead letter's history in the API: its audit event, with
+// the label, who and the note in the request's language.
+type apiHistoryEntry struct {
+	Event     string `json:"event"`
+	Label     string `json:"label"`
+	ActorType string `json:"actorType"`
+	Actor     string `json:"actor"`
+	At        string `json:"at"`
+	Note      string `json:"note,omitempty"`
 }

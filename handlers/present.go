@@ -294,6 +294,8 @@ type apiDLQItem struct {
 	ResolutionNotes  *string         `json:"resolutionNotes,omitempty"`
 	OriginalInput    json.RawMessage `json:"originalInput,omitempty"`
 	StepStates       json.RawMessage `json:"stepStates,omitempty"`
+	// History (the item endpoint): what happened to it, oldest first.
+	History []apiHistoryEntry `json:"history,omitempty"`
 }
 
 // apiDLQ is a dead letter for the API. Without full (the list, which reads no error record)

@@ -339,6 +339,16 @@ func TestRecoveryPages(t *testing.T) {
 		if m["resolutionNotes"] != "Złożono ręcznie w e-Deklaracjach." || m["resolvedBy"] == nil || m["resolvedBy"] == "" {
 			t.Errorf("the API does not say who closed it and why: %v %v", m["resolutionNotes"], m["resolvedBy"])
 		}
+		// The API gives the same history, oldest first.
+		hist, _ := m["history"].([]any)
+		if len(hist) != 2 {
+			t.Fatalf("API history %v, want 2 entries", m["history"])
+		}
+		last, _ := hist[1].(map[string]any)
+		if first, _ := hist[0].(map[string]any); first["event"] != "dlq.created" || last["event"] != "dlq.resolved" || last["actorType"] != "user" ||
+			last["actor"] != rs.tenant.email || last["note"] != "“Złożono ręcznie w e-Deklaracjach.”" || last["label"] == "" || last["at"] == "" {
+			t.Errorf("API history %v", hist)
+		}
 		// The item the edited retry resolved: the engine closed it, after the admin's retry.
 		r = do(t, admin, "GET", a.srv.URL+"/dlq/"+dlID, "", nil)
 		if !strings.Contains(r.body, `data-testid="closed-how">Resolved: the retry succeeded<`) || strings.Contains(r.body, `data-testid="closed-by"`) ||

@@ -104,7 +104,7 @@ func (s *Server) routes() {
 	api.GET("/executions", s.apiListExecutions).Name = "api.executions"
 	api.GET("/executions/:id", s.apiGetExecution).Name = "api.execution"
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
-	api.GET("/dlq/:id", s.apiGetDLQ).Name = "api.dlq.item"
+	api.GET("/dlq/:id", recovery.APIGet).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
 	api.POST("/executions/:id/rollback", rollback.APIStart, requireRole(models.RoleAdmin)).Name = "api.execution.rollback"

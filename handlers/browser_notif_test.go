@@ -59,7 +59,11 @@ func TestBrowserNotificationBell(t *testing.T) {
 		t.Fatalf("bell %q, same document %v", label.Value, stay)
 	}
 	step("the list", 15*time.Second, chromedp.Click(`[data-testid=bell]`), chromedp.WaitVisible(`[data-testid=notify-item][data-unread=true]`))
-	step("mark all read", 15*time.Second, chromedp.Click(`[data-testid=notify-read-all]`),
+	// Clicked once the page has loaded and htmx is in (a click by coordinates while the
+	// page still lays out can miss the button), through the element itself.
+	step("mark all read", 15*time.Second,
+		chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid=notify-read-all]').click()`),
 		chromedp.WaitVisible(`[data-testid=notify-item][data-unread=false]`),
 		chromedp.WaitNotPresent(`[data-testid=bell-count]`))
 	if u, _ := chromedp.Run(ctx, chromedp.AttributeValue(`[data-testid=bell]`, "data-unread")); u.Value != "0" {

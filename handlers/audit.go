@@ -169,9 +169,9 @@ func (h *AuditHandler) Export(c echo.Context) error {
 func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
 		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
-		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Details: string(r.Details), Note: auditNote(l, r.Details)}
-	if d := prettyJSON(r.Details); d != "{}" {
-		v.DetailsJSON = d
+		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Note: auditNote(l, r.Details)}
+	if d := string(r.Details); d != "{}" && d != "null" {
+		v.Details = d
 	}
 	switch r.ActorType {
 	case audit.ActorUser:

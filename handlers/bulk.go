@@ -249,13 +249,24 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 		vm.Problems = bulkProblems(l, r, me)
 		return h.renderConfirm(c, http.StatusUnprocessableEntity, r, vm)
 	}
-	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, ids)
+	// A filter's items are its pending ones: only the named ones are read. Selected items
+	// are read to count those still pending.
+	shown := ids[:min(len(ids), maxConfirmItems)]
+	read := shown
+	if r.Filter == nil {
+		read = ids
+	}
+	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, read)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		if briefs[id].Status == models.DLQPending {
-			vm.Count++
+	vm.Count = len(ids)
+	if r.Filter == nil {
+		vm.Count = 0
+		for _, id := range ids {
+			if briefs[id].Status == models.DLQPending {
+				vm.Count++
+			}
 		}
 	}
 	if vm.Count == 0 {
@@ -265,7 +276,6 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	if left := len(ids) - vm.Count; left > 0 {
 		vm.LeftAlone = l.N("bulk.confirm.leftalone", left)
 	}
-	shown := ids[:min(len(ids), maxConfirmItems)]
 	for _, id := range shown {
 		b := briefs[id]
 		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.s.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})

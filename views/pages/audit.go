@@ -30,7 +30,6 @@ type AuditRow struct {
 	EntityType, EntityLabel string
 	EntityID, EntityURL     string // EntityURL: "" when there is no page for it
 	At, AtText              string // ISO and display
-	Details                 string // JSON
-	DetailsJSON             string // indented, "" when there are none
+	Details                 string // JSON, "" when there are none
 	Note                    string // what the details add to the label, in a line
 }

@@ -492,7 +492,7 @@ func Audit(p layouts.Page, vm AuditVM) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					if r.DetailsJSON != "" {
+					if r.Details != "" {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<details class=\"audit-details\" data-testid=\"audit-details\"><summary>")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
@@ -510,7 +510,7 @@ func Audit(p layouts.Page, vm AuditVM) templ.Component {
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
-						templ_7745c5c3_Err = components.JSONBlock("", r.DetailsJSON).Render(ctx, templ_7745c5c3_Buffer)
+						templ_7745c5c3_Err = components.JSONBlock("", r.Details).Render(ctx, templ_7745c5c3_Buffer)
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

@@ -62,7 +62,7 @@ func TestBrowserNotificationBell(t *testing.T) {
 	// Clicked once the page has loaded and htmx is in (a click by coordinates while the
 	// page still lays out can miss the button), through the element itself.
 	step("mark all read", 15*time.Second,
-		chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`),
+		loaded,
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid=notify-read-all]').click()`),
 		chromedp.WaitVisible(`[data-testid=notify-item][data-unread=false]`),
 		chromedp.WaitNotPresent(`[data-testid=bell-count]`))

@@ -23,7 +23,7 @@ func TestBrowserPhoneLayout(t *testing.T) {
 	step := stepper(t, ctx, 15*time.Second)
 	step("login", chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
 		// The login page has a main too: wait for what only a signed-in page has, or the
 		// next Navigate races the form's own navigation (net::ERR_ABORTED).

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +27,11 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 	db := modeltest.New(t, models.SQLite)
 	a := newApp(t, db)
 	tn := a.tenant("Biuro Odzyskiwanie")
-	// The VAT gateway refuses a short NIP, and takes 5 s to accept a good one (long enough
-	// for the item page to refresh itself while the replay runs).
+	// The VAT gateway refuses a short NIP, and holds a good one until the test has seen the
+	// item page refresh itself while the replay runs (a fixed delay raced a slow page).
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ NIP string }
 		raw, _ := io.ReadAll(r.Body)
@@ -38,10 +42,16 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 			fmt.Fprint(w, `{"error": "validation", "fields": {"nip": "NIP must have 10 digits"}}`)
 			return
 		}
-		time.Sleep(5 * time.Second)
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		case <-time.After(time.Minute):
+		}
 		fmt.Fprint(w, `{"ok": true}`)
 	}))
 	defer gw.Close()
+	defer release() // before Close, which waits for the held request
 	wf, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(fmt.Sprintf(`{"name": "Deklaracja VAT",
 	  "settings": {"subject": "{{ input.client }} · {{ input.period }}", "retryPolicy": {"maxRetries": 0}},
 	  "steps": [{"id": "file", "name": "Wyślij JPK", "type": "http", "timeoutMs": 20000,
@@ -91,7 +101,7 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 	// Two items are listed (the tenant's own failure too); the workflow filter keeps ours.
 	step("filter by workflow",
 		// htmx listens for the change once the page has loaded; a change before that is lost.
-		chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`),
+		loaded,
 		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const s = document.querySelector('[data-testid=dlq-filter] select[name=workflowId]');
 		  s.value = %q; s.dispatchEvent(new Event('change', {bubbles: true})); })()`, wf.ID)),
 		chromedp.Poll[chromedp.Void](`location.search.includes('workflowId=`+wf.ID+`') && document.querySelectorAll('[data-testid=dlq-row]').length === 1`))
@@ -99,14 +109,14 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 		t.Fatalf("filtered row %q", row)
 	}
 
-	step("open the item", chromedp.Click(`[data-testid=dlq-row] a[href*="/dlq/`+dl.ID+`"]`), chromedp.WaitVisible(`[data-testid=recovery]`))
+	step("open the item", chromedp.Click(`[data-testid=dlq-row] a[href*="/dlq/`+dl.ID+`"]`), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)
 	if title := text(`[data-testid=dlq-title]`); !strings.Contains(title, "Piekarnia Zawada") {
 		t.Fatalf("title %q", title)
 	}
 	step("edit and preview",
 		chromedp.Click(`[data-testid=edit-section] summary`), chromedp.WaitVisible(`[data-testid=edit-input]`),
 		chromedp.SetValue(`[data-testid=edit-input]`, `{"client": "Piekarnia Zawada", "period": "2026-10", "nip": "5260250274"}`),
-		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`))
+		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
 	if d := text(`[data-testid=diff-line]`); !strings.Contains(d, "nip") || !strings.Contains(d, "5260250274") {
 		t.Fatalf("diff %q", d)
 	}
@@ -120,6 +130,7 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 	if f, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement && document.activeElement.dataset.testid || document.activeElement.tagName`)); err != nil || f != "replay-link" {
 		t.Fatalf("focus after a refresh: %q %v", f, err)
 	}
+	release()
 	step("resolved", chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=dlq-status]').textContent.toLowerCase().includes('resolved')`,
 		chromedp.WithPollingTimeout(20*time.Second)))
 	var got models.DeadLetter
@@ -168,15 +179,14 @@ func TestBrowserBulkJourney(t *testing.T) {
 	}
 
 	step := stepper(t, ctx, 20*time.Second)
-	ready := chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`)
 	step("login", chromedp.Navigate(a.srv.URL+"/dlq"), chromedp.WaitVisible(`[data-testid=login-form]`),
 		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), ready)
-	step("run with nothing selected", chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-problem]`))
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("run with nothing selected", chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-problem]`), loaded)
 	if s, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=bulk-problem]`)); err != nil || !strings.Contains(s, "No item is selected") {
 		t.Fatalf("problem %q %v", s, err)
 	}
-	step("back to the list", chromedp.Click(`[data-testid=bulk-back]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), ready)
+	step("back to the list", chromedp.Click(`[data-testid=bulk-back]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	step("one row: the select-all box shows a partial selection",
 		chromedp.Click(`[data-testid=dlq-select]`),
 		chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=dlq-select-all]').indeterminate`))
@@ -184,7 +194,7 @@ func TestBrowserBulkJourney(t *testing.T) {
 		chromedp.Click(`[data-testid=dlq-select-all]`),
 		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-select]:checked').length === 3 && !document.querySelector('[data-testid=dlq-select-all]').indeterminate`),
 		chromedp.SetValue(`[data-testid=bulk-action]`, "resolve"),
-		chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-confirm-count]`))
+		chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-confirm-count]`), loaded)
 	if s, err := chromedp.Run(ctx, chromedp.Text(`[data-testid=bulk-confirm-count]`)); err != nil || s != "3 selected items." {
 		t.Fatalf("count %q %v", s, err)
 	}

@@ -57,6 +57,11 @@ func stepper(t *testing.T, ctx context.Context, timeout time.Duration) func(name
 	}
 }
 
+// loaded waits until the page in front has finished loading and htmx is in. Put it after a
+// wait that matches only the new page, before input: a click or keys sent to a page that is
+// still loading can be lost.
+var loaded = chromedp.Poll[chromedp.Void](`document.readyState === 'complete' && !!window.htmx`)
+
 // textWhen reads the trimmed text of the first element matching sel until ok accepts it
 // (the page may still be settling after a navigation), and fails the test after 10 s
 // with the last text, the last error and the page.
@@ -137,7 +142,7 @@ func TestBrowserJourney(t *testing.T) {
 	// Settings open on the tokens tab. (Clicking that tab again would reload the page, and
 	// a wait for its form could match the old page while the new one is on its way.)
 	step("tokens page", chromedp.Click(`[data-testid=nav-settings]`), chromedp.WaitVisible(`[data-testid=tab-tokens][aria-current=page]`),
-		chromedp.WaitVisible(`[data-testid=new-token] summary`),
+		chromedp.WaitVisible(`[data-testid=new-token] summary`), loaded,
 		chromedp.Click(`[data-testid=new-token] summary`), chromedp.WaitVisible(`[data-testid=token-form]`),
 		chromedp.SetValue(`#token-name`, "Eksport do ERP"),
 		chromedp.SetValue(`#token-expires`, "30"),
@@ -147,7 +152,7 @@ func TestBrowserJourney(t *testing.T) {
 	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/workflows", "", bearer(strings.TrimSpace(plain))); r.status != 200 {
 		t.Fatalf("the token from the page: %d", r.status)
 	}
-	step("revoke", chromedp.Click(`[data-testid=token-row] [data-testid=token-revoke]`),
+	step("revoke", loaded, chromedp.Click(`[data-testid=token-row] [data-testid=token-revoke]`),
 		chromedp.WaitVisible(`[data-testid=token-row][data-status=revoked]`))
 	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/workflows", "", bearer(strings.TrimSpace(plain))); r.status != 401 {
 		t.Fatalf("the revoked token: %d", r.status)
@@ -188,7 +193,7 @@ func TestBrowserJourneyPolish(t *testing.T) {
 		return l.Value
 	}
 	step("login page in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`))
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded)
 	if lang() != "pl" || text(`#login-title`) != "Logowanie" {
 		t.Fatalf("login page after the switch: lang %q, title %q", lang(), text(`#login-title`))
 	}
@@ -225,9 +230,9 @@ func TestBrowserJourneyPolish(t *testing.T) {
 		t.Fatalf("attempts %q, want 1 próba", n)
 	}
 	// The profile: Tokyo time; the execution's start is shown in it, with UTC in the tooltip.
-	step("profile", chromedp.Click(`[data-testid=user-email]`), chromedp.WaitVisible(`[data-testid=profile-form]`),
+	step("profile", chromedp.Click(`[data-testid=user-email]`), chromedp.WaitVisible(`[data-testid=profile-form]`), loaded,
 		chromedp.SetValue(`#profile-zone`, "Asia/Tokyo"), chromedp.Click(`[data-testid=profile-save]`),
-		chromedp.WaitVisible(`[data-testid=profile-saved]`))
+		chromedp.WaitVisible(`[data-testid=profile-saved]`), loaded)
 	if now := text(`[data-testid=profile-now]`); !strings.Contains(now, "Asia/Tokyo") || !strings.HasPrefix(now, "Tak będą") {
 		t.Fatalf("profile now %q", now)
 	}

@@ -64,7 +64,11 @@ func TestBrowserFocusSurvivesLiveRefresh(t *testing.T) {
 			chromedp.WithPollingTimeout(10*time.Second))); err != nil {
 			t.Fatalf("%s: no live refresh: %v", target.name, err)
 		}
-		step("settle", chromedp.Sleep(300*time.Millisecond)) // htmx settles 20 ms after the swap
+		// htmx settles 20 ms after the swap (later on a loaded machine); the focus is put
+		// back then. Wait up to 5 s for it; the check below says where it went if not.
+		_, _ = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const a = document.activeElement;
+			return !!a && a.tagName === '`+target.tag+`' && !!a.closest('#execution-body'); })()`,
+			chromedp.WithPollingTimeout(5*time.Second)))
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
 			const a = document.activeElement;
 			return a.tagName + (a.closest("#execution-body") ? " in the body" : " elsewhere");

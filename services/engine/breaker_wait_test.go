@@ -125,7 +125,7 @@ func TestBreakerTrialNotCountedClosesAndReleases(t *testing.T) {
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		wf := h.workflow(fmt.Sprintf(`{"name": "Bank", "settings": {"retryPolicy": {"maxRetries": 0},
-		  "circuitBreaker": {"failureThreshold": 1, "resetTimeoutMs": 10000, "halfOpenRequests": 1}},
+		  "circuitBreaker": {"failureThreshold": 1, "resetTimeoutMs": 30000, "halfOpenRequests": 1}},
 		  "steps": [{"id": "fetch", "type": "http", "config": {"method": "GET", "url": %q}}]}`, srv.URL))
 		h.wait(h.start(wf, `{}`).ID, 20*time.Second)
 		b := h.breakerRow(wf.ID)
@@ -140,8 +140,9 @@ func TestBreakerTrialNotCountedClosesAndReleases(t *testing.T) {
 			h.waitingAttempt(ex.ID)
 			waiting = append(waiting, ex.ID)
 		}
-		// Their jobs are due when the breaker half-opens, resetTimeout after it opened.
-		halfOpen := b.OpenedAt.Add(10 * time.Second)
+		// Their jobs are due when the breaker half-opens, resetTimeout after it opened: 30 s,
+		// so that a slow setup (four executions under the race detector) stays well inside it.
+		halfOpen := b.OpenedAt.Add(30 * time.Second)
 
 		svc.set(400)
 		h.elapse(b, ta)

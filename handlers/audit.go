@@ -169,7 +169,9 @@ func (h *AuditHandler) Export(c echo.Context) error {
 func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
 		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
-		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt), Note: auditNote(l, r.Details)}
+		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt)}
+	details := detailsOf(r.Details)
+	v.Note = auditNote(l, details)
 	if d := string(r.Details); d != "{}" && d != "null" {
 		v.Details = d
 	}
@@ -191,11 +193,11 @@ func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	case "api_token":
 		v.EntityURL = s.url("tokens")
 	case "workflow_execution_error":
-		if ex := detailString(r.Details, "executionId"); ex != "" {
+		if ex := details.str("executionId"); ex != "" {
 			v.EntityURL = s.url("execution", ex)
 		}
 	case "compensation_action": // the execution it undoes a step of, at its rollback
-		if ex := detailString(r.Details, "executionId"); ex != "" {
+		if ex := details.str("executionId"); ex != "" {
 			v.EntityURL = s.url("execution", ex) + "#rollback"
 		}
 	case "circuit_breaker_state":
@@ -233,13 +235,9 @@ func withParam(q url.Values, key, value string) string {
 // auditNote says in a line what an entry's details add to its label: how a dead letter
 // was retried (and from which step), that its replay succeeded, and the notes someone
 // wrote. "" when there is nothing to add.
-func auditNote(l *i18n.Localizer, details models.JSON) string {
-	var m map[string]any
-	if json.Unmarshal(details, &m) != nil {
-		return ""
-	}
+func auditNote(l *i18n.Localizer, m auditDetails) string {
 	var parts []string
-	str := func(k string) string { s, _ := m[k].(string); return s }
+	str := m.str
 	if mode := str("mode"); mode != "" {
 		parts = append(parts, l.TOr("audit.note.mode."+mode, mode, "Step", str("stepId")))
 	}
@@ -261,12 +259,22 @@ func auditNote(l *i18n.Localizer, details models.JSON) string {
 	return strings.Join(parts, " · ")
 }
 
-// detailString is a string field of an audit entry's details, or "".
-func detailString(details models.JSON, key string) string {
-	var m map[string]any
-	if json.Unmarshal(details, &m) != nil {
-		return ""
-	}
+// auditDetails are an audit entry's details, decoded (nil when they are not an object).
+type auditDetails map[string]any
+
+func detailsOf(details models.JSON) auditDetails {
+	var m auditDetails
+	_ = json.Unmarshal(details, &m)
+	return m
+}
+
+// str is a string field of the details, or "".
+func (m auditDetails) str(key string) string {
 	s, _ := m[key].(string)
 	return s
+}
+
+// detailString is a string field of an audit entry's details, or "".
+func detailString(details models.JSON, key string) string {
+	return detailsOf(details).str(key)
 }

@@ -260,9 +260,9 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	if err != nil {
 		return err
 	}
-	vm.Count = len(ids)
-	if r.Filter == nil {
-		vm.Count = 0
+	if r.Filter != nil {
+		vm.Count = len(ids)
+	} else {
 		for _, id := range ids {
 			if briefs[id].Status == models.DLQPending {
 				vm.Count++

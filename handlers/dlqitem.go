@@ -155,8 +155,11 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.AuditRow, error) {
 	rows, _, err := h.dlq.ListAudit(c.Request().Context(), principal(c).OrganizationID,
 		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
+	if err != nil {
+		return nil, err
+	}
 	slices.Reverse(rows)
-	return rows, err
+	return rows, nil
 }
 
 // recoveryVM is the actions panel of a pending dead letter (the item page's and the failed

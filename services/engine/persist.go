@@ -109,7 +109,7 @@ func (e *Engine) recover(ctx context.Context) {
 			}
 			return true
 		}
-		outcome, err := e.release(ctx, holder{}, a, v.(int), nil) // counted in the line below
+		outcome, err := e.release(ctx, holder{}, a, v.(int), nil, 0) // counted in the line below
 		if err == nil {
 			e.abandoned.Delete(k)
 			if outcome == OutcomeReleased {

@@ -264,7 +264,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			log.WarnContext(ctx, "the database failed before the step ran; the attempt is handed back", "err", se.err)
 			delay = storeRetryDelay
 		}
-		outcome, err := e.releaseIn(rctx, h, a, generation, log, delay)
+		outcome, err := e.release(rctx, h, a, generation, log, delay)
 		return outcome, nil, err
 	}
 	var w *waitOnBreaker
@@ -439,14 +439,9 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 	return OutcomeDeferred, nil
 }
 
-// release hands a held attempt back: PENDING at the next generation, due now, with its job.
-// It logs that on log (nil: the caller says it for many at once).
-func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger) (Outcome, error) {
-	return e.releaseIn(ctx, h, a, generation, log, 0)
-}
-
-// releaseIn is release with the attempt due after delay.
-func (e *Engine) releaseIn(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger, delay time.Duration) (Outcome, error) {
+// release hands a held attempt back: PENDING at the next generation, due after delay (0:
+// now), with its job. It logs that on log (nil: the caller says it for many at once).
+func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger, delay time.Duration) (Outcome, error) {
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			due := now.Add(delay)

@@ -10,6 +10,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/services/redact"
 	"lifeline/views/pages"
 )
 
@@ -157,7 +158,8 @@ func (s *Server) rollbackVM(c echo.Context, d *executionDetail) *pages.RollbackV
 		item.FinishedAt, item.FinishedText = displayTimePtr(l, comp.FinishedAt)
 		var spec definition.Compensation
 		if json.Unmarshal(comp.CompensationConfig, &spec) == nil {
-			item.Instructions, _ = spec.Config["instructions"].(string)
+			instructions, _ := spec.Config["instructions"].(string)
+			item.Instructions = redact.Envelopes(instructions) // a secret found in them stays sealed
 		}
 		if p.Can(models.RoleAdmin) {
 			item.ActionURL = s.url("compensation.actions", comp.ID)

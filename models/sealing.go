@@ -13,6 +13,32 @@ type Sealer interface {
 	Open(raw []byte, aad string) ([]byte, error)
 }
 
+// Resealer is a Sealer that can seal what is sealed again under its active key without
+// opening anything into clear (secrets sealed by their value, inside plain strings, stay
+// sealed). ResealColumns uses it when the Sealer is one.
+type Resealer interface {
+	Reseal(raw []byte, aad string) ([]byte, error)
+}
+
+// FoundSealer is a Sealer that also seals fragments of strings that a finder reports
+// (secrets found by their value, under any key).
+type FoundSealer interface {
+	SealFound(raw []byte, aad string, find func(string) [][]int) ([]byte, error)
+}
+
+// reseal seals raw again under s's active key: by Reseal when s is a Resealer, else by
+// opening and sealing.
+func reseal(s Sealer, raw []byte, aad string) ([]byte, error) {
+	if rs, ok := s.(Resealer); ok {
+		return rs.Reseal(raw, aad)
+	}
+	plain, err := s.Open(raw, aad)
+	if err != nil {
+		return nil, err
+	}
+	return s.Seal(plain, aad)
+}
+
 // WorkflowAAD identifies the definition column of a workflow row.
 func WorkflowAAD(workflowID string) string { return "workflows:" + workflowID + ":definition" }
 
@@ -63,6 +89,9 @@ type SealedColumn struct {
 	AAD           func(id string) string
 	// Key is the column that identifies a row (default "id"); AAD gets its value.
 	Key string
+	// SealClear also seals the rows with no envelope yet (a column stored in clear before
+	// it was sealed), not only those sealed under an older key.
+	SealClear bool
 }
 
 // ResealColumns opens and seals again (under the sealer's active key) every value of the
@@ -81,8 +110,12 @@ func (db *DB) ResealColumns(ctx context.Context, s Sealer, cols []SealedColumn) 
 				ID  string
 				Val string
 			}
+			filter := `CAST(%[1]s AS TEXT) LIKE '%%enc:%%'`
+			if c.SealClear {
+				filter = `%[1]s IS NOT NULL`
+			}
 			q := fmt.Sprintf(`SELECT CAST(%[3]s AS TEXT) AS id, CAST(%[1]s AS TEXT) AS val FROM %[2]s
-				WHERE CAST(%[3]s AS TEXT) > ? AND CAST(%[1]s AS TEXT) LIKE '%%enc:%%' ORDER BY CAST(%[3]s AS TEXT) LIMIT 500`, c.Column, c.Table, key)
+				WHERE CAST(%[3]s AS TEXT) > ? AND `+filter+` ORDER BY CAST(%[3]s AS TEXT) LIMIT 500`, c.Column, c.Table, key)
 			if err := db.Conn(ctx).Raw(q, last).Scan(&rows).Error; err != nil {
 				return n, fmt.Errorf("reseal %s.%s: %w", c.Table, c.Column, err)
 			}
@@ -91,13 +124,15 @@ func (db *DB) ResealColumns(ctx context.Context, s Sealer, cols []SealedColumn) 
 			}
 			for _, r := range rows {
 				last = r.ID
-				plain, err := s.Open([]byte(r.Val), c.AAD(r.ID))
+				sealed, err := reseal(s, []byte(r.Val), c.AAD(r.ID))
+				if err == nil && c.SealClear {
+					sealed, err = s.Seal(sealed, c.AAD(r.ID))
+				}
 				if err != nil {
 					return n, fmt.Errorf("reseal %s.%s of %s: %w", c.Table, c.Column, r.ID, err)
 				}
-				sealed, err := s.Seal(plain, c.AAD(r.ID))
-				if err != nil {
-					return n, err
+				if string(sealed) == r.Val {
+					continue
 				}
 				res := db.Conn(ctx).Exec(fmt.Sprintf(`UPDATE %[2]s SET %[1]s = ? WHERE %[3]s = ? AND CAST(%[1]s AS TEXT) = ?`, c.Column, c.Table, key),
 					JSON(sealed), r.ID, r.Val)
@@ -133,13 +168,9 @@ func (db *DB) ResealDefinitions(ctx context.Context) (int, error) {
 		for _, v := range vs {
 			last = v.ID
 			aad := VersionAAD(v.WorkflowID, v.Version)
-			plain, err := db.Sealer.Open(v.Definition, aad)
+			sealed, err := reseal(db.Sealer, v.Definition, aad)
 			if err != nil {
 				return n, fmt.Errorf("reseal workflow %s version %d: %w", v.WorkflowID, v.Version, err)
-			}
-			sealed, err := db.Sealer.Seal(plain, aad)
-			if err != nil {
-				return n, err
 			}
 			if err := db.Conn(ctx).Model(&WorkflowVersion{}).Where("id = ?", v.ID).Update("definition", JSON(sealed)).Error; err != nil {
 				return n, err

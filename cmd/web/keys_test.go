@@ -110,8 +110,18 @@ func TestResealRotatesKeys(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID, Input: []byte(`{"apiToken": "INPUT-TOKEN-1"}`)})
+			// The input's note repeats the token: sealed where it is found, too.
+			ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID,
+				Input: []byte(`{"apiToken": "INPUT-TOKEN-1", "note": "the token is INPUT-TOKEN-1"}`)})
 			if err != nil {
+				t.Fatal(err)
+			}
+			// A compensation stored in clear before compensation configurations were sealed.
+			pending, now := models.CompPending, time.Now().UTC()
+			comp := models.CompensationAction{ID: models.NewID(), OrganizationID: org.ID, WorkflowID: wf.ID, StepID: "t", CompensationType: "api_call",
+				CompensationConfig: models.JSON(`{"compensationType":"api_call","config":{"endpoint":"https://erp.example/undo?api_key=LEGACY-KEY-1","headers":{"Authorization":"Bearer LEGACY-COMP-1"}}}`),
+				ExecutionID: &ex.ID, Status: &pending, Generation: 1, CreatedAt: now, UpdatedAt: now}
+			if err := db.Conn(ctx).Create(&comp).Error; err != nil {
 				t.Fatal(err)
 			}
 
@@ -129,8 +139,8 @@ func TestResealRotatesKeys(t *testing.T) {
 			if err := run(ctx, []string{"reseal"}, env, &out, &errb); err != nil {
 				t.Fatalf("reseal: %v %s", err, errb.String())
 			}
-			if !strings.Contains(out.String(), "re-encrypted 4 values") {
-				t.Fatalf("reseal said %q, want 4 values (definition, its version, the input, the webhook URL)", out.String())
+			if !strings.Contains(out.String(), "re-encrypted 5 values") {
+				t.Fatalf("reseal said %q, want 5 values (definition, its version, the input, the compensation, the webhook URL)", out.String())
 			}
 			// Only the new key now: everything still opens.
 			db.Sealer = sealerOf(k2)
@@ -147,8 +157,16 @@ func TestResealRotatesKeys(t *testing.T) {
 			var stored models.Execution
 			db.Conn(ctx).First(&stored, "id = ?", ex.ID)
 			plain, err := db.Sealer.Open(stored.Input, "workflow_executions:"+ex.ID+":input")
-			if err != nil || !strings.Contains(string(plain), "INPUT-TOKEN-1") || strings.Contains(string(stored.Input), "INPUT-TOKEN-1") {
+			if err != nil || !strings.Contains(string(plain), `"the token is INPUT-TOKEN-1"`) || strings.Contains(string(stored.Input), "INPUT-TOKEN-1") ||
+				strings.Contains(string(stored.Input), ":test:") {
 				t.Fatalf("input under the new key: %s %v", plain, err)
+			}
+			var storedComp models.CompensationAction
+			db.Conn(ctx).First(&storedComp, "id = ?", comp.ID)
+			plain, err = db.Sealer.Open(storedComp.CompensationConfig, "compensation_actions:"+comp.ID+":compensation_config")
+			if err != nil || !strings.Contains(string(plain), "Bearer LEGACY-COMP-1") || !strings.Contains(string(plain), "api_key=LEGACY-KEY-1") ||
+				strings.Contains(string(storedComp.CompensationConfig), "LEGACY-") {
+				t.Fatalf("the compensation stored in clear is sealed: %s / %s %v", storedComp.CompensationConfig, plain, err)
 			}
 		})
 	}

@@ -193,16 +193,20 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		if r.Mode == ReplayFull {
 			details["version"] = version
 		}
+		before, _ := e.open(ex.Input, tableExecutions, ex.ID, "input")
+		var after any
+		_ = json.Unmarshal(input, &after)
+		mask := e.masker(def, before, after)
 		if inputChanged {
-			before, _ := e.open(ex.Input, tableExecutions, ex.ID, "input")
-			var after any
-			_ = json.Unmarshal(input, &after)
-			details["inputBefore"], details["inputAfter"] = e.redactor.Value(before), e.redactor.Value(after)
+			details["inputBefore"], details["inputAfter"] = mask.Value(e.redactor.Value(before)), mask.Value(e.redactor.Value(after))
 		}
 		if r.Mode == ReplaySkipFailed {
 			var out any
 			_ = json.Unmarshal(output, &out)
-			details["output"] = e.redactor.Value(out)
+			details["output"] = mask.Value(e.redactor.Value(out))
+		}
+		if notes, ok := details["notes"].(string); ok {
+			details["notes"] = mask.Mask(notes)
 		}
 		if err := audit.Record(tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: r.Actor, Action: "dlq.retry",
 			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
@@ -228,8 +232,9 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 	input []byte, inputChanged bool, output []byte, override models.JSON, now time.Time) ([]Job, error) {
 	upd := map[string]any{"status": models.ExecPending, "finished_at": nil, "dead_letter_id": dl.ID, "replayed_at": now,
 		"retry_override": override, "current_step_id": def.Steps[index].ID, "updated_at": now}
+	mask := e.inputMasker(def, input)
 	if inputChanged {
-		sealed, err := e.seal(input, tableExecutions, ex.ID, "input")
+		sealed, err := e.sealFound(input, tableExecutions, ex.ID, "input", mask)
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +245,7 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 				return nil, err
 			}
 			raw, _ := json.Marshal(orig)
-			if raw, err = e.seal(raw, tableExecutions, ex.ID, "original_input"); err != nil {
+			if raw, err = e.sealFound(raw, tableExecutions, ex.ID, "original_input", e.masker(def, orig)); err != nil {
 				return nil, err
 			}
 			upd["original_input"] = models.JSON(raw)
@@ -254,7 +259,7 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 			return nil, err
 		}
 		sk := newAttempt(ex, step, index, number, now)
-		sealed, err := e.seal(output, tableAttempts, sk.ID, "output")
+		sealed, err := e.sealFound(output, tableAttempts, sk.ID, "output", mask)
 		if err != nil {
 			return nil, err
 		}

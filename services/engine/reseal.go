@@ -9,6 +9,7 @@ import (
 
 // Reseal re-encrypts every sealed value at rest under the Sealer's active key: execution
 // inputs (and their originals, kept when an operator edited one), attempt inputs and outputs,
+// compensations' configurations (sealing those stored in clear before they were sealed),
 // database connections' DSNs, notification webhook URLs (settings and deliveries) (here) and
 // workflow definitions (models). Run it after
 // putting a new key first in LIFELINE_ENCRYPTION_KEYS; afterwards the old keys can go. It
@@ -23,6 +24,7 @@ func (e *Engine) Reseal(ctx context.Context) (int, error) {
 		{Table: tableExecutions, Column: "original_input", AAD: func(id string) string { return aad(tableExecutions, id, "original_input") }},
 		{Table: tableAttempts, Column: "input", AAD: func(id string) string { return aad(tableAttempts, id, "input") }},
 		{Table: tableAttempts, Column: "output", AAD: func(id string) string { return aad(tableAttempts, id, "output") }},
+		{Table: tableCompensations, Column: "compensation_config", AAD: func(id string) string { return aad(tableCompensations, id, "compensation_config") }, SealClear: true},
 		{Table: "db_connections", Column: "dsn", AAD: models.DBConnectionAAD},
 		{Table: "notification_deliveries", Column: "target", AAD: models.NotificationDeliveryAAD},
 		{Table: "notification_settings", Key: "organization_id", Column: "slack_webhook_url",

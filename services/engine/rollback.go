@@ -15,6 +15,7 @@ import (
 	"lifeline/services/classify"
 	"lifeline/services/definition"
 	"lifeline/services/notify"
+	"lifeline/services/redact"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
 	"lifeline/services/tmpl"
@@ -100,17 +101,23 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 		last[a.StepID] = a.Status
 	}
 	var rows []models.CompensationAction
+	mask := e.masker(def)
 	for i := len(def.Steps) - 1; i >= 0; i-- {
 		st := def.Steps[i]
 		if last[st.ID] != models.StepSucceeded || st.Compensation == nil {
 			continue
 		}
+		id := models.NewID()
 		cfg, _ := json.Marshal(st.Compensation)
+		cfg, err := e.sealFound(cfg, tableCompensations, id, "compensation_config", mask)
+		if err != nil {
+			return nil, err
+		}
 		status, key := models.CompPending, CompensationKey(ex.ID, st.ID)
 		if st.Compensation.CompensationType == definition.CompNone {
 			status = models.CompSkipped
 		}
-		rows = append(rows, models.CompensationAction{ID: models.NewID(), OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
+		rows = append(rows, models.CompensationAction{ID: id, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
 			StepID: st.ID, StepIndex: i, Position: len(rows), CompensationType: st.Compensation.CompensationType,
 			CompensationConfig: models.JSON(cfg), ExecutionID: &ex.ID, Status: &status, Generation: 1, IdempotencyKey: &key,
 			CreatedAt: now, UpdatedAt: now})
@@ -208,9 +215,9 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	if c.Status == nil || *c.Status != models.CompPending || c.Generation != generation || c.ExecutionID == nil {
 		return nil
 	}
-	var comp definition.Compensation
-	if err := json.Unmarshal(c.CompensationConfig, &comp); err != nil {
-		return fmt.Errorf("compensation %s: %w", c.ID, err)
+	comp, err := e.compensationOf(&c)
+	if err != nil {
+		return err
 	}
 	timeout := compensationTimeout(comp)
 	now, err := e.now(ctx)
@@ -241,36 +248,41 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	if err != nil {
 		return err
 	}
-	result, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
+	result, mask, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
+	if mask == nil {
+		mask = e.masker(def)
+	}
 	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
 		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
 			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, def.Settings.RollbackStopOnFailure, now)
+		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, mask, def.Settings.RollbackStopOnFailure, now)
 		if err != nil || runErr != nil || comp.CompensationType != definition.CompNotify {
 			return jobs, err
 		}
 		// A notification compensation's message goes out through the notification channels.
 		msg, _ := result.(map[string]any)["message"].(string)
+		msg = mask.Mask(msg)
 		return jobs, e.emit(tx, notify.Event{Kind: notify.Compensation, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
 			WorkflowName: def.Name, ExecutionID: ex.ID, Subject: deref(ex.Subject), StepID: c.StepID, Message: msg,
 			Settings: def.Settings.ErrorNotifications, At: now, DedupKey: "compensation:" + c.ID})
 	})
 }
 
-// compensate runs one compensation (not manual) and returns what it produced.
-func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, error) {
+// compensate runs one compensation (not manual) and returns what it produced, and the
+// masker of every secret it could see (nil when it failed before it rendered its config).
+func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, *redact.Masker, error) {
 	if comp.CompensationType == definition.CompNone {
-		return nil, nil
+		return nil, nil, nil
 	}
 	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env, err := e.env(ex, attempts, 1<<30)
 	if err != nil {
-		return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+		return nil, nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 	}
 	if st, ok := env["steps"].(map[string]any)[c.StepID].(map[string]any); ok {
 		env["step"] = st
@@ -279,9 +291,16 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 	}
 	cfgAny, err := tmpl.Render(comp.Templated(), env)
 	if err != nil {
-		return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
+		return nil, nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 	}
 	cfg, _ := cfgAny.(map[string]any)
+	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny)
+	out, err := e.runCompensation(ctx, ex, c, comp, cfg, timeout)
+	return out, mask, err
+}
+
+// runCompensation runs one compensation with its rendered config.
+func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any, timeout time.Duration) (any, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch comp.CompensationType {
@@ -322,11 +341,11 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 // its policy or failed for good; then the next compensation (none when a failure stops the
 // rollback).
 func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
-	result any, runErr error, stopOnFailure bool, now time.Time) ([]Job, error) {
+	result any, runErr error, mask *redact.Masker, stopOnFailure bool, now time.Time) ([]Job, error) {
 	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
 	if runErr == nil {
 		out, _ := json.Marshal(result)
-		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(e.redactor.JSON(out)), "error_type": nil,
+		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(mask.JSON(e.redactor.JSON(out))), "error_type": nil,
 			"error_message": nil, "finished_at": now, "executed_at": now, "lease_expires_at": nil, "updated_at": now})
 		if r.Error != nil || r.RowsAffected == 0 {
 			return nil, r.Error
@@ -341,7 +360,7 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 	if errors.As(runErr, &he) {
 		cl.Message = he.Reason()
 	}
-	msg := cleanText(e.redactor.Text(cl.Message), maxErrorMessage)
+	msg := cleanText(e.maskText(cl.Message, mask), maxErrorMessage)
 	policy := retry.ResolveLevels(compensationPolicy, comp.RetryPolicy)
 	decision := policy.Decide(cl.Type, c.Attempts-1, true, 0)
 	if neverRetried[cl.Code] {
@@ -505,4 +524,18 @@ func upperOr(v any, fallback string) any {
 		return strings.ToUpper(s)
 	}
 	return fallback
+}
+
+// compensationOf decodes a compensation's stored configuration (sealed: its secrets are
+// opened in memory).
+func (e *Engine) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
+	var comp definition.Compensation
+	raw, err := e.openRaw(c.CompensationConfig, tableCompensations, c.ID, "compensation_config")
+	if err != nil {
+		return comp, err
+	}
+	if err := json.Unmarshal(raw, &comp); err != nil {
+		return comp, fmt.Errorf("compensation %s: %w", c.ID, err)
+	}
+	return comp, nil
 }

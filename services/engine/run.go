@@ -197,7 +197,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 	}
 	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 	var input json.RawMessage
-	var secretVals []string
+	var mask *redact.Masker
 	out, runErr := func() (any, error) {
 		t, ok := e.steps.Get(step.Type)
 		if !ok {
@@ -211,9 +211,10 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			*envp = env
 		}
 		env := *envp
-		// What the attempt's templates produce under secret-looking keys (and the secrets of
-		// the execution's input) is masked wherever it appears in the error text stored.
-		secretVals = append(e.redactor.SecretValues(env["input"]), e.redactor.SecretValues(step.Config)...)
+		// Every secret the attempt can see (the execution's input, earlier outputs, the
+		// definition's literal secrets, what its templates produce under secret-looking
+		// keys) is sealed or masked wherever it appears in what is stored.
+		var failedStep any
 		var mapped json.RawMessage
 		if a.HandlesAttemptID != nil { // a handler: it also reads the failure it was handed
 			var err error
@@ -224,13 +225,13 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 				}
 				return nil, err
 			}
-			secretVals = append(secretVals, e.redactor.SecretValues(env["failedStep"])...)
+			failedStep = env["failedStep"]
 		}
 		cfg, err := tmpl.Render(step.Config, env)
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
-		secretVals = append(e.redactor.SecretValues(cfg), secretVals...)
+		mask = e.masker(def, env["input"], env["steps"], failedStep, cfg)
 		input, _ = json.Marshal(cfg)
 		if mapped != nil {
 			input = mapped
@@ -281,9 +282,9 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			"The circuit breaker stayed open longer than the step may wait (%s); the step was not run.", budget))
 	}
 	if runErr == nil {
-		return e.succeed(rctx, h, ex, def, a, generation, input, out, attempts, secretVals, chain.more(ctx), log)
+		return e.succeed(rctx, h, ex, def, a, generation, input, out, attempts, mask, chain.more(ctx), log)
 	}
-	outcome, err := e.fail(rctx, h, ex, def, a, generation, input, runErr, attempts, secretVals, log)
+	outcome, err := e.fail(rctx, h, ex, def, a, generation, input, runErr, attempts, mask, log)
 	return outcome, nil, err
 }
 
@@ -300,12 +301,6 @@ func (s *storeError) Error() string {
 	return "the database failed before the step ran: " + s.err.Error()
 }
 func (s *storeError) Unwrap() error { return s.err }
-
-// maskText hides secrets in error text: the attempt's own secret values, and the values
-// of secret-looking query parameters in URLs.
-func (e *Engine) maskText(s string, secretVals []string) string {
-	return e.redactor.Text(redact.MaskValues(s, secretVals))
-}
 
 // neverRetried lists error codes no retry can fix, whatever the policy says (even one that
 // retries permanent errors): the step's destination or type cannot be used at all.
@@ -469,16 +464,16 @@ func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, g
 }
 
 func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, attempts []models.StepAttempt, secretVals []string, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
+	input json.RawMessage, out any, attempts []models.StepAttempt, mask *redact.Masker, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
 	}
-	sealedIn, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
+	sealedIn, err := e.sealFound(cleanJSON(input), tableAttempts, a.ID, "input", mask)
 	if err != nil {
 		return "", nil, err
 	}
-	sealedOut, err := e.seal(cleanJSON(output), tableAttempts, a.ID, "output")
+	sealedOut, err := e.sealFound(cleanJSON(output), tableAttempts, a.ID, "output", mask)
 	if err != nil {
 		return "", nil, err
 	}
@@ -513,7 +508,7 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		outcome, err := e.fail(ctx, h, ex, def, a, generation, input, storeErr, attempts, secretVals, log)
+		outcome, err := e.fail(ctx, h, ex, def, a, generation, input, storeErr, attempts, mask, log)
 		return outcome, nil, err
 	}
 	if err != nil {
@@ -650,16 +645,16 @@ func (e *Engine) PolicyFor(tx *gorm.DB, ex *models.Execution, def *definition.De
 // it stores is made storable first; if the database still refuses it for good, the failure
 // is recorded again with a plain internal error, so the attempt never loops.
 func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, runErr error, attempts []models.StepAttempt, secretVals []string, log *slog.Logger) (Outcome, error) {
+	input json.RawMessage, runErr error, attempts []models.StepAttempt, mask *redact.Masker, log *slog.Logger) (Outcome, error) {
 	c := classify.Classify(runErr)
 	var he *classify.HTTPError
 	if errors.As(runErr, &he) { // the service's own words and the status; the URL is in the trace
 		c.Message = he.Reason()
 	}
 	c.Code = cleanText(c.Code, maxErrorCode)
-	c.Message = cleanText(e.maskText(c.Message, secretVals), maxErrorMessage)
-	trace := cleanText(e.maskText(traceOf(runErr), secretVals), maxTrace)
-	input, err := e.seal(cleanJSON(input), tableAttempts, a.ID, "input")
+	c.Message = cleanText(e.maskText(c.Message, mask), maxErrorMessage)
+	trace := cleanText(e.maskText(traceOf(runErr), mask), maxTrace)
+	input, err := e.sealFound(cleanJSON(input), tableAttempts, a.ID, "input", mask)
 	if err != nil {
 		return "", err
 	}
@@ -672,7 +667,7 @@ func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *
 	if permanentStoreError(err) {
 		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
 		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",
-			Message: cleanText(e.maskText("The step failed and the database refused to store its error: "+err.Error(), secretVals), maxErrorMessage)}
+			Message: cleanText(e.maskText("The step failed and the database refused to store its error: "+err.Error(), mask), maxErrorMessage)}
 		return e.failWith(ctx, h, ex, def, a, generation, nil, runErr, c, "", attempts, log)
 	}
 	return out, err

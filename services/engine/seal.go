@@ -26,6 +26,18 @@ func (e *Engine) seal(raw []byte, table, id, column string) ([]byte, error) {
 	return out, nil
 }
 
+// openRaw decrypts what seal encrypted.
+func (e *Engine) openRaw(raw []byte, table, id, column string) ([]byte, error) {
+	if e.cfg.Sealer == nil || len(raw) == 0 {
+		return raw, nil
+	}
+	out, err := e.cfg.Sealer.Open(raw, aad(table, id, column))
+	if err != nil {
+		return nil, fmt.Errorf("decrypt %s.%s of %s: %w", table, column, id, err)
+	}
+	return out, nil
+}
+
 // open decrypts what seal encrypted and decodes it.
 func (e *Engine) open(raw []byte, table, id, column string) (any, error) {
 	if len(raw) == 0 {
@@ -48,4 +60,6 @@ func (e *Engine) open(raw []byte, table, id, column string) (any, error) {
 const (
 	tableExecutions = "workflow_executions"
 	tableAttempts   = "step_executions"
+	// tableCompensations' compensation_config is sealed (its secrets and those found by value).
+	tableCompensations = "compensation_actions"
 )

@@ -147,7 +147,7 @@ func (e *Engine) logStarted(ctx context.Context, ex *models.Execution) {
 // its times from the database clock.
 func (e *Engine) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
 	id := models.NewID()
-	sealed, err := e.seal(input, tableExecutions, id, "input")
+	sealed, err := e.sealFound(input, tableExecutions, id, "input", e.inputMasker(def, input))
 	if err != nil {
 		return models.Execution{}, err
 	}
@@ -283,6 +283,13 @@ func unstorable(v any, path string) string {
 	return ""
 }
 
+// inputMasker returns the masker of the secrets of def and of input (raw JSON).
+func (e *Engine) inputMasker(def *definition.Definition, input []byte) *redact.Masker {
+	var in any
+	_ = json.Unmarshal(input, &in)
+	return e.masker(def, in)
+}
+
 // subject renders the workflow's settings.subject over the input: nil (the title is then the
 // short id) when the workflow sets none, when it fails, or when it renders to nothing but
 // separators (the input lacks its fields). Secret values of the input never appear in it.
@@ -298,7 +305,7 @@ func (e *Engine) subject(def *definition.Definition, input []byte) *string {
 	if err != nil {
 		return nil
 	}
-	s = strings.Join(strings.Fields(redact.MaskValues(s, e.redactor.SecretValues(in))), " ")
+	s = strings.Join(strings.Fields(e.masker(def, in).Mask(s)), " ")
 	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return nil // nothing but the template's separators: the input lacks its fields
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"lifeline/models"
+	"lifeline/services/redact"
 )
 
 // dispatchConcurrency is how many deliveries one Dispatch sends at once.
@@ -116,7 +118,7 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 	permanent, after := classify(err)
 	msg := err.Error()
 	if d.Target != "" { // the webhook URL is a secret: errors show it masked
-		msg = strings.ReplaceAll(msg, d.Target, models.MaskWebhookURL(d.Target))
+		msg = webhookSecrets(d.Target).Mask(strings.ReplaceAll(msg, d.Target, models.MaskWebhookURL(d.Target)))
 	}
 	msg = clip(msg, 2000)
 	if permanent || once || d.Attempts >= s.cfg.MaxAttempts {
@@ -254,4 +256,26 @@ func clip(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// webhookSecrets returns the masker of a webhook URL's secret parts, wherever an error
+// text shows them (a service that echoes the request, JSON-escaped or not): the URL, what
+// follows its host, its path, its query, each query value, and each path segment that
+// looks like a token (a digit in it, or 16 characters or more).
+func webhookSecrets(target string) *redact.Masker {
+	parts := []string{target}
+	u, err := url.Parse(target)
+	if err != nil {
+		return redact.NewMasker(parts...)
+	}
+	parts = append(parts, u.RequestURI(), u.EscapedPath(), u.RawQuery)
+	for _, vs := range u.Query() {
+		parts = append(parts, vs...)
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if len(seg) >= 16 || strings.ContainsAny(seg, "0123456789") {
+			parts = append(parts, seg)
+		}
+	}
+	return redact.NewMasker(parts...)
 }

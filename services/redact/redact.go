@@ -15,6 +15,9 @@
 //     ("?api_key=…"), which are masked by the same key rules (see [Redactor.Text]);
 //     a secret elsewhere inside a free-text string is not found by key:
 //     [MaskValues] masks known secret values in text.
+//   - A value sealed at rest (an envelope, "enc:v1:…", or a fragment of text sealed inside
+//     a string, "enc:t1:…" or "enc:s1:….") is shown as [Placeholder], whatever key holds
+//     it: a secret found by its value is sealed where it was found.
 //   - Inputs are never modified: [Redactor.Value] returns a deep copy of
 //     map[string]any, []any, map[string]string, map[string][]string and
 //     http.Header; other values (strings, numbers, json.Number…) are returned
@@ -30,6 +33,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -141,7 +145,7 @@ func (r *Redactor) Value(v any) any {
 	case map[string][]string:
 		return r.multi(v)
 	case string:
-		return r.Text(v)
+		return r.Text(Envelopes(v))
 	default:
 		return v
 	}
@@ -165,22 +169,40 @@ func (r *Redactor) multi(v map[string][]string) map[string][]string {
 // JSON redacts raw JSON. It returns compact JSON with object keys sorted, or
 // raw itself when raw is not exactly one valid JSON value.
 func (r *Redactor) JSON(raw []byte) []byte {
+	v, err := decodeOne(raw)
+	if err != nil {
+		return raw
+	}
+	out, err := encodeCompact(r.Value(v))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// decodeOne decodes exactly one JSON value, numbers as json.Number.
+func decodeOne(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return raw
+		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return raw // trailing data
+		return nil, errors.New("trailing data")
 	}
+	return v, nil
+}
+
+// encodeCompact encodes v compactly, keys sorted, without HTML escaping.
+func encodeCompact(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r.Value(v)); err != nil {
-		return raw
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Restore returns edited with every [Placeholder] replaced by the value at the same path

@@ -202,6 +202,14 @@ func (r *Ring) Reseal(envelope, aad string) (string, bool, error) {
 // depth) replaced by the envelope of that value's JSON. Values already sealed stay as they
 // are. Empty raw is returned as it is; raw that is not one JSON value is an error.
 func (r *Ring) SealJSON(raw []byte, aad string, isSecret func(key string) bool) ([]byte, error) {
+	return r.SealJSONFound(raw, aad, isSecret, nil)
+}
+
+// SealJSONFound is SealJSON that also seals, inside every string (any depth, under any
+// key), the fragments find reports ([start, end) byte ranges, in order, not overlapping):
+// each becomes a fragment envelope "enc:s1:<key id>:<base64url>." bound to aad. find
+// finds secrets by their value (services/redact.Masker.Find); nil finds nothing.
+func (r *Ring) SealJSONFound(raw []byte, aad string, isSecret func(key string) bool, find func(string) [][]int) ([]byte, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return raw, nil
 	}
@@ -209,14 +217,22 @@ func (r *Ring) SealJSON(raw []byte, aad string, isSecret func(key string) bool) 
 	if err != nil {
 		return nil, err
 	}
-	v, err = r.sealValue(v, aad, isSecret)
+	v, err = r.sealValue(v, aad, sealRules{isSecret, find})
 	if err != nil {
 		return nil, err
 	}
 	return encode(v)
 }
 
-func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, error) {
+// sealRules say what to seal: the values under the keys isSecret matches, and the fragments
+// of strings find reports (nil: none).
+type sealRules struct {
+	isSecret func(string) bool
+	find     func(string) [][]int
+}
+
+func (r *Ring) sealValue(v any, aad string, rules sealRules) (any, error) {
+	isSecret := rules.isSecret
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
@@ -237,7 +253,7 @@ func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, er
 				out[k] = env
 				continue
 			}
-			sv, err := r.sealValue(val, aad, isSecret)
+			sv, err := r.sealValue(val, aad, rules)
 			if err != nil {
 				return nil, err
 			}
@@ -247,7 +263,7 @@ func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, er
 	case []any:
 		out := make([]any, len(x))
 		for i, val := range x {
-			sv, err := r.sealValue(val, aad, isSecret)
+			sv, err := r.sealValue(val, aad, rules)
 			if err != nil {
 				return nil, err
 			}
@@ -255,9 +271,41 @@ func (r *Ring) sealValue(v any, aad string, isSecret func(string) bool) (any, er
 		}
 		return out, nil
 	case string:
-		return r.sealQuery(x, aad, isSecret)
+		q, err := r.sealQuery(x, aad, isSecret)
+		if err != nil || rules.find == nil {
+			return q, err
+		}
+		return r.sealFound(q, aad, rules.find)
 	}
 	return v, nil
+}
+
+// sealFound replaces the fragments of s that find reports by fragment envelopes.
+func (r *Ring) sealFound(s, aad string, find func(string) [][]int) (string, error) {
+	if IsSealed(s) {
+		return s, nil
+	}
+	found := find(s)
+	if len(found) == 0 {
+		return s, nil
+	}
+	var b strings.Builder
+	last := 0
+	for _, f := range found {
+		if f[0] < last || f[1] > len(s) || f[0] >= f[1] {
+			continue
+		}
+		env, err := r.seal(fragmentPrefix, []byte(s[f[0]:f[1]]), aad)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s[last:f[0]])
+		b.WriteString(env)
+		b.WriteByte('.')
+		last = f[1]
+	}
+	b.WriteString(s[last:])
+	return b.String(), nil
 }
 
 // queryParam finds "name=value" pairs of URL queries inside a string.
@@ -293,17 +341,25 @@ func (r *Ring) sealQuery(s, aad string, isSecret func(string) bool) (string, err
 // string; Prefix starts an envelope of a whole JSON value.
 const textPrefix = "enc:t1:"
 
-// textEnvelope finds text envelopes inside a string.
-var textEnvelope = regexp.MustCompile(`enc:t1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9_-]+`)
+// fragmentPrefix starts the envelope of a secret found inside a string; a '.' (never in
+// base64url) ends it, so the text after it may be anything.
+const fragmentPrefix = "enc:s1:"
 
-// openText replaces every text envelope inside s by its text.
+// textEnvelope finds text and fragment envelopes inside a string.
+var textEnvelope = regexp.MustCompile(`enc:s1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9_-]+\.|enc:t1:[A-Za-z0-9_-]{1,32}:[A-Za-z0-9_-]+`)
+
+// openText replaces every text and fragment envelope inside s by its text.
 func (r *Ring) openText(s, aad string) (string, error) {
-	if !strings.Contains(s, textPrefix) {
+	if !strings.Contains(s, textPrefix) && !strings.Contains(s, fragmentPrefix) {
 		return s, nil
 	}
 	var err error
 	out := textEnvelope.ReplaceAllStringFunc(s, func(m string) string {
-		plain, oerr := r.open(textPrefix, m, aad)
+		prefix := textPrefix
+		if strings.HasPrefix(m, fragmentPrefix) {
+			prefix, m = fragmentPrefix, strings.TrimSuffix(m, ".")
+		}
+		plain, oerr := r.open(prefix, m, aad)
 		if oerr != nil {
 			err = oerr
 			return m
@@ -445,3 +501,88 @@ func (s JSONSealer) Seal(raw []byte, aad string) ([]byte, error) {
 
 // Open is Ring.OpenJSON.
 func (s JSONSealer) Open(raw []byte, aad string) ([]byte, error) { return s.Ring.OpenJSON(raw, aad) }
+
+// SealFound is Ring.SealJSONFound with IsSecret: it also seals the fragments of strings
+// find reports (secrets found by their value).
+func (s JSONSealer) SealFound(raw []byte, aad string, find func(string) [][]int) ([]byte, error) {
+	return s.Ring.SealJSONFound(raw, aad, s.IsSecret, find)
+}
+
+// ResealJSON seals every envelope inside raw (whole values, query parameters and fragments
+// of strings, any depth) again under the active key, leaving everything else as it is:
+// what was sealed stays sealed, whatever rule sealed it. Envelopes already under the active
+// key are kept. Raw without envelopes comes back unchanged.
+func (r *Ring) ResealJSON(raw []byte, aad string) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || !bytes.Contains(raw, []byte("enc:")) {
+		return raw, nil
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	v, err = r.resealValue(v, aad)
+	if err != nil {
+		return nil, err
+	}
+	return encode(v)
+}
+
+func (r *Ring) resealValue(v any, aad string) (any, error) {
+	switch x := v.(type) {
+	case string:
+		if IsSealed(x) {
+			out, _, err := r.Reseal(x, aad)
+			return out, err
+		}
+		if !strings.Contains(x, textPrefix) && !strings.Contains(x, fragmentPrefix) {
+			return x, nil
+		}
+		var err error
+		out := textEnvelope.ReplaceAllStringFunc(x, func(m string) string {
+			prefix, end := textPrefix, ""
+			if strings.HasPrefix(m, fragmentPrefix) {
+				prefix, m, end = fragmentPrefix, strings.TrimSuffix(m, "."), "."
+			}
+			if id, _, serr := split(prefix, m); serr == nil && id == r.keys[0].ID {
+				return m + end // under the active key already
+			}
+			plain, oerr := r.open(prefix, m, aad)
+			if oerr != nil {
+				err = oerr
+				return m + end
+			}
+			env, serr := r.seal(prefix, plain, aad)
+			if serr != nil {
+				err = serr
+				return m + end
+			}
+			return env + end
+		})
+		return out, err
+	case map[string]any:
+		for k, val := range x {
+			rv, err := r.resealValue(val, aad)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = rv
+		}
+		return x, nil
+	case []any:
+		for i, val := range x {
+			rv, err := r.resealValue(val, aad)
+			if err != nil {
+				return nil, err
+			}
+			x[i] = rv
+		}
+		return x, nil
+	}
+	return v, nil
+}
+
+// Reseal is Ring.ResealJSON: every envelope sealed again under the active key, nothing
+// opened into clear.
+func (s JSONSealer) Reseal(raw []byte, aad string) ([]byte, error) {
+	return s.Ring.ResealJSON(raw, aad)
+}

@@ -159,3 +159,72 @@ func TestSealJSON(t *testing.T) {
 		t.Fatalf("plain JSON: %s %v", out, err)
 	}
 }
+
+// A secret found by its value, under a plain key and inside longer text, is sealed where it
+// is; opening gives the document back; a reseal under a new key keeps it sealed.
+func TestSealJSONFound(t *testing.T) {
+	k1, _ := secrets.NewKeySpec("k1")
+	k2, _ := secrets.NewKeySpec("k2")
+	r, err := secrets.ParseRing(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isSecret := func(k string) bool { return k == "password" }
+	find := func(s string) [][]int {
+		var out [][]int
+		for i := 0; ; {
+			j := strings.Index(strings.ToLower(s[i:]), "canary-9")
+			if j < 0 {
+				return out
+			}
+			out = append(out, []int{i + j, i + j + len("canary-9")})
+			i += j + len("canary-9")
+		}
+	}
+	raw := []byte(`{"copy":"CANARY-9","note":"it is canary-9, and canary-9.","password":"canary-9","n":1,"list":["x canary-9 y"]}`)
+	sealed, err := r.SealJSONFound(raw, "row-1", isSecret, find)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(sealed)), "canary-9") || !strings.Contains(string(sealed), "enc:s1:k1:") {
+		t.Fatalf("a secret is left in clear: %s", sealed)
+	}
+	if !strings.Contains(string(sealed), `"note":"it is enc:s1:`) || !strings.Contains(string(sealed), `"n":1`) {
+		t.Fatalf("the text around the secret is lost: %s", sealed)
+	}
+	open := func(r *secrets.Ring, b []byte) string {
+		t.Helper()
+		out, err := r.OpenJSON(b, "row-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	want := `{"copy":"CANARY-9","list":["x canary-9 y"],"n":1,"note":"it is canary-9, and canary-9.","password":"canary-9"}`
+	if got := open(r, sealed); got != want {
+		t.Fatalf("open\n got %s\nwant %s", got, want)
+	}
+	if _, err := r.OpenJSON(sealed, "row-2"); err == nil {
+		t.Fatal("a fragment opened for another row")
+	}
+	// Rotation: sealed again under k2, still sealed, still opens; under the active key
+	// already, nothing changes.
+	r2, err := secrets.ParseRing(k2 + "," + k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resealed, err := r2.ResealJSON(sealed, "row-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(resealed)), "canary-9") || strings.Contains(string(resealed), ":k1:") {
+		t.Fatalf("reseal: %s", resealed)
+	}
+	if got := open(r2, resealed); got != want {
+		t.Fatalf("open after reseal: %s", got)
+	}
+	again, err := r2.ResealJSON(resealed, "row-1")
+	if err != nil || string(again) != string(resealed) {
+		t.Fatalf("a reseal under the active key changed the envelopes: %v", err)
+	}
+}

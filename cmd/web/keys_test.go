@@ -120,7 +120,7 @@ func TestResealRotatesKeys(t *testing.T) {
 			pending, now := models.CompPending, time.Now().UTC()
 			comp := models.CompensationAction{ID: models.NewID(), OrganizationID: org.ID, WorkflowID: wf.ID, StepID: "t", CompensationType: "api_call",
 				CompensationConfig: models.JSON(`{"compensationType":"api_call","config":{"endpoint":"https://erp.example/undo?api_key=LEGACY-KEY-1","headers":{"Authorization":"Bearer LEGACY-COMP-1"}}}`),
-				ExecutionID: &ex.ID, Status: &pending, Generation: 1, CreatedAt: now, UpdatedAt: now}
+				ExecutionID:        &ex.ID, Status: &pending, Generation: 1, CreatedAt: now, UpdatedAt: now}
 			if err := db.Conn(ctx).Create(&comp).Error; err != nil {
 				t.Fatal(err)
 			}

@@ -86,6 +86,26 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Hooks are points where a test may hold a state change (nil: nothing happens).
+type Hooks struct {
+	// BeforeTx is called by a state change of an execution after the checks it makes
+	// outside its transaction and before the transaction begins, with the transition's
+	// name (Transition…) and the execution's id.
+	BeforeTx func(transition, executionID string)
+}
+
+// Names of transitions, for Hooks.
+const (
+	TransitionStartReplay   = "StartReplay"
+	TransitionStartRollback = "StartRollback"
+)
+
+func (e *Engine) beforeTx(transition, executionID string) {
+	if f := e.Hooks.BeforeTx; f != nil {
+		f(transition, executionID)
+	}
+}
+
 // Engine starts and advances executions.
 type Engine struct {
 	db       *models.DB
@@ -96,6 +116,9 @@ type Engine struct {
 	cfg      Config
 	// Rand returns a number in [0, 1) for jitter. Tests may replace it.
 	Rand func() float64
+	// Hooks let tests force an interleaving of two state changes. Set them before the
+	// engine runs what they hook.
+	Hooks Hooks
 
 	mu   sync.Mutex
 	defs map[string]*definition.Definition

@@ -146,7 +146,8 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	}
 	if ex.RollbackStatus != nil && r.Mode != ReplayFull {
 		// Its completed steps were undone: their outputs must not feed the steps after them.
-		return nil, models.Errorf(models.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
+		// (Checked again, guarded, when the replay starts: startReplay.)
+		return nil, errRolledBack
 	}
 	input, inputChanged, err := e.replayInput(ex, r.Input)
 	if err != nil {
@@ -158,6 +159,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	reqHash := hashOf(r.Mode, r.FromStepID, string(r.Input), string(r.Output), fmt.Sprint(r.LatestVersion), specJSON(r.RetryPolicy), r.Notes)
 
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
+	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
 			return nil, err
@@ -270,14 +272,14 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 		skipped := index
 		if index = def.After(index); index < 0 { // the skipped step was the last: the execution is done
 			upd["status"], upd["current_step_id"], upd["finished_at"] = endStatus(def, skipped), nil, now
-			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).Updates(upd).Error; err != nil {
+			if err := startReplay(tx, ex, upd); err != nil {
 				return nil, err
 			}
 			return nil, e.replaySucceeded(tx, ex, now)
 		}
 		upd["current_step_id"] = def.Steps[index].ID
 	}
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).Updates(upd).Error; err != nil {
+	if err := startReplay(tx, ex, upd); err != nil {
 		return nil, err
 	}
 	step := def.Steps[index]
@@ -300,6 +302,32 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 		return nil, err
 	}
 	return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: a.ScheduledAt}}, nil
+}
+
+// replayable are the statuses a replay in place starts from.
+var replayable = []string{models.ExecDLQPending, models.ExecFailed}
+
+// errRolledBack: the execution's completed steps were (or are being) undone.
+var errRolledBack = models.Errorf(models.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
+
+// startReplay is the transition StartReplay: it changes ex (upd) only while it is
+// dead-lettered or failed and no rollback has started on it, and is ECONFLICT (errRolledBack,
+// or the status it has now) when it lost to another change, a rollback started at the same
+// moment included.
+func startReplay(tx *gorm.DB, ex *models.Execution, upd map[string]any) error {
+	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
+		ex.ID, ex.OrganizationID, replayable).Updates(upd)
+	if r.Error != nil || r.RowsAffected == 1 {
+		return r.Error
+	}
+	var cur models.Execution
+	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
+		return err
+	}
+	if cur.RollbackStatus != nil {
+		return errRolledBack
+	}
+	return models.Errorf(models.ECONFLICT, "The execution is %s now; it can be replayed only when it has failed.", cur.Status)
 }
 
 // replayFull starts a new execution of the workflow (at wf.Version) with the original's input
@@ -363,6 +391,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 	}
 	reqHash := hashOf(r.Status, r.Notes)
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
+	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
 			return nil, err

@@ -67,15 +67,10 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 	if err != nil {
 		return nil, err
 	}
+	e.beforeTx(TransitionStartRollback, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := tx.Where("id = ?", ex.ID).First(ex).Error; err != nil {
 			return nil, err
-		}
-		switch {
-		case ex.RollbackStatus != nil:
-			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
-		case ex.Status != models.ExecDLQPending && ex.Status != models.ExecFailed:
-			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
 		}
 		return e.startRollbackTx(tx, ex, def, r.Actor, now)
 	})
@@ -85,6 +80,34 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 	return ex, nil
 }
 
+// rollbackable are the statuses a rollback starts from.
+var rollbackable = []string{models.ExecDLQPending, models.ExecFailed}
+
+// startRollback is the transition StartRollback: ex becomes ROLLING_BACK only while it is
+// dead-lettered or failed (not replaying) and no rollback has started on it; otherwise
+// ECONFLICT (rollback.already.<status>, or rollback.notfailed), a replay started at the same
+// moment included.
+func startRollback(tx *gorm.DB, ex *models.Execution, now time.Time) error {
+	rolling := models.RollingBack
+	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
+		ex.ID, ex.OrganizationID, rollbackable).Updates(map[string]any{"rollback_status": rolling, "updated_at": now})
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected == 1 {
+		ex.RollbackStatus = &rolling
+		return nil
+	}
+	var cur models.Execution
+	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
+		return err
+	}
+	if cur.RollbackStatus != nil {
+		return &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
+	}
+	return &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
+}
+
 // errNothingToUndo: no completed step of the execution has a compensation to run.
 var errNothingToUndo = &models.Error{Code: models.ECONFLICT, Message: "rollback.nothing"}
 
@@ -92,6 +115,10 @@ var errNothingToUndo = &models.Error{Code: models.ECONFLICT, Message: "rollback.
 // step has a compensation other than none): a row per completed step with a
 // compensation, last step first, and the job of the first to run.
 func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
+	// The transition first: when there is nothing to undo, the transaction is rolled back.
+	if err := startRollback(tx, ex, now); err != nil {
+		return nil, err
+	}
 	var attempts []models.StepAttempt
 	if err := tx.Select("step_id, step_index, attempt, status").Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
 		return nil, err
@@ -130,11 +157,6 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 		// No completed step has anything to undo: no rollback is recorded, so the execution's
 		// outputs stay usable by a retry from the failed step.
 		return nil, errNothingToUndo
-	}
-	rolling := models.RollingBack
-	ex.RollbackStatus = &rolling
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).Updates(map[string]any{"rollback_status": rolling, "updated_at": now}).Error; err != nil {
-		return nil, err
 	}
 	if len(rows) > 0 {
 		if err := tx.Create(&rows).Error; err != nil {

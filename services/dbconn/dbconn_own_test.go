@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/classify"
@@ -228,8 +230,13 @@ func TestDBConnErrorsCarryNoData(t *testing.T) {
 		if r.Code != "SQLSTATE_22P02" || r.Type != classify.Validation || r.Message != "22P02 invalid_text_representation" || err.Error() != r.Message {
 			t.Errorf("exfiltration: %+v", r)
 		}
+		// Nor does its cause: only the code is kept.
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "22P02" || pe.Message != "" || pe.Detail != "" || pe.Where != "" {
+			t.Errorf("the cause: %#v", pe)
+		}
 		for _, leak := range []string{"admin@", "argon2", "SEKRET", "invalid input syntax"} {
-			if strings.Contains(r.Message, leak) {
+			if strings.Contains(r.Message, leak) || strings.Contains(fmt.Sprintf("%v %+v", errors.Unwrap(err), errors.Unwrap(err)), leak) {
 				t.Errorf("the error carries %q: %s", leak, r.Message)
 			}
 		}

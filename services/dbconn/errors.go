@@ -21,8 +21,10 @@ import (
 // phrases, the SQLSTATE and its condition name, the host and port the DSN names (as the
 // admin typed them) and its user: never the database's own message text (which can carry
 // data: an error about a value quotes the value), never an address a name resolved to,
-// never the password. Unwrap gives the cause (a *pgconn.PgError, a dial error…), whose text
-// has all of those and must go nowhere a tenant can read.
+// never the password. Unwrap gives the kind of cause, never the driver's error itself (whose
+// text has all of those): a *pgconn.PgError with only its Severity and Code,
+// ErrOwnServer, outbound.ErrDenied, context.DeadlineExceeded, context.Canceled,
+// syscall.ECONNREFUSED, or nil.
 type Error struct {
 	Type classify.Type
 	// Code is "SQLSTATE_<code>" for an error the database answered (SQLSTATE_57014 for the
@@ -130,34 +132,35 @@ func classified(ctx context.Context, err error, where string, alive bool) *Error
 		if validSQLSTATE(pe.Code) {
 			code = pe.Code
 		}
-		return &Error{Type: sqlstateType(code), Code: "SQLSTATE_" + code, Message: sqlstateText(pe.Code), Err: err}
+		return &Error{Type: sqlstateType(code), Code: "SQLSTATE_" + code, Message: sqlstateText(pe.Code),
+			Err: &pgconn.PgError{Severity: sqlstateSeverity(pe.Severity), Code: code}}
 	case errors.Is(err, ErrOwnServer):
-		return &Error{Type: classify.Permanent, Code: "OWN_SERVER", Err: err,
+		return &Error{Type: classify.Permanent, Code: "OWN_SERVER", Err: ErrOwnServer,
 			Message: fmt.Sprintf("the database server %s is Lifeline's own database server or web server; a connection may not reach it", where)}
 	case errors.Is(err, errOwnUnknown):
-		return &Error{Type: classify.Transient, Code: "OWN_SERVER_UNKNOWN", Err: err,
+		return &Error{Type: classify.Transient, Code: "OWN_SERVER_UNKNOWN", Err: errOwnUnknown,
 			Message: "the address of Lifeline's own database server could not be resolved, so the connection could not be checked against it"}
 	case errors.Is(err, outbound.ErrDenied):
-		return &Error{Type: classify.Permanent, Code: "DESTINATION_DENIED", Err: err,
+		return &Error{Type: classify.Permanent, Code: "DESTINATION_DENIED", Err: outbound.ErrDenied,
 			Message: fmt.Sprintf("the database server %s is at an address that is private, loopback, link-local or a cloud metadata address (see LIFELINE_DBCONN_ALLOW)", where)}
 	case errors.As(err, &dns) && !dns.IsTimeout:
-		return &Error{Type: classify.Transient, Code: "ENOTFOUND", Message: fmt.Sprintf("the database server's host %s could not be resolved", where), Err: err}
+		return &Error{Type: classify.Transient, Code: "ENOTFOUND", Message: fmt.Sprintf("the database server's host %s could not be resolved", where)}
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded || pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout()):
-		return &Error{Type: classify.Timeout, Code: "ETIMEDOUT", Message: fmt.Sprintf("the database server %s did not answer in time", where), Err: err}
+		return &Error{Type: classify.Timeout, Code: "ETIMEDOUT", Message: fmt.Sprintf("the database server %s did not answer in time", where), Err: context.DeadlineExceeded}
 	case errors.Is(err, context.Canceled):
-		return &Error{Type: classify.Internal, Code: "CANCELED", Message: "cancelled", Err: err}
+		return &Error{Type: classify.Internal, Code: "CANCELED", Message: "cancelled", Err: context.Canceled}
 	}
 	var ce *pgconn.ConnectError
 	switch {
 	case errors.As(err, &ce):
-		msg := fmt.Sprintf("could not connect to the database server %s", where)
+		e := &Error{Type: classify.Transient, Code: "CONNECT", Message: fmt.Sprintf("could not connect to the database server %s", where)}
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
-			msg = fmt.Sprintf("the database server %s refused the connection", where)
+			e.Message, e.Err = fmt.Sprintf("the database server %s refused the connection", where), syscall.ECONNREFUSED
 		case strings.Contains(err.Error(), "tls error"):
-			msg = fmt.Sprintf("could not set up TLS with the database server %s", where)
+			e.Message = fmt.Sprintf("could not set up TLS with the database server %s", where)
 		}
-		return &Error{Type: classify.Transient, Code: "CONNECT", Message: msg, Err: err}
+		return e
 	case alive && strings.Contains(err.Error(), "encode"):
 		msg := "a value cannot be sent as the type of its parameter"
 		if m := argIndex.FindStringSubmatch(err.Error()); m != nil {
@@ -165,7 +168,16 @@ func classified(ctx context.Context, err error, where string, alive bool) *Error
 				msg = fmt.Sprintf("value %d cannot be sent as the type of its parameter ($%d)", i+1, i+1)
 			}
 		}
-		return &Error{Type: classify.Validation, Code: "ARGUMENTS", Message: msg, Err: err}
+		return &Error{Type: classify.Validation, Code: "ARGUMENTS", Message: msg}
 	}
-	return &Error{Type: classify.Transient, Code: "CONNECTION", Message: fmt.Sprintf("the connection to the database server %s failed", where), Err: err}
+	return &Error{Type: classify.Transient, Code: "CONNECTION", Message: fmt.Sprintf("the connection to the database server %s failed", where)}
+}
+
+// sqlstateSeverity keeps a PostgreSQL severity (ERROR, FATAL, PANIC…), nothing else.
+func sqlstateSeverity(s string) string {
+	switch s {
+	case "ERROR", "FATAL", "PANIC", "WARNING", "NOTICE", "DEBUG", "INFO", "LOG":
+		return s
+	}
+	return "ERROR"
 }

@@ -27,8 +27,8 @@ type connectionService interface {
 var _ connectionService = (*dbconn.Service)(nil)
 
 // connections returns the service behind the connections page and API: Deps.Databases (the
-// one the engine's compensations use, with LIFELINE_OUTBOUND_ALLOW), or without it one that
-// reaches public addresses only.
+// one the engine's compensations use, with LIFELINE_DBCONN_ALLOW and Lifeline's own servers
+// refused), or without it one that reaches public addresses only.
 func (s *Server) connections() *dbconn.Service {
 	if s.Databases != nil {
 		return s.Databases
@@ -129,7 +129,7 @@ func testResult(l *i18n.Localizer, cn *dbconn.Connection, now time.Time) pages.C
 	}
 	t.Status, t.At, t.AtText, t.AtRelative = "ok", rfc(*cn.LastTestedAt), displayTime(l, *cn.LastTestedAt), l.Relative(*cn.LastTestedAt, now)
 	if cn.LastTestError != "" {
-		t.Status, t.Error = "failed", cn.LastTestError
+		t.Status, t.Error = "failed", l.Text(cn.LastTestError)
 	}
 	return t
 }
@@ -185,7 +185,8 @@ func (h *ConnectionsHandler) Delete(c echo.Context) error {
 	return redirect(c, h.s.url("connections")+"?done=deleted&name="+urlQueryEscape(cn.Name))
 }
 
-// Test tests a connection: for htmx the result's fragment (success or the exact error),
+// Test tests a connection: for htmx the result's fragment (success or the error: its
+// SQLSTATE and condition name, or a fixed phrase; see dbconn.Error),
 // otherwise back to the list with the row marked.
 func (h *ConnectionsHandler) Test(c echo.Context) error {
 	cn, err := h.test(c)
@@ -328,7 +329,8 @@ func (h *ConnectionsHandler) APIDelete(c echo.Context) error {
 }
 
 // APITest: POST /api/v1/connections/{id}/test → 200 {"ok", "error", "connection"}; a failed
-// test is ok false with the exact error (the password masked), not an error status.
+// test is ok false with its error (dbconn.Error's message: no text of the database server's,
+// no resolved address, no password), not an error status.
 func (h *ConnectionsHandler) APITest(c echo.Context) error {
 	cn, err := h.test(c)
 	if err != nil {

@@ -15,7 +15,8 @@ import (
 const connPassword = "Tajne-Haslo-2026"
 
 // connDSN is a DSN of the loopback PostgreSQL port: the connections page's service has no
-// outbound allow list, so testing it is refused by the SSRF rules before any connection.
+// allow list (LIFELINE_DBCONN_ALLOW), so testing it is refused by the SSRF rules before any
+// connection.
 var connDSN = "postgres://ksiegowosc:" + connPassword + "@127.0.0.1:5432/ledger?sslmode=disable"
 
 func formPost(csrf string, v url.Values) (string, map[string]string) {
@@ -108,7 +109,7 @@ func TestConnectionsAPI(t *testing.T) {
 		r = do(t, http.DefaultClient, "POST", api+"/"+id+"/test", "", bearer(rs.token))
 		m := r.json(t)
 		conn, _ := m["connection"].(map[string]any)
-		if r.status != 200 || m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), "outbound: destination address not allowed") ||
+		if r.status != 200 || m["ok"] != false || !strings.Contains(fmt.Sprint(m["error"]), "is at an address that is private, loopback") ||
 			conn["lastTestError"] != m["error"] || conn["lastTestedAt"] == nil {
 			t.Errorf("test: %d %s", r.status, r.body)
 		}
@@ -221,7 +222,7 @@ func TestConnectionsPage(t *testing.T) {
 		doc = parseListDoc(t, r.body)
 		res := doc.testID("connection-test-result")
 		if r.status != 200 || strings.Contains(r.body, "<html") || len(res) != 1 || res[0].attr("data-status") != "failed" || res[0].attr("role") != "status" ||
-			!strings.Contains(res[0].testID("connection-test-error")[0].text(), "destination address not allowed") {
+			!strings.Contains(res[0].testID("connection-test-error")[0].text(), "is at an address that is private, loopback") {
 			t.Errorf("htmx test: %d %.300s", r.status, r.body)
 		}
 		noPassword(t, "the test", r)

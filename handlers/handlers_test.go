@@ -55,11 +55,17 @@ type tenant struct {
 	email, password                                                           string
 }
 
-func newApp(t testing.TB, db *models.DB) *app { return newAppWith(t, db, io.Discard) }
+func newApp(t testing.TB, db *models.DB, opts ...appOption) *app {
+	return newAppWith(t, db, io.Discard, opts...)
+}
+
+// appOption changes the app's dependencies before it starts; listen is the address it will
+// listen on ("127.0.0.1:port").
+type appOption func(d *handlers.Deps, listen string)
 
 // newAppWith builds the app with its log written to logw and secrets sealed at rest under
 // a fresh key ring, as `lifeline serve` runs.
-func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
+func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) *app {
 	t.Helper()
 	log := slog.New(slog.NewJSONHandler(logw, nil))
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
@@ -96,8 +102,14 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	}))
 	t.Cleanup(a.ext.Close)
 	// Tests log in often from one address: the login limits get their own tests.
-	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
-		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
+	deps := handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}
+	a.srv = httptest.NewUnstartedServer(nil)
+	for _, o := range opts {
+		o(&deps, a.srv.Listener.Addr().String())
+	}
+	a.srv.Config.Handler = handlers.New(deps)
+	a.srv.Start()
 	t.Cleanup(a.srv.Close)
 	return a
 }

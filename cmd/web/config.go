@@ -5,9 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lifeline/models"
 	"lifeline/services/notify/email"
@@ -23,6 +26,14 @@ type Config struct {
 	Addr          string
 	BaseURL       string
 	OutboundAllow []netip.Prefix
+	// DBConnAllow is LIFELINE_DBCONN_ALLOW: the networks outside the public internet that
+	// the admins' database connections may reach (empty: public addresses only). It is not
+	// OutboundAllow: an address HTTP steps may call is no database a tenant may query.
+	DBConnAllow []netip.Prefix
+	// OwnServers are Lifeline's own servers as "host:port", which database connections never
+	// reach: the hosts and ports of DATABASE_URL when it is PostgreSQL (a Unix socket counts
+	// as its port on every address of this machine) and LIFELINE_ADDR.
+	OwnServers []string
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client.
 	TrustedProxies   []netip.Prefix
 	Demo             bool
@@ -55,6 +66,9 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	var err error
 	if c.OutboundAllow, err = outbound.ParseAllow(getenv("LIFELINE_OUTBOUND_ALLOW")); err != nil {
 		return c, fmt.Errorf("LIFELINE_OUTBOUND_ALLOW: %w", err)
+	}
+	if c.DBConnAllow, err = outbound.ParseAllow(getenv("LIFELINE_DBCONN_ALLOW")); err != nil {
+		return c, fmt.Errorf("LIFELINE_DBCONN_ALLOW: %w", err)
 	}
 	if c.TrustedProxies, err = parsePrefixes(getenv("LIFELINE_TRUSTED_PROXIES")); err != nil {
 		return c, fmt.Errorf("LIFELINE_TRUSTED_PROXIES: %w", err)
@@ -99,11 +113,46 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("LIFELINE_ADDR %q: %w", c.Addr, err)
 	}
 	c.BaseURL = strings.TrimRight(or(getenv("LIFELINE_BASE_URL"), "http://localhost:"+port), "/")
+	if c.OwnServers, err = ownServers(c.DatabaseURL, c.Addr); err != nil {
+		return c, fmt.Errorf("DATABASE_URL: %w", err)
+	}
 	if c.Demo {
 		// The demo's steps call the built-in sandbox on this server's loopback address.
 		c.OutboundAllow = append(c.OutboundAllow, netip.MustParsePrefix("127.0.0.1/32"))
 	}
 	return c, nil
+}
+
+// ownServers lists the database servers of databaseURL when it is PostgreSQL, read as the
+// driver reads it (PGHOST, PGPORT and the like fill what it leaves out), and the listen
+// address addr: where a database connection must never go.
+func ownServers(databaseURL, addr string) ([]string, error) {
+	out := []string{addr}
+	if !isPostgres(databaseURL) {
+		return out, nil
+	}
+	pc, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	cc := pc.ConnConfig.Config
+	add := func(host string, port uint16) {
+		if strings.HasPrefix(host, "/") { // a Unix socket: the server is on this machine
+			host = ""
+		}
+		if hp := net.JoinHostPort(host, strconv.Itoa(int(port))); !slices.Contains(out, hp) {
+			out = append(out, hp)
+		}
+	}
+	add(cc.Host, cc.Port)
+	for _, f := range cc.Fallbacks {
+		add(f.Host, f.Port)
+	}
+	return out, nil
+}
+
+func isPostgres(databaseURL string) bool {
+	return strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://")
 }
 
 // parsePrefixes reads comma-separated CIDRs (a bare address is its /32 or /128).
@@ -133,7 +182,7 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 
 // dataDir is the folder of the embedded SQLite database, or ./data for PostgreSQL.
 func dataDir(databaseURL string) string {
-	if strings.HasPrefix(databaseURL, "postgres://") || strings.HasPrefix(databaseURL, "postgresql://") {
+	if isPostgres(databaseURL) {
 		return filepath.Dir(models.DefaultSQLitePath)
 	}
 	p := strings.TrimPrefix(strings.TrimPrefix(databaseURL, "sqlite://"), "file:")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,6 +73,10 @@ func TestConfig(t *testing.T) {
 		{"defaults", nil, true},
 		{"demo allows loopback", map[string]string{"LIFELINE_DEMO": "true"}, true},
 		{"bad allow list", map[string]string{"LIFELINE_OUTBOUND_ALLOW": "10.0.0.0/33"}, false},
+		{"bad database allow list", map[string]string{"LIFELINE_DBCONN_ALLOW": "10.0.0.0/8,nope"}, false},
+		{"database allow list", map[string]string{"LIFELINE_DBCONN_ALLOW": "10.0.0.0/8, 192.168.5.7", "LIFELINE_OUTBOUND_ALLOW": "172.16.0.0/12"}, true},
+		{"postgres", map[string]string{"DATABASE_URL": "postgres://lifeline:pw@db.internal:6432,db2.internal/lifeline", "LIFELINE_ADDR": "127.0.0.1:9090"}, true},
+		{"postgres socket", map[string]string{"DATABASE_URL": "postgres:///lifeline?host=/var/run/postgresql&port=5433"}, true},
 		{"bad bool", map[string]string{"LIFELINE_DEMO": "maybe"}, false},
 		{"bad workers", map[string]string{"LIFELINE_WORKERS": "0"}, false},
 		{"bad addr", map[string]string{"LIFELINE_ADDR": "8080"}, false},
@@ -85,8 +90,20 @@ func TestConfig(t *testing.T) {
 			if c.name == "defaults" && (cfg.Addr != ":8080" || cfg.BaseURL != "http://localhost:8080" || cfg.Demo || len(cfg.OutboundAllow) != 0) {
 				t.Fatalf("defaults %+v", cfg)
 			}
-			if c.name == "demo allows loopback" && (len(cfg.OutboundAllow) != 1 || cfg.SandboxBase() != "http://127.0.0.1:8080/sandbox") {
+			if c.name == "demo allows loopback" && (len(cfg.OutboundAllow) != 1 || cfg.SandboxBase() != "http://127.0.0.1:8080/sandbox" || len(cfg.DBConnAllow) != 0) {
 				t.Fatalf("demo %+v", cfg)
+			}
+			// Database connections have an allow list of their own, and never reach Lifeline's
+			// own database server or listen address.
+			want := map[string]string{
+				"defaults":             "[]|[:8080]",
+				"demo allows loopback": "[]|[:8080]",
+				"database allow list":  "[10.0.0.0/8 192.168.5.7/32]|[:8080]",
+				"postgres":             "[]|[127.0.0.1:9090 db.internal:6432 db2.internal:5432]",
+				"postgres socket":      "[]|[:8080 :5433]",
+			}[c.name]
+			if got := fmt.Sprintf("%v|%v", cfg.DBConnAllow, cfg.OwnServers); c.ok && want != "" && got != want {
+				t.Errorf("database connections: %s, want %s", got, want)
 			}
 		})
 	}

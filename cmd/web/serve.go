@@ -75,7 +75,9 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	// Named database connections: the admins' page and database_operation compensations.
-	databases := dbconn.New(db, dbconn.Config{Allow: cfg.OutboundAllow})
+	// They reach the networks of LIFELINE_DBCONN_ALLOW (not the demo's loopback address, nor
+	// LIFELINE_OUTBOUND_ALLOW), never Lifeline's own database server or listen address.
+	databases := dbconn.New(db, dbconn.Config{Allow: cfg.DBConnAllow, Own: cfg.OwnServers})
 	eng.SetDatabases(databases)
 	var inbox handlers.DemoInbox
 	if demoInfo != nil {

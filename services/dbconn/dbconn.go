@@ -14,11 +14,29 @@
 //   - The DSN is stored sealed (models.DB.Sealer, bound to the row) and never leaves this
 //     package: Connection carries it masked ("postgres://user:•••@host:5432/db"), and error
 //     messages never contain the password.
+//   - A connection never reaches Lifeline's own servers (Config.Own): its database server
+//     (the hosts and ports of DATABASE_URL) and its listen address (LIFELINE_ADDR). An own
+//     server's port counts on every address its host resolves to and, when that is an
+//     address of this machine, on every address of this machine: all of 127.0.0.0/8, ::1,
+//     0.0.0.0, ::, IPv4-mapped forms, and every interface's address (net.InterfaceAddrs).
+//     Create and Update refuse a DSN whose hosts resolve to one (models.Invalid on "dsn");
+//     and since a name can resolve elsewhere later, every dial checks again, on the very
+//     address it then connects to (it resolves the name itself and dials the address it
+//     checked, so DNS rebinding cannot slip past): OWN_SERVER, before any connection is
+//     made. An own server's host that has never resolved refuses every dial
+//     (OWN_SERVER_UNKNOWN); addresses it resolved to once stay refused.
 //   - Every connection to a database server is dialled through the SSRF guard of HTTP steps
-//     (services/outbound): the address is checked at dial time, after DNS resolution;
-//     loopback and private addresses only inside Config.Allow (LIFELINE_OUTBOUND_ALLOW),
-//     link-local and cloud metadata addresses never. A refused address fails before any
-//     connection is made.
+//     (services/outbound) with an allow list of its own: the address is checked at dial
+//     time, after DNS resolution; loopback and private addresses only inside Config.Allow
+//     (LIFELINE_DBCONN_ALLOW, not LIFELINE_OUTBOUND_ALLOW), link-local and cloud metadata
+//     addresses never. A refused address fails before any connection is made
+//     (DESTINATION_DENIED).
+//   - A privileged role is refused, right after connecting, by Test and by Exec before its
+//     statement (PRIVILEGED_ROLE, permanent, saying why): a superuser or a member of a
+//     superuser role, a role that can read pg_authid, a member of pg_read_all_data,
+//     pg_write_all_data, pg_read_server_files, pg_write_server_files or
+//     pg_execute_server_program, a role with BYPASSRLS, or with CREATEROLE (before
+//     PostgreSQL 16 it can grant itself any of those roles). One query checks it all.
 //   - Exec runs exactly one statement with its values bound as parameters ($1, $2…), never
 //     spliced into the SQL, through the extended protocol (which refuses several statements
 //     in one string, even with no values), in a transaction with SET LOCAL
@@ -26,7 +44,13 @@
 //     for services/classify (validation for SQL and data errors, transient for connection,
 //     serialization and deadlock failures, timeout for the statement timeout…), except an
 //     unknown connection name, which is models.NotFound("database connection").
-//   - Test connects and runs SELECT 1 within TestTimeout, and records when and with which
+//   - Database errors are not a channel: an *Error's message (what the engine stores and
+//     pages show) is the SQLSTATE and its condition name from PostgreSQL's Appendix A
+//     ("22P02 invalid_text_representation"), never the server's message text, which can
+//     quote data; failures to connect are fixed phrases naming the host and port as the DSN
+//     gives them, never an address a name resolved to. The full text is neither stored nor
+//     logged.
+//   - Test connects and checks the role within TestTimeout, and records when and with which
 //     error (nil for success) on the connection.
 //   - A connection is opened for each call and closed before it returns; the package starts
 //     no goroutine.
@@ -41,6 +65,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -76,9 +101,14 @@ const (
 // Config configures a Service.
 type Config struct {
 	// Allow lists the networks outside the public internet that database servers may be
-	// reached at (LIFELINE_OUTBOUND_ALLOW; e.g. 10.0.0.0/8). It cannot open link-local or
-	// cloud metadata addresses.
+	// reached at (LIFELINE_DBCONN_ALLOW, e.g. 10.0.0.0/8; not LIFELINE_OUTBOUND_ALLOW, which
+	// is for HTTP). Empty: public addresses only. It cannot open link-local or cloud metadata
+	// addresses, nor an Own server.
 	Allow []netip.Prefix
+	// Own are Lifeline's own servers as "host:port": its database server (DATABASE_URL's
+	// hosts and ports) and its listen address (LIFELINE_ADDR; an empty host is every address
+	// of this machine). A connection never reaches one: see the package documentation.
+	Own []string
 	// Now is the clock of created_at, updated_at and last_tested_at (time.Now when nil).
 	Now func() time.Time
 }
@@ -88,6 +118,7 @@ type Service struct {
 	db   *models.DB
 	now  func() time.Time
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	own  *own
 }
 
 // New returns the service.
@@ -96,7 +127,8 @@ func New(db *models.DB, cfg Config) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{db: db, now: func() time.Time { return now().UTC() }, dial: guardedDial(cfg.Allow)}
+	return &Service{db: db, now: func() time.Time { return now().UTC() }, dial: guardedDial(cfg.Allow),
+		own: &own{servers: slices.Clone(cfg.Own), seen: map[string][]netip.AddrPort{}}}
 }
 
 // guardedDial returns the dialer of outbound's SSRF-safe client: outbound documents the
@@ -184,9 +216,10 @@ func (s *Service) get(ctx context.Context, orgID, id string) (*models.DBConnecti
 }
 
 // Create adds a connection to the organization: EINVALID with field messages when the input
-// is not valid (a name the organization already uses included). Audit connection.created.
+// is not valid (a name the organization already uses, a DSN that reaches Lifeline's own
+// servers included). Audit connection.created.
 func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, in Input) (*Connection, error) {
-	if fields := validate(&in, true); len(fields) > 0 {
+	if fields := s.validate(ctx, &in, true); len(fields) > 0 {
 		return nil, models.Invalid("The connection has errors.", fields)
 	}
 	now := s.now()
@@ -213,14 +246,14 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, i
 }
 
 // Update changes the organization's connection id (ENOTFOUND for another's): EINVALID with
-// field messages when the input is not valid. An empty DSN keeps the stored one; a new DSN
-// forgets the last test. Audit connection.updated, with what changed (the DSN masked).
+// field messages when the input is not valid (as Create). An empty DSN keeps the stored one;
+// a new DSN forgets the last test. Audit connection.updated, with what changed (the DSN masked).
 func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, in Input) (*Connection, error) {
 	c, err := s.get(ctx, orgID, id)
 	if err != nil {
 		return nil, err
 	}
-	if fields := validate(&in, false); len(fields) > 0 {
+	if fields := s.validate(ctx, &in, false); len(fields) > 0 {
 		return nil, models.Invalid("The connection has errors.", fields)
 	}
 	before := *c
@@ -296,6 +329,18 @@ func orEmptyID(id string) string {
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,100}$`)
 
+// validate is the pure validation below, then a DSN's hosts resolved and checked against
+// Lifeline's own servers (msgDSNOwn on "dsn").
+func (s *Service) validate(ctx context.Context, in *Input, requireDSN bool) map[string]string {
+	fields := validate(in, requireDSN)
+	if in.DSN != "" && fields["dsn"] == "" {
+		if cfg, _ := parseDSN(in.DSN); cfg != nil && s.savedReachesOwn(ctx, &cfg.Config) {
+			fields["dsn"] = msgDSNOwn
+		}
+	}
+	return fields
+}
+
 // validate normalizes in (trimmed name, DSN and description; the default driver) and
 // returns its field messages, English, for views/i18n/locales/formats.
 func validate(in *Input, requireDSN bool) map[string]string {
@@ -337,7 +382,7 @@ func (s *Service) config(c *models.DBConnection, connect time.Duration) (*pgx.Co
 	if msg != "" {
 		return nil, &Error{Type: classify.Permanent, Code: "DSN", Message: fmt.Sprintf("database connection %q: the DSN %s", c.Name, msg)}
 	}
-	cfg.DialFunc = s.dial
+	cfg.DialFunc = s.dialFunc
 	if cfg.ConnectTimeout <= 0 || cfg.ConnectTimeout > connect {
 		cfg.ConnectTimeout = connect
 	}
@@ -350,10 +395,11 @@ func (s *Service) config(c *models.DBConnection, connect time.Duration) (*pgx.Co
 	return cfg, nil
 }
 
-// Test connects to the organization's connection id and runs SELECT 1, within TestTimeout,
-// and records the outcome on the connection. It returns the connection as recorded, and for
-// a failed test also the failure (an *Error, its message the driver's or the database's,
-// the password masked). ENOTFOUND for another organization's id.
+// Test connects to the organization's connection id and checks its role (a privileged one
+// is refused: checkRole), within TestTimeout, and records the outcome on the connection. It
+// returns the connection as recorded, and for a failed test also the failure (an *Error,
+// its message as Error says: no text of the server's, no resolved address). ENOTFOUND for
+// another organization's id.
 func (s *Service) Test(ctx context.Context, orgID, id string) (*Connection, error) {
 	c, err := s.get(ctx, orgID, id)
 	if err != nil {
@@ -385,11 +431,11 @@ func (s *Service) test(ctx context.Context, c *models.DBConnection) *Error {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(tctx, cfg)
 	if err != nil {
-		return classified(tctx, err, cfg.Password, false)
+		return classified(tctx, err, where(cfg), false)
 	}
 	defer closeConn(conn)
-	if _, err := conn.Exec(tctx, "SELECT 1"); err != nil {
-		return classified(tctx, err, cfg.Password, !conn.IsClosed())
+	if err := checkRole(tctx, conn, cfg.User); err != nil {
+		return classified(tctx, err, where(cfg), !conn.IsClosed())
 	}
 	return nil
 }
@@ -405,11 +451,13 @@ func (s *Service) test(ctx context.Context, c *models.DBConnection) *Error {
 // violated constraint (SQLSTATE_42601, …), for a number of values other than the
 // statement's parameters (PARAMETERS) or a value the driver cannot send as its parameter's
 // type (ARGUMENTS); timeout for the statement timeout (SQLSTATE_57014) or a connection that
-// does not answer in time; transient for a refused or broken connection (CONNECT,
-// CONNECTION), serialization failures and deadlocks (SQLSTATE_40001, SQLSTATE_40P01);
-// permanent for an address the SSRF rules refuse (DESTINATION_DENIED); authorization for a
-// rejected login or privilege (SQLSTATE_28P01, SQLSTATE_42501). Nothing is committed when
-// it fails.
+// does not answer in time (ETIMEDOUT); transient for a refused or broken connection or a
+// host that does not resolve (CONNECT, CONNECTION, ENOTFOUND, OWN_SERVER_UNKNOWN),
+// serialization failures and deadlocks (SQLSTATE_40001, SQLSTATE_40P01); permanent for
+// Lifeline's own servers (OWN_SERVER), an address the SSRF rules refuse
+// (DESTINATION_DENIED) and a privileged role (PRIVILEGED_ROLE), all three before the
+// statement is sent; authorization for a rejected login or privilege (SQLSTATE_28P01,
+// SQLSTATE_42501). Nothing is committed when it fails.
 func (s *Service) Exec(ctx context.Context, orgID, name, statement string, args []any, timeout time.Duration) (rowsAffected int64, err error) {
 	if strings.Trim(statement, " \t\r\n;") == "" {
 		return 0, &Error{Type: classify.Validation, Code: "EMPTY_STATEMENT", Message: "the statement is empty"}
@@ -432,10 +480,13 @@ func (s *Service) Exec(ctx context.Context, orgID, name, statement string, args 
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return 0, classified(ctx, err, cfg.Password, false)
+		return 0, classified(ctx, err, where(cfg), false)
 	}
 	defer closeConn(conn)
-	fail := func(err error) (int64, error) { return 0, classified(ctx, err, cfg.Password, !conn.IsClosed()) }
+	fail := func(err error) (int64, error) { return 0, classified(ctx, err, where(cfg), !conn.IsClosed()) }
+	if err := checkRole(ctx, conn, cfg.User); err != nil {
+		return fail(err)
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fail(err)
@@ -463,6 +514,22 @@ func (s *Service) Exec(ctx context.Context, orgID, name, statement string, args 
 		return fail(err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// where names a config's database servers as its DSN does: "db.example.com:5432", or the
+// hosts and ports of a DSN with several, joined by ", ".
+func where(cfg *pgx.ConnConfig) string {
+	var out []string
+	for i, h := range hosts(&cfg.Config) {
+		port := cfg.Port
+		if i > 0 {
+			port = cfg.Fallbacks[i-1].Port
+		}
+		if hp := net.JoinHostPort(h, fmt.Sprint(port)); !slices.Contains(out, hp) {
+			out = append(out, hp)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // closeConn closes a connection, waiting at most a second for the server to hear it.

@@ -23,6 +23,7 @@ const (
 	msgDSNUser     = "must name the user"
 	msgDSNTooLong  = "must be at most 2000 characters"
 	msgDSNRequired = "is required"
+	msgDSNOwn      = "must not reach Lifeline's own database server or web server"
 )
 
 // parseDSN parses a PostgreSQL DSN as a URL or key=value settings, with only allowedKeys.

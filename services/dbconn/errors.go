@@ -3,8 +3,12 @@ package dbconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -13,14 +17,20 @@ import (
 )
 
 // Error is a failure of a statement or of a connection test. It is a classify.Classified:
-// its type decides whether the compensation is retried. Its message is the database's or the
-// driver's own, never with the connection's password; Unwrap gives the cause (a
-// *pgconn.PgError, a dial error…).
+// its type decides whether the compensation is retried. Its message is made of fixed
+// phrases, the SQLSTATE and its condition name, the host and port the DSN names (as the
+// admin typed them) and its user: never the database's own message text (which can carry
+// data: an error about a value quotes the value), never an address a name resolved to,
+// never the password. Unwrap gives the kind of cause, never the driver's error itself (whose
+// text has all of those): a *pgconn.PgError with only its Severity and Code,
+// ErrOwnServer, outbound.ErrDenied, context.DeadlineExceeded, context.Canceled,
+// syscall.ECONNREFUSED, or nil.
 type Error struct {
 	Type classify.Type
 	// Code is "SQLSTATE_<code>" for an error the database answered (SQLSTATE_57014 for the
-	// statement timeout), or one of DESTINATION_DENIED, ETIMEDOUT, CONNECT, CONNECTION,
-	// ARGUMENTS, PARAMETERS, EMPTY_STATEMENT, DSN.
+	// statement timeout), or one of OWN_SERVER, OWN_SERVER_UNKNOWN, DESTINATION_DENIED,
+	// PRIVILEGED_ROLE, ENOTFOUND, ETIMEDOUT, CANCELED, CONNECT, CONNECTION, ARGUMENTS,
+	// PARAMETERS, EMPTY_STATEMENT, DSN.
 	Code    string
 	Message string
 	Err     error
@@ -70,34 +80,104 @@ func sqlstateType(code string) classify.Type {
 	return classify.ExternalService
 }
 
-// classified turns an error of connecting or running into an *Error whose message hides
-// password. alive tells whether the connection still works after err (an argument the driver
-// could not encode leaves it working; a broken network does not).
-func classified(ctx context.Context, err error, password string, alive bool) *Error {
+// sqlstateText is how a SQLSTATE is shown: the code and its condition name ("22P02
+// invalid_text_representation"), a code PostgreSQL's Appendix A does not list with its
+// class ("22ZZZ (class Data Exception)", "ZZ999 (unknown class)"), and a code that is not
+// five digits or capital letters as "an invalid SQLSTATE" (nothing the server sent is
+// repeated but a well-formed code).
+func sqlstateText(code string) string {
+	if !validSQLSTATE(code) {
+		return "an invalid SQLSTATE"
+	}
+	if name, ok := sqlstateNames[code]; ok {
+		return code + " " + name
+	}
+	if class, ok := sqlstateClasses[code[:2]]; ok {
+		return code + " (class " + class + ")"
+	}
+	return code + " (unknown class)"
+}
+
+func validSQLSTATE(code string) bool {
+	if len(code) != 5 {
+		return false
+	}
+	for _, r := range code {
+		if (r < '0' || r > '9') && (r < 'A' || r > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// argIndex finds the value the driver could not encode in its error ("failed to encode
+// args[1]: …").
+var argIndex = regexp.MustCompile(`args\[(\d+)\]`)
+
+// classified turns an error of connecting or running into an *Error with a message of fixed
+// phrases (see Error). where names the database server as the DSN does ("db.example.com:5432").
+// alive tells whether the connection still works after err (an argument the driver could
+// not encode leaves it working; a broken network does not).
+func classified(ctx context.Context, err error, where string, alive bool) *Error {
 	var de *Error
 	if errors.As(err, &de) {
 		return de
 	}
-	msg := hide(err.Error(), password)
 	var pe *pgconn.PgError
+	var dns *net.DNSError
 	var ne net.Error
 	switch {
 	case errors.As(err, &pe):
-		return &Error{Type: sqlstateType(pe.Code), Code: "SQLSTATE_" + pe.Code, Message: msg, Err: err}
+		code := "INVALID"
+		if validSQLSTATE(pe.Code) {
+			code = pe.Code
+		}
+		return &Error{Type: sqlstateType(code), Code: "SQLSTATE_" + code, Message: sqlstateText(pe.Code),
+			Err: &pgconn.PgError{Severity: sqlstateSeverity(pe.Severity), Code: code}}
+	case errors.Is(err, ErrOwnServer):
+		return &Error{Type: classify.Permanent, Code: "OWN_SERVER", Err: ErrOwnServer,
+			Message: fmt.Sprintf("the database server %s is Lifeline's own database server or web server; a connection may not reach it", where)}
+	case errors.Is(err, errOwnUnknown):
+		return &Error{Type: classify.Transient, Code: "OWN_SERVER_UNKNOWN", Err: errOwnUnknown,
+			Message: "the address of Lifeline's own database server could not be resolved, so the connection could not be checked against it"}
 	case errors.Is(err, outbound.ErrDenied):
-		return &Error{Type: classify.Permanent, Code: "DESTINATION_DENIED", Err: err,
-			Message: msg + " (the database server's address is private, loopback, link-local or a cloud metadata address; see LIFELINE_OUTBOUND_ALLOW)"}
+		return &Error{Type: classify.Permanent, Code: "DESTINATION_DENIED", Err: outbound.ErrDenied,
+			Message: fmt.Sprintf("the database server %s is at an address that is private, loopback, link-local or a cloud metadata address (see LIFELINE_DBCONN_ALLOW)", where)}
+	case errors.As(err, &dns) && !dns.IsTimeout:
+		return &Error{Type: classify.Transient, Code: "ENOTFOUND", Message: fmt.Sprintf("the database server's host %s could not be resolved", where)}
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded || pgconn.Timeout(err) || (errors.As(err, &ne) && ne.Timeout()):
-		return &Error{Type: classify.Timeout, Code: "ETIMEDOUT", Message: msg, Err: err}
+		return &Error{Type: classify.Timeout, Code: "ETIMEDOUT", Message: fmt.Sprintf("the database server %s did not answer in time", where), Err: context.DeadlineExceeded}
 	case errors.Is(err, context.Canceled):
-		return &Error{Type: classify.Internal, Code: "CANCELED", Message: msg, Err: err}
+		return &Error{Type: classify.Internal, Code: "CANCELED", Message: "cancelled", Err: context.Canceled}
 	}
 	var ce *pgconn.ConnectError
 	switch {
 	case errors.As(err, &ce):
-		return &Error{Type: classify.Transient, Code: "CONNECT", Message: msg, Err: err}
-	case alive && strings.Contains(msg, "encode"):
-		return &Error{Type: classify.Validation, Code: "ARGUMENTS", Message: msg, Err: err}
+		e := &Error{Type: classify.Transient, Code: "CONNECT", Message: fmt.Sprintf("could not connect to the database server %s", where)}
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			e.Message, e.Err = fmt.Sprintf("the database server %s refused the connection", where), syscall.ECONNREFUSED
+		case strings.Contains(err.Error(), "tls error"):
+			e.Message = fmt.Sprintf("could not set up TLS with the database server %s", where)
+		}
+		return e
+	case alive && strings.Contains(err.Error(), "encode"):
+		msg := "a value cannot be sent as the type of its parameter"
+		if m := argIndex.FindStringSubmatch(err.Error()); m != nil {
+			if i, err := strconv.Atoi(m[1]); err == nil {
+				msg = fmt.Sprintf("value %d cannot be sent as the type of its parameter ($%d)", i+1, i+1)
+			}
+		}
+		return &Error{Type: classify.Validation, Code: "ARGUMENTS", Message: msg}
 	}
-	return &Error{Type: classify.Transient, Code: "CONNECTION", Message: msg, Err: err}
+	return &Error{Type: classify.Transient, Code: "CONNECTION", Message: fmt.Sprintf("the connection to the database server %s failed", where)}
+}
+
+// sqlstateSeverity keeps a PostgreSQL severity (ERROR, FATAL, PANIC…), nothing else.
+func sqlstateSeverity(s string) string {
+	switch s {
+	case "ERROR", "FATAL", "PANIC", "WARNING", "NOTICE", "DEBUG", "INFO", "LOG":
+		return s
+	}
+	return "ERROR"
 }

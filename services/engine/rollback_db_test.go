@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
@@ -29,18 +27,16 @@ func TestRollbackDatabaseOperationAndSSRF(t *testing.T) {
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		h := newHarness(t, db)
 		ctx := context.Background()
-		// The ERP: a PostgreSQL database of its own with a clients table.
-		erpURL := modeltest.URL(t, models.Postgres)
-		erp, err := pgx.Connect(ctx, erpURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer erp.Close(ctx)
+		// The ERP: a PostgreSQL database of its own with a clients table, reached as a role
+		// that is not a superuser, on another port than Lifeline's own database server
+		// (which connections never reach).
+		office := modeltest.OfficeDatabase(t)
+		erp := office.Conn
 		if _, err := erp.Exec(ctx, `CREATE TABLE clients (id int PRIMARY KEY, note text); INSERT INTO clients VALUES (1, 'booked')`); err != nil {
 			t.Fatal(err)
 		}
-		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
-		if _, err := conns.Create(ctx, h.org, audit.System, dbconn.Input{Name: "erp", Driver: "postgres", DSN: erpURL}); err != nil {
+		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Own: []string{office.Server}})
+		if _, err := conns.Create(ctx, h.org, audit.System, dbconn.Input{Name: "erp", Driver: "postgres", DSN: office.DSN}); err != nil {
 			t.Fatal(err)
 		}
 		h.eng.SetDatabases(conns)

@@ -303,8 +303,10 @@ func (s *storeError) Error() string {
 func (s *storeError) Unwrap() error { return s.err }
 
 // neverRetried lists error codes no retry can fix, whatever the policy says (even one that
-// retries permanent errors): the step's destination or type cannot be used at all.
-var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true}
+// retries permanent errors): the step's destination or type cannot be used at all, nor a
+// database connection that reaches Lifeline's own servers or logs in as a privileged role.
+var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true,
+	"OWN_SERVER": true, "PRIVILEGED_ROLE": true}
 
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).
 const dueTolerance = 50 * time.Millisecond

@@ -50,3 +50,19 @@ func Unavailable(err error) bool {
 	}
 	return false
 }
+
+// Busy reports whether err says the database is there but could not take the statement
+// now: a serialization failure or deadlock (40001, 40P01), a lock not available (55P03),
+// the connection limit or too few resources (53000, 53300), a statement timeout or cancel
+// (57014). The same statement may succeed when tried again; the database is not down.
+func Busy(err error) bool {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return false
+	}
+	switch pg.Code {
+	case "40001", "40P01", "55P03", "53000", "53300", "57014":
+		return true
+	}
+	return false
+}

@@ -25,8 +25,9 @@ type holder struct {
 }
 
 // persist runs commit, which records what happened to attempt a (RUNNING at generation, held
-// by this worker), until it succeeds or fails for a reason other than an unreachable
-// database. While the database is unreachable the worker keeps the result and tries again
+// by this worker), until it succeeds or fails for a reason other than an unreachable or busy
+// database (models.Busy: serialization failures, deadlocks, the connection limit, a
+// statement timeout). Meanwhile the worker keeps the result and tries again
 // with a short backoff, until deadline (shortly before the attempt's lease runs out) or until
 // stop ends (a shutdown): then the attempt is abandoned, and released as soon as the database
 // is back (recover).
@@ -46,7 +47,10 @@ func (e *Engine) persist(ctx context.Context, h holder, a *models.StepAttempt, g
 		err = commit(ctx)
 		timedOut := ctx.Err() != nil // the database did not answer within commitTimeout
 		cancel()
-		if err == nil || !(e.health.Failed(err) || timedOut) {
+		// An outage, or a database that could not take the commit now (a serialization
+		// failure, a deadlock, its connection limit, a statement timeout): the result is
+		// kept and committed again.
+		if err == nil || !(e.health.Failed(err) || timedOut || models.Busy(err)) {
 			return false, err
 		}
 		for {
@@ -66,7 +70,7 @@ func (e *Engine) persist(ctx context.Context, h holder, a *models.StepAttempt, g
 				}
 				break // the database answers and the attempt is still ours: commit again
 			}
-			if !e.health.Failed(herr) {
+			if !e.health.Failed(herr) && !models.Busy(herr) {
 				return false, herr
 			}
 		}

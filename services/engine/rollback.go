@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,13 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 		if err := tx.Where("id = ?", ex.ID).First(ex).Error; err != nil {
 			return nil, err
 		}
+		// Said first, as the transition would (startRollback decides, guarded).
+		switch {
+		case ex.RollbackStatus != nil:
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
+		case !slices.Contains(rollbackable, ex.Status):
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
+		}
 		return e.startRollbackTx(tx, ex, def, r.Actor, now)
 	})
 	if err != nil {
@@ -115,10 +123,6 @@ var errNothingToUndo = &models.Error{Code: models.ECONFLICT, Message: "rollback.
 // step has a compensation other than none): a row per completed step with a
 // compensation, last step first, and the job of the first to run.
 func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
-	// The transition first: when there is nothing to undo, the transaction is rolled back.
-	if err := startRollback(tx, ex, now); err != nil {
-		return nil, err
-	}
 	var attempts []models.StepAttempt
 	if err := tx.Select("step_id, step_index, attempt, status").Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
 		return nil, err
@@ -157,6 +161,9 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 		// No completed step has anything to undo: no rollback is recorded, so the execution's
 		// outputs stay usable by a retry from the failed step.
 		return nil, errNothingToUndo
+	}
+	if err := startRollback(tx, ex, now); err != nil {
+		return nil, err
 	}
 	if len(rows) > 0 {
 		if err := tx.Create(&rows).Error; err != nil {

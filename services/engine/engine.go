@@ -244,6 +244,10 @@ func IdempotencyKey(executionID, stepID string, attempt int) string {
 }
 
 // newAttempt builds the PENDING row of an attempt.
+// firstGeneration is the generation an attempt is created with; every reclaim and re-queue
+// moves it on.
+const firstGeneration = 1
+
 func newAttempt(ex *models.Execution, step definition.Step, index, attempt int, at time.Time) models.StepAttempt {
 	return models.StepAttempt{
 		ID:             models.NewID(),
@@ -253,7 +257,7 @@ func newAttempt(ex *models.Execution, step definition.Step, index, attempt int, 
 		StepIndex:      index,
 		Attempt:        attempt,
 		Status:         models.StepPending,
-		Generation:     1,
+		Generation:     firstGeneration,
 		IdempotencyKey: IdempotencyKey(ex.ID, step.ID, attempt),
 		ScheduledAt:    at,
 		CreatedAt:      at,

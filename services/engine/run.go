@@ -364,9 +364,14 @@ func (e *Engine) addOutput(env map[string]any, at models.StepAttempt) error {
 	return nil
 }
 
-// landedNext returns the attempt a commit created under id, if it did, and whether it holds
-// it (the commit claimed it: RUNNING).
-func (e *Engine) landedNext(ctx context.Context, id string) (*models.StepAttempt, bool, error) {
+// landedNext reads the next attempt a commit that landed created (nil when it created none)
+// and reports whether it is this worker's to run: only when the commit claimed it (claim:
+// the next step was runnable at once and the worker chains) and it is still RUNNING at the
+// generation it was created with. The commit queued no job for an attempt it claimed, so no
+// one else can hold that generation; a reclaim (after a long outage, its lease ran out)
+// moves it to the next one, which another worker may hold: that one is not run here, or the
+// same idempotency key would be sent twice at once.
+func (e *Engine) landedNext(ctx context.Context, id string, claim bool) (*models.StepAttempt, bool, error) {
 	var n models.StepAttempt
 	err := e.db.Conn(ctx).Where("id = ?", id).First(&n).Error
 	if models.IsNotFound(err) {
@@ -375,7 +380,14 @@ func (e *Engine) landedNext(ctx context.Context, id string) (*models.StepAttempt
 	if err != nil {
 		return nil, false, err
 	}
-	return &n, n.Status == models.StepRunning, nil
+	return &n, claim && n.Status == models.StepRunning && n.Generation == firstGeneration, nil
+}
+
+// claimsNext reports whether the commit recording step index's success claims the step after
+// it (when the worker chains): there is one and it is runnable at once (no delay).
+func (e *Engine) claimsNext(def *definition.Definition, index int) bool {
+	i := def.After(index)
+	return i >= 0 && e.delayOf(def.Steps[i]) == 0
 }
 
 // showRunning writes a step as its execution's current step if its attempt is still running.
@@ -494,7 +506,7 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 		return err
 	})
 	if landed { // a try committed though it seemed to fail: see what it left
-		next, claimed, err = e.landedNext(ctx, nextID)
+		next, claimed, err = e.landedNext(ctx, nextID, claimNext && e.claimsNext(def, a.StepIndex))
 	}
 	if err == nil && next != nil && !claimed && (landed || one) {
 		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {
@@ -762,7 +774,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	})
 	if landed { // a try committed though it seemed to fail: see what it left
 		var retry *models.StepAttempt
-		retry, _, err = e.landedNext(ctx, retryID)
+		retry, _, err = e.landedNext(ctx, retryID, false) // a retry is never claimed by its commit
 		outcome = OutcomeDLQ
 		if retry != nil {
 			outcome = OutcomeRetrying

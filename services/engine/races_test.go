@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,8 +47,15 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		h := newHarness(t, db)
+		// Once the rounds begin, a replayed step is held until the test ends: a replay that
+		// won stays in flight (it cannot fail back to the DLQ before the rollback asks).
+		var holding atomic.Bool
+		hold := make(chan struct{})
 		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/file" {
+				if holding.Load() {
+					<-hold
+				}
 				w.WriteHeader(http.StatusBadRequest)
 				fmt.Fprint(w, `{"error": "NIP must have 10 digits"}`)
 				return
@@ -55,6 +63,7 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 			fmt.Fprint(w, `{"id": "B-7"}`)
 		}))
 		defer svc.Close()
+		defer close(hold)
 		wf := h.workflow(fmt.Sprintf(`{"name": "Księgowanie", "settings": {"retryPolicy": {"maxRetries": 0}}, "steps": [
 		  {"id": "book", "type": "http", "config": {"method": "POST", "url": "%[1]s/book"},
 		   "compensation": {"compensationType": "api_call", "config": {"method": "DELETE", "url": "%[1]s/cancel"}}},
@@ -71,6 +80,7 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 			}
 			dls[i] = h.onlyDeadLetter(ex.ID)
 		}
+		holding.Store(true)
 		b := newBarrier(2)
 		h.eng.Hooks.BeforeTx = func(transition, executionID string) {
 			if transition == engine.TransitionStartReplay || transition == engine.TransitionStartRollback {

@@ -208,7 +208,7 @@ func (e *Engine) now(ctx context.Context) (time.Time, error) { return e.db.Now(c
 
 // definitionFor returns the parsed definition of a workflow version (cached; versions are immutable).
 func (e *Engine) definitionFor(ctx context.Context, orgID, workflowID string, version int) (*definition.Definition, error) {
-	key := fmt.Sprintf("%s:%d", workflowID, version)
+	key := fmt.Sprintf("%s:%s:%d", orgID, workflowID, version) // another organization never reads it from here
 	e.mu.Lock()
 	d, ok := e.defs[key]
 	e.mu.Unlock()

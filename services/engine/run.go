@@ -36,7 +36,42 @@ const (
 	OutcomeDeferred  Outcome = "deferred"  // the job came before the attempt's time; it was re-queued for that time
 	OutcomeWaiting   Outcome = "waiting"   // an open circuit breaker refused the attempt; it waits, unsent, for the breaker
 	OutcomeHandled   Outcome = "handled"   // the step failed for good; its on-failure handler step runs instead of the DLQ
+	OutcomeFailed    Outcome = "failed"    // the attempt names a step its definition does not have; the execution ended FAILED
 )
+
+// failMissingStep ends an attempt that names a step its execution's definition does not
+// have (at its index): the attempt FAILED (internal / STEP_MISSING) and the execution
+// FAILED, guarded on the attempt being PENDING at generation (OutcomeSkipped when it is not
+// any more), audited and logged once.
+func (e *Engine) failMissingStep(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int) (Outcome, error) {
+	msg := fmt.Sprintf("Step %q (position %d) is not in version %d of the workflow: the attempt cannot run.", a.StepID, a.StepIndex+1, ex.WorkflowVersion)
+	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
+			Updates(map[string]any{"status": models.StepFailed, "error_type": string(classify.Internal), "error_code": "STEP_MISSING",
+				"error_message": msg, "finished_at": now, "updated_at": now})
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		if r.RowsAffected == 0 {
+			return nil, errLost
+		}
+		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
+			Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		return nil, audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "execution.failed",
+			EntityType: "workflow_execution", EntityID: ex.ID, At: now, Details: map[string]any{"stepId": a.StepID, "errorCode": "STEP_MISSING", "message": msg}})
+	})
+	if errors.Is(err, errLost) {
+		return OutcomeSkipped, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	e.log.ErrorContext(ctx, "an attempt names a step its definition does not have; the execution ended FAILED",
+		"execution_id", ex.ID, "attempt_id", a.ID, "step_id", a.StepID, "step_index", a.StepIndex, "workflow_version", ex.WorkflowVersion)
+	return OutcomeFailed, nil
+}
 
 // commitTimeout bounds the commits that record an attempt's result. They run on a context
 // that shutdown does not cancel: a step that has finished is always recorded.
@@ -65,8 +100,9 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	if err != nil {
 		return "", err
 	}
-	if a.StepIndex >= len(def.Steps) || def.Steps[a.StepIndex].ID != a.StepID {
-		return "", fmt.Errorf("attempt %s names step %q which is not step %d of workflow %s v%d", a.ID, a.StepID, a.StepIndex, ex.WorkflowID, ex.WorkflowVersion)
+	if a.StepIndex < 0 || a.StepIndex >= len(def.Steps) || def.Steps[a.StepIndex].ID != a.StepID {
+		// Never runnable: ending it beats a job that fails, is re-queued, and fails again.
+		return e.failMissingStep(ctx, &ex, &a, generation)
 	}
 	step := def.Steps[a.StepIndex]
 

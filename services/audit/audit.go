@@ -20,7 +20,7 @@ var events = []string{
 	"dlq.created", "dlq.retry", "dlq.resolved", "dlq.skipped", "dlq.expired",
 	"circuit.opened", "circuit.closed", "execution.rollback",
 	// Lifeline's own
-	"execution.started", "execution.reclaimed", "execution.failed", "workflow.created", "workflow.updated",
+	"execution.started", "execution.reclaimed", "execution.failed", "reconcile.quarantined", "quarantine.released", "workflow.created", "workflow.updated",
 	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled",
 	"circuit.half_opened", "compensation.completed", "compensation.failed", "compensation.retried",
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",

@@ -50,7 +50,7 @@ func (e *Engine) orphans(ctx context.Context, now time.Time, pendingGrace time.D
 	}
 	var due []models.StepAttempt
 	err := e.db.Conn(ctx).Table("step_executions s").Select("s.*").
-		Where("s.status = ? AND s.scheduled_at < ?", models.StepPending, grace).
+		Where("s.status = ? AND s.scheduled_at < ?", models.StepPending, grace).Where(models.NotQuarantined("step_executions", "s")).
 		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'run_attempt' AND "+match+
 			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+taken+")))", grace.UTC()).
 		Order("s.scheduled_at").Limit(500).Find(&due).Error
@@ -72,19 +72,31 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 		return res, err
 	}
 	var stuck []models.StepAttempt
-	if err := e.db.Conn(ctx).Where("status = ? AND lease_expires_at < ?", models.StepRunning, now).
-		Order("lease_expires_at").Limit(500).Find(&stuck).Error; err != nil {
+	if err := e.db.Conn(ctx).Table("step_executions s").Select("s.*").Where("s.status = ? AND s.lease_expires_at < ?", models.StepRunning, now).
+		Where(models.NotQuarantined("step_executions", "s")).Order("s.lease_expires_at").Limit(500).Find(&stuck).Error; err != nil {
 		return res, err
+	}
+	// settled handles the outcome of settling one row: a lost race is nothing; the row's own
+	// fault quarantines it and the pass goes on; the database's ends the pass.
+	settled := func(a *models.StepAttempt, err error) (bool, error) {
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, errLost):
+			return false, nil
+		case rowFault(ctx, err):
+			return false, e.quarantine(ctx, tableAttempts, a.ID, a.OrganizationID, &a.ExecutionID, err)
+		}
+		return false, err
 	}
 	for i := range stuck {
 		a := &stuck[i]
 		if a.Reclaims+1 >= MaxReclaims {
-			err := e.exhaust(ctx, a)
-			switch {
-			case errors.Is(err, errLost):
-			case err != nil:
+			ok, err := settled(a, e.exhaust(ctx, a))
+			if err != nil {
 				return res, err
-			default:
+			}
+			if ok {
 				res.Exhausted++
 			}
 			continue
@@ -105,11 +117,11 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 			}
 			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
 		})
-		switch {
-		case errors.Is(err, errLost):
-		case err != nil:
+		ok, err := settled(a, err)
+		if err != nil {
 			return res, err
-		default:
+		}
+		if ok {
 			res.Reclaimed++
 			e.log.WarnContext(ctx, "reclaimed an attempt left running by a dead process", "execution_id", a.ExecutionID,
 				"step_id", a.StepID, "attempt", a.Attempt, "reclaims", a.Reclaims+1)
@@ -138,11 +150,11 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 			}
 			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
 		})
-		switch {
-		case errors.Is(err, errLost):
-		case err != nil:
+		ok, err := settled(a, err)
+		if err != nil {
 			return res, err
-		default:
+		}
+		if ok {
 			res.Requeued++
 		}
 	}

@@ -494,38 +494,57 @@ func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) (
 	return out, err
 }
 
-// reconcileCompensations takes back compensations whose process died (their lease ran out)
-// and queues again the due ones whose job was lost.
+// reconcileCompensations repairs rollbacks stuck between the database and the queue:
+// compensations RUNNING past their lease (their process died) run again at the next
+// generation, with the same key; compensations due for longer than grace with no live job
+// (never queued, or taken by a process that died) are queued again. One whose job still
+// waits in the queue (a backlog) keeps its place: moving it to the back would starve the
+// rollback. A row that cannot be settled is quarantined and the pass goes on.
 func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
-	var stuck []models.CompensationAction
-	if err := e.db.Conn(ctx).Where("status = ? AND lease_expires_at < ?", models.CompRunning, now).Limit(500).Find(&stuck).Error; err != nil {
-		return err
-	}
 	var jobs []Job
-	for _, c := range stuck {
-		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, c.Generation).
-			Updates(map[string]any{"status": models.CompPending, "generation": c.Generation + 1, "scheduled_at": now, "lease_expires_at": nil, "updated_at": now})
-		if r.Error != nil {
+	requeue := func(c *models.CompensationAction, from string, upd map[string]any) error {
+		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, from, c.Generation).Updates(upd)
+		switch {
+		case r.Error == nil && r.RowsAffected == 1:
+			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+		case rowFault(ctx, r.Error):
+			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, r.Error)
+		case r.Error != nil:
 			return r.Error
 		}
-		if r.RowsAffected == 1 {
-			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
-		}
+		return nil
 	}
-	// Due for longer than grace and not taken: its job was lost (or taken by a process that
-	// died). The next generation makes any older job a no-op.
-	var due []models.CompensationAction
-	if err := e.db.Conn(ctx).Where("status = ? AND scheduled_at < ?", models.CompPending, now.Add(-grace)).Limit(500).Find(&due).Error; err != nil {
+	var stuck []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.lease_expires_at < ?", models.CompRunning, now).
+		Where(models.NotQuarantined(tableCompensations, "c")).Limit(500).Find(&stuck).Error; err != nil {
 		return err
 	}
-	for _, c := range due {
-		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, c.Generation).
-			Updates(map[string]any{"generation": c.Generation + 1, "scheduled_at": now, "updated_at": now})
-		if r.Error != nil {
-			return r.Error
+	for i := range stuck {
+		if err := requeue(&stuck[i], models.CompRunning, map[string]any{"status": models.CompPending, "generation": stuck[i].Generation + 1,
+			"scheduled_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+			return err
 		}
-		if r.RowsAffected == 1 {
-			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+	}
+	taken := now.Add(-grace)
+	var match, takenSince string
+	if e.db.Dialect == models.Postgres {
+		match = "j.args->>'compensation_id' = c.id::text AND (j.args->>'generation')::int = c.generation"
+		takenSince = "j.attempted_at > ?"
+	} else {
+		match = "json_extract(j.args, '$.compensation_id') = c.id AND json_extract(j.args, '$.generation') = c.generation"
+		takenSince = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
+	}
+	var due []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.scheduled_at < ?", models.CompPending, taken).
+		Where(models.NotQuarantined(tableCompensations, "c")).
+		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'compensate' AND "+match+
+			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+takenSince+")))", taken.UTC()).
+		Order("c.scheduled_at").Limit(500).Find(&due).Error; err != nil {
+		return err
+	}
+	for i := range due {
+		if err := requeue(&due[i], models.CompPending, map[string]any{"generation": due[i].Generation + 1, "scheduled_at": now, "updated_at": now}); err != nil {
+			return err
 		}
 	}
 	return e.enq.Enqueue(ctx, jobs)

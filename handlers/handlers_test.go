@@ -60,6 +60,11 @@ func newApp(t testing.TB, db *models.DB) *app { return newAppWith(t, db, io.Disc
 // newAppWith builds the app with its log written to logw and secrets sealed at rest under
 // a fresh key ring, as `lifeline serve` runs.
 func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
+	return newAppDeps(t, db, logw, nil)
+}
+
+// newAppDeps is newAppWith with more of the app's dependencies set by more (nil: none).
+func newAppDeps(t testing.TB, db *models.DB, logw io.Writer, more func(*handlers.Deps)) *app {
 	t.Helper()
 	log := slog.New(slog.NewJSONHandler(logw, nil))
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
@@ -96,8 +101,12 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer) *app {
 	}))
 	t.Cleanup(a.ext.Close)
 	// Tests log in often from one address: the login limits get their own tests.
-	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
-		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
+	deps := handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}
+	if more != nil {
+		more(&deps)
+	}
+	a.srv = httptest.NewServer(handlers.New(deps))
 	t.Cleanup(a.srv.Close)
 	return a
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -76,7 +77,16 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 	case errors.As(err, &sc):
 		return notify.HTTPStatus(sc.Code, 0, fmt.Errorf("slack: %s", sc.Status))
 	}
-	return notify.Transient(fmt.Errorf("slack: %w", err), 0)
+	return notify.Transient(fmt.Errorf("slack: %w", outbound.Describe(hostOf(m.To), err)), 0)
+}
+
+// hostOf is a URL's host and port as written ("" when it does not parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // escape escapes Slack's mrkdwn control characters.

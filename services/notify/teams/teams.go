@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,10 +104,20 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		// a Workflows webhook that answers otherwise has still taken the message.
 		return nil
 	}
+	err = outbound.Describe(hostOf(m.To), err) // named by the URL's host, never the address it resolved to
 	if code == 0 {
 		return notify.Transient(fmt.Errorf("teams: %w", err), 0)
 	}
 	return notify.HTTPStatus(code, after, fmt.Errorf("teams: %w", err))
+}
+
+// hostOf is a URL's host and port as written ("" when it does not parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // recorder remembers the status and Retry-After of the last response.

@@ -102,7 +102,7 @@ func newAppDeps(t testing.TB, db *models.DB, logw io.Writer, more func(*handlers
 	t.Cleanup(a.ext.Close)
 	// Tests log in often from one address: the login limits get their own tests.
 	deps := handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
-		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccountNetwork: 10000, PerAccount: 10000}}
 	if more != nil {
 		more(&deps)
 	}

@@ -148,3 +148,33 @@ func TestJSONBodiesMustBeOneObject(t *testing.T) {
 		}
 	})
 }
+
+// Issue 19: text PostgreSQL cannot store (a NUL character; in a form, bytes that are not
+// UTF-8) is refused before anything runs, naming the field, on both databases: a dead
+// letter resolved with such notes used to answer 500 on PostgreSQL.
+func TestNULIsRefusedBeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newFullApp(t, db)
+		tn := a.tenant("Biuro NUL")
+		b, csrf := a.browser(tn)
+		for _, notes := range []string{"a\x00b", "a\xffb"} {
+			form := url.Values{"action": {"resolve"}, "notes": {notes}, "_csrf": {csrf}}
+			r := do(t, b, "POST", a.srv.URL+"/dlq/"+tn.dlqID+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+			if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, `data-field="notes"`) {
+				t.Errorf("form notes %q: %d %.300s", notes, r.status, r.body)
+			}
+		}
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+tn.dlqID+"/actions", `{"action": "resolve", "resolutionNotes": "a\u0000b"}`, bearer(tn.token))
+		if f := fieldsOf(t, r); r.status != http.StatusUnprocessableEntity || f["resolutionNotes"] == nil {
+			t.Errorf("API notes with NUL: %d %s", r.status, r.body)
+		}
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk", `{"action": "resolve", "ids": ["`+tn.dlqID+`"], "resolutionNotes": "ok", "filter": {"q\u0000": "x"}}`, bearer(tn.token))
+		if f := fieldsOf(t, r); r.status != http.StatusUnprocessableEntity || f["filter"] == nil {
+			t.Errorf("a NUL in a key: %d %s", r.status, r.body)
+		}
+		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/"+tn.dlqID, "", bearer(tn.token)); r.json(t)["status"] != models.DLQPending {
+			t.Errorf("a refused request changed the dead letter: %s", r.body)
+		}
+	})
+}

@@ -2,15 +2,8 @@ package handlers
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
-	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,22 +12,7 @@ import (
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 	"lifeline/services/workflows"
-	"lifeline/views/i18n"
 )
-
-// MaxBody bounds request bodies of the API and webhooks.
-const MaxBody = 1 << 20
-
-func readBody(c echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(c.Request().Body, MaxBody+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxBody {
-		return nil, models.Invalid("request.toolarge", map[string]string{"body": "input.toolarge.field"})
-	}
-	return b, nil
-}
 
 type apiWorkflow struct {
 	ID                   string          `json:"id"`
@@ -112,10 +90,16 @@ func (s *Server) apiUpdateWorkflow(c echo.Context) error {
 	})
 }
 
-// saveWorkflow reads a definition from the body, saves it with save and answers with the workflow.
+// saveWorkflow reads a definition from the body, saves it with save and answers with the
+// workflow. A body that is not an object is refused here (on "body"); the rest of "exactly
+// one JSON object" (malformed JSON, data after it) is the definition's own check, on
+// "definition".
 func (s *Server) saveWorkflow(c echo.Context, status int, save func(*auth.Principal, []byte) (*models.Workflow, error)) error {
 	body, err := readBody(c)
 	if err != nil {
+		return err
+	}
+	if err := startsObject(body); err != nil {
 		return err
 	}
 	wf, err := save(principal(c), body)
@@ -172,120 +156,6 @@ func oneOf(v string, allowed []string) bool {
 		}
 	}
 	return false
-}
-
-// maxListLimit is the largest page a list serves; without "limit" it serves 50.
-const maxListLimit = 200
-
-// maxSearch bounds the search text q.
-const maxSearch = 200
-
-// stepIDPattern is a step id as definitions allow it.
-var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
-
-// listQuery reads the query of a list page or list API: the keys are the same in the page's
-// form, its links and the API (workflowId, status, q, limit, cursor, and a list's own).
-// Each reader returns the value, or "" / zero and a field message (in the request's
-// language) when it is not valid; err reports them all at once.
-type listQuery struct {
-	l      *i18n.Localizer
-	v      url.Values
-	fields map[string]string
-}
-
-func newListQuery(c echo.Context) *listQuery {
-	return &listQuery{l: localizer(c), v: c.QueryParams(), fields: map[string]string{}}
-}
-
-func (q *listQuery) get(key string) string { return strings.TrimSpace(q.v.Get(key)) }
-
-// oneOf reads a value that must be one of allowed.
-func (q *listQuery) oneOf(key string, allowed []string) string {
-	v := q.get(key)
-	if v != "" && !oneOf(v, allowed) {
-		q.fields[key] = q.l.T("lists.error.oneof", "Values", strings.Join(allowed, ", "))
-		return ""
-	}
-	return v
-}
-
-// workflowID reads a workflow id (a UUID in its canonical form).
-func (q *listQuery) workflowID(key string) string {
-	v := q.get(key)
-	if v != "" && checkID(v, "workflow") != nil {
-		q.fields[key] = q.l.T("lists.error.workflow")
-		return ""
-	}
-	return v
-}
-
-// stepID reads a step id.
-func (q *listQuery) stepID(key string) string {
-	v := q.get(key)
-	if v != "" && !stepIDPattern.MatchString(v) {
-		q.fields[key] = q.l.T("lists.error.step")
-		return ""
-	}
-	return v
-}
-
-// search reads free text: at most maxSearch characters, no control characters.
-func (q *listQuery) search(key string) string {
-	v := q.get(key)
-	if utf8.RuneCountInString(v) > maxSearch || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		q.fields[key] = q.l.T("lists.error.search", "Max", maxSearch)
-		return ""
-	}
-	return v
-}
-
-// limit reads the page size: empty is the default (0), otherwise a whole number from 1 to
-// maxListLimit.
-func (q *listQuery) limit() int {
-	v := q.get("limit")
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > maxListLimit {
-		q.fields["limit"] = q.l.T("lists.error.limit", "Max", maxListLimit)
-		return 0
-	}
-	return n
-}
-
-// day reads a date (YYYY-MM-DD) as the start of that day in the user's time zone.
-func (q *listQuery) day(key string) time.Time {
-	v := q.get(key)
-	if v == "" {
-		return time.Time{}
-	}
-	t, err := time.ParseInLocation(time.DateOnly, v, q.l.Zone())
-	if err != nil {
-		q.fields[key] = q.l.T("lists.error.date")
-		return time.Time{}
-	}
-	return t
-}
-
-// days reads the "from" and "to" dates: from the start of "from" to the end of "to".
-func (q *listQuery) days() (from, to time.Time) {
-	from, to = q.day("from"), q.day("to")
-	if !to.IsZero() {
-		to = to.AddDate(0, 0, 1)
-	}
-	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
-		q.fields["to"] = q.l.T("lists.error.range")
-	}
-	return from, to
-}
-
-// err is the EINVALID error with every field message, or nil.
-func (q *listQuery) err() error {
-	if len(q.fields) == 0 {
-		return nil
-	}
-	return models.Invalid(q.l.T("lists.error.filter"), q.fields)
 }
 
 // executionFilter reads the executions list's query.

@@ -47,63 +47,53 @@ func auditEvents() []string {
 	return out
 }
 
-// filter reads the query. Dates are days in the user's time zone; To includes its day.
+// filter reads the query (listQuery: every key checked before the query runs). Dates are
+// days in the user's time zone; To includes its day. The actor is a user's id or
+// "system"; the entity type a machine name; the entity id at most 100 characters of text.
 func (h *AuditHandler) filter(c echo.Context) (models.AuditFilter, pages.AuditFilter, error) {
-	l := localizer(c)
-	q := c.QueryParams()
-	vf := pages.AuditFilter{Action: h.s.url("audit"), Event: q.Get("event"), Actor: q.Get("actor"), EntityType: q.Get("entityType"),
-		EntityID: strings.TrimSpace(q.Get("entityId")), From: q.Get("from"), To: q.Get("to"), Errors: map[string]string{}}
-	f := models.AuditFilter{Action: vf.Event, Actor: vf.Actor, EntityType: vf.EntityType, EntityID: vf.EntityID, Cursor: q.Get("cursor")}
-	day := func(field, v string) time.Time {
-		if v == "" {
-			return time.Time{}
-		}
-		t, err := time.ParseInLocation("2006-01-02", v, l.Zone())
-		if err != nil {
-			vf.Errors[field] = "audit.error.date"
-			return time.Time{}
-		}
-		return t
+	q := newListQuery(c)
+	f := models.AuditFilter{Action: q.oneOf("event", auditEvents()), EntityType: q.name("entityType"), Cursor: q.get("cursor")}
+	if actor, ok := q.text("actor", 36, "audit.error.actor"); ok && actor != "system" && actor != "" && !isUUID(actor) {
+		q.fail("actor", "audit.error.actor")
+	} else {
+		f.Actor = actor
 	}
-	f.From = day("from", vf.From)
-	if to := day("to", vf.To); !to.IsZero() {
-		f.To = to.AddDate(0, 0, 1)
-	}
-	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
-		vf.Errors["to"] = "audit.error.range"
-	}
-	if len(vf.Errors) > 0 {
-		msg, fields := translated(l, "audit.error.filter", vf.Errors)
-		vf.Errors = fields
-		return f, vf, &models.Error{Code: models.EINVALID, Message: msg, Fields: fields}
-	}
-	return f, vf, nil
+	f.EntityID, _ = q.text("entityId", maxEntityID, "audit.error.entityid", "Max", maxEntityID)
+	f.From, f.To = q.days("audit.error.range")
+	vf := pages.AuditFilter{Action: h.s.url("audit"), Event: q.shown("event"), Actor: q.shown("actor"), EntityType: q.shown("entityType"),
+		EntityID: q.shown("entityId"), From: q.shown("from"), To: q.shown("to"), Errors: q.fields}
+	return f, vf, q.err()
 }
 
-// List renders a page of the audit log.
+// maxEntityID is the longest entity id the audit log stores (audit_log.entity_id).
+const maxEntityID = 100
+
+// List renders a page of the audit log; a filter that is not valid answers 422 with the
+// form and a message per key.
 func (h *AuditHandler) List(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	f, vf, ferr := h.filter(c)
 	vm := pages.AuditVM{Filter: vf, Filtered: vf.Event != "" || vf.Actor != "" || vf.EntityType != "" || vf.EntityID != "" || vf.From != "" || vf.To != ""}
 	status := http.StatusOK
-	if ferr == nil {
-		rows, next, err := h.store.ListAudit(ctx, p.OrganizationID, f)
-		if me := invalid(err); me != nil { // a cursor this server did not make
-			return err
-		}
-		if err != nil {
-			return err
-		}
+	var rows []models.AuditRow
+	var next string
+	if ferr == nil { // a cursor this server did not make is EINVALID too, shown as the filter's
+		rows, next, ferr = h.store.ListAudit(ctx, p.OrganizationID, f)
+	}
+	if me := invalid(ferr); me != nil {
+		status = http.StatusUnprocessableEntity
+		vm.Error, vm.Filter.Errors = translated(l, me.Message, me.Fields)
+	} else if ferr != nil {
+		return ferr
+	} else {
 		for _, r := range rows {
 			vm.Rows = append(vm.Rows, h.s.auditRow(l, r))
 		}
 		if next != "" {
 			vm.NextURL = h.s.url("audit") + "?" + withParam(c.QueryParams(), "cursor", next)
 		}
-	} else {
-		status = http.StatusUnprocessableEntity
+		vm.ExportURL = h.s.url("audit.export") + "?" + withParam(c.QueryParams(), "cursor", "")
 	}
-	vm.ExportURL = h.s.url("audit.export") + "?" + withParam(c.QueryParams(), "cursor", "")
 	if err := h.options(c, &vm.Filter); err != nil {
 		return err
 	}
@@ -135,8 +125,8 @@ func (h *AuditHandler) options(c echo.Context, vf *pages.AuditFilter) error {
 func (h *AuditHandler) Export(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	f, _, err := h.filter(c)
-	if err != nil {
-		return err
+	if invalid(err) != nil { // the page says what to fix
+		return h.List(c)
 	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")

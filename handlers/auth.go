@@ -121,8 +121,9 @@ func (s *Server) loginLayout(c echo.Context) layouts.Page {
 	return p
 }
 
-// login checks the credentials, at most 10 attempts a minute per client address and 5
-// failures a quarter-hour per account (then 429 with Retry-After).
+// login checks the credentials within the login limits (auth.Throttle: 10 attempts a minute
+// per client network; 5 failures a quarter-hour per account and client network; 50 failures
+// an hour per account from all networks), beyond which it answers 429 with Retry-After.
 func (s *Server) login(c echo.Context) error {
 	ctx := c.Request().Context()
 	email, password, next := c.FormValue("email"), c.FormValue("password"), c.FormValue("next")
@@ -130,7 +131,8 @@ func (s *Server) login(c echo.Context) error {
 		return render(c, status, pages.Login(s.loginLayout(c),
 			pages.LoginVM{Action: s.url("login"), Email: email, Next: next, Error: msg}))
 	}
-	if ok, wait := s.throttle.Allow(c.RealIP(), email); !ok {
+	client := c.RealIP()
+	if ok, wait := s.throttle.Allow(client, email); !ok {
 		secs := int(math.Ceil(wait.Seconds()))
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 		return loginPage(http.StatusTooManyRequests, localizer(c).T("login.throttled", "Wait", waitText(localizer(c), secs)))
@@ -139,12 +141,12 @@ func (s *Server) login(c echo.Context) error {
 	if err != nil {
 		var me *models.Error
 		if errors.As(err, &me) && me.Code == models.EUNAUTHORIZED {
-			s.throttle.Failed(email)
+			s.throttle.Failed(client, email)
 			return loginPage(http.StatusUnauthorized, localizer(c).TOr(me.Message, me.Message))
 		}
 		return err
 	}
-	s.throttle.Succeeded(email)
+	s.throttle.Succeeded(client, email)
 	// A language chosen with the switch before logging in becomes the user's own, unless
 	// they have one already.
 	if ck, err := c.Cookie(langCookie); err == nil && i18n.Supported(ck.Value) && p.Language == "" {

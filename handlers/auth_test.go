@@ -458,3 +458,76 @@ func TestAPITokensExpireAndRevoke(t *testing.T) {
 		}
 	})
 }
+
+// Issue 19: failed logins lock the account only from the network they came from (5 a
+// quarter-hour), so a stranger cannot lock the office's admin out; across all networks the
+// account takes 50 failures an hour. A successful login clears its own network's failures.
+// Clients are told apart by X-Forwarded-For from a trusted proxy; time is the test's clock.
+func TestLoginLockoutIsPerNetwork(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Blokada")
+		clock := &fakeClock{now: time.Now()}
+		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil)), LoginThrottle: &auth.Throttle{Now: clock.Now},
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+		t.Cleanup(srv.Close)
+		login := func(client, email, password string, want int) resp {
+			t.Helper()
+			r := loginVia(t, srv.URL, client, email, password)
+			if r.status != want {
+				t.Fatalf("login of %s from %s: %d, want %d", email, client, r.status, want)
+			}
+			return r
+		}
+
+		// A stranger's 5 failures: that network waits a quarter-hour, even with the password.
+		for range 5 {
+			login("203.0.113.7", tn.email, "wrong password", http.StatusUnauthorized)
+		}
+		if r := login("203.0.113.7", tn.email, tn.password, http.StatusTooManyRequests); r.header.Get("Retry-After") != "900" {
+			t.Errorf("Retry-After %q, want 900", r.header.Get("Retry-After"))
+		}
+		// The office's network is not locked: the admin logs in.
+		login("198.51.100.4", tn.email, tn.password, http.StatusSeeOther)
+		// IPv6 clients count by their /64.
+		for range 5 {
+			login("2001:db8:1:2::1", tn.email, "wrong password", http.StatusUnauthorized)
+		}
+		login("2001:db8:1:2::99", tn.email, tn.password, http.StatusTooManyRequests)
+		login("2001:db8:1:3::1", tn.email, tn.password, http.StatusSeeOther)
+		// A quarter-hour later the stranger's network may try again.
+		clock.Add(15*time.Minute + time.Second)
+		login("203.0.113.7", tn.email, tn.password, http.StatusSeeOther)
+
+		// A success clears its network's failures: 4, a success, 4 more, and the password works.
+		for range 4 {
+			login("192.0.2.10", tn.email, "wrong password", http.StatusUnauthorized)
+		}
+		login("192.0.2.10", tn.email, tn.password, http.StatusSeeOther)
+		for range 4 {
+			login("192.0.2.10", tn.email, "wrong password", http.StatusUnauthorized)
+		}
+		login("192.0.2.10", tn.email, tn.password, http.StatusSeeOther)
+
+		// 50 failures an hour spread over ten networks: the account waits everywhere, a new
+		// network included, until the hour of the first failure is over.
+		second := "druga@blokada.example"
+		if _, err := a.as.CreateUser(context.Background(), tn.org, second, tn.password, models.RoleAccountant); err != nil {
+			t.Fatal(err)
+		}
+		for n := range 10 {
+			for range 5 {
+				login(fmt.Sprintf("198.18.%d.1", n), second, "wrong password", http.StatusUnauthorized)
+			}
+		}
+		if r := login("198.51.100.200", second, tn.password, http.StatusTooManyRequests); r.header.Get("Retry-After") != "3600" ||
+			!strings.Contains(r.body, "Too many login attempts") {
+			t.Errorf("after 50 failures: Retry-After %q", r.header.Get("Retry-After"))
+		}
+		login("198.51.100.4", tn.email, tn.password, http.StatusSeeOther) // another account is not affected
+		clock.Add(time.Hour + time.Second)
+		login("198.51.100.200", second, tn.password, http.StatusSeeOther)
+	})
+}

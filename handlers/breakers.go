@@ -56,7 +56,7 @@ func NewBreakersHandler(s *Server, store breakerStore, eng breakerActor) *Breake
 // breakerFilterOf reads a breakers filter from query keys; an EINVALID error names every
 // key that is not valid, in l's language.
 func breakerFilterOf(l *i18n.Localizer, v url.Values) (models.BreakerFilter, error) {
-	q := &listQuery{l: l, v: v, fields: map[string]string{}}
+	q := queryOf(l, v)
 	f := models.BreakerFilter{State: q.oneOf("state", models.BreakerStates), WorkflowID: q.workflowID("workflowId")}
 	return f, q.err()
 }
@@ -135,7 +135,8 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 	t := pages.BreakersTable{Filtered: f.State != "" || f.WorkflowID != "", CanAct: p.Can(models.RoleAdmin)}
 	if me := invalid(ferr); me != nil {
 		status, t.Error, t.FieldErrors, vf.Errors = http.StatusUnprocessableEntity, me.Message, me.Fields, me.Fields
-		vf.State, vf.WorkflowID = v.Get("state"), v.Get("workflowId")
+		raw := queryOf(l, v)
+		vf.State, vf.WorkflowID = raw.shown("state"), raw.shown("workflowId")
 	} else {
 		rows, err := h.store.ListBreakers(ctx, p.OrganizationID, withHosts(f, wfs))
 		if err != nil {

@@ -3,6 +3,8 @@ package handlers
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,8 +55,9 @@ func (h *DemoInboxHandler) Show(c echo.Context) error {
 	return render(c, http.StatusOK, pages.DemoInbox(h.s.page(c, "demoinbox.title", "demoinbox"), vm))
 }
 
-// hookSummary is a webhook message's text: Slack's "text", or the first TextBlock of the
-// Adaptive Card a Teams message carries.
+// hookSummary is a webhook message's text as its channel shows it: Slack's "text" (a link
+// as its label, &amp; &lt; &gt; as the characters), or the first TextBlock of the Adaptive
+// Card a Teams message carries (Markdown's escapes undone).
 func hookSummary(k sandbox.Hook) string {
 	var msg struct {
 		Text        string `json:"text"`
@@ -71,14 +74,22 @@ func hookSummary(k sandbox.Hook) string {
 		return ""
 	}
 	if msg.Text != "" {
-		return msg.Text
+		return slackUnescaper.Replace(slackLink.ReplaceAllString(msg.Text, "$1"))
 	}
 	for _, a := range msg.Attachments {
 		for _, b := range a.Content.Body {
 			if b.Type == "TextBlock" && b.Text != "" {
-				return b.Text
+				return markdownEscape.ReplaceAllString(b.Text, "$1")
 			}
 		}
 	}
 	return ""
 }
+
+var (
+	// slackLink is a Slack link, <url|label>.
+	slackLink      = regexp.MustCompile(`<[^|>]*\|([^>]*)>`)
+	slackUnescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+	// markdownEscape is a backslash before an ASCII punctuation character.
+	markdownEscape = regexp.MustCompile("\\\\([!-/:-@\\[-`{-~])")
+)

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -60,11 +59,11 @@ func errorTypes() []string {
 // DLQFilterOf reads a dead-letter filter from query keys (the list's, and a bulk action's
 // filter): an EINVALID error names every key that is not valid, in l's language.
 func DLQFilterOf(l *i18n.Localizer, v url.Values) (models.DLQFilter, error) {
-	q := &listQuery{l: l, v: v, fields: map[string]string{}}
+	q := queryOf(l, v)
 	f := models.DLQFilter{WorkflowID: q.workflowID("workflowId"), Status: q.oneOf("status", models.DLQStatuses),
 		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), Q: q.search("q"),
 		Limit: q.limit(), Cursor: q.get("cursor")}
-	f.From, f.To = q.days()
+	f.From, f.To = q.days("lists.error.range")
 	return f, q.err()
 }
 
@@ -94,7 +93,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 	v := c.QueryParams()
 	f, ferr := DLQFilterOf(l, v)
 	vf := pages.DLQFilter{Action: h.s.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
-		From: strings.TrimSpace(v.Get("from")), To: strings.TrimSpace(v.Get("to")), Q: f.Q}
+		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
 	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit})}
 	status := http.StatusOK
 	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
@@ -102,14 +101,20 @@ func (h *DLQHandler) List(c echo.Context) error {
 		return err
 	}
 	steps := stepsOf(wfs)
+	var rows []models.DLQRow
+	var next string
+	if ferr == nil { // a cursor this server did not make is EINVALID too, shown as the filter's
+		rows, next, ferr = h.store.ListDLQ(ctx, p.OrganizationID, f)
+	}
 	if me := invalid(ferr); me != nil {
-		status, vm.Error, vm.FieldErrors, vf.Errors = http.StatusUnprocessableEntity, me.Message, me.Fields, me.Fields
-		vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.Q = v.Get("workflowId"), v.Get("status"), v.Get("errorType"), v.Get("stepId"), v.Get("q")
+		status = http.StatusUnprocessableEntity
+		vm.Error, vm.FieldErrors = translated(l, me.Message, me.Fields)
+		vf.Errors = vm.FieldErrors
+		raw := queryOf(l, v)
+		vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.Q = raw.shown("workflowId"), raw.shown("status"), raw.shown("errorType"), raw.shown("stepId"), raw.shown("q")
+	} else if ferr != nil {
+		return ferr
 	} else {
-		rows, next, err := h.store.ListDLQ(ctx, p.OrganizationID, f)
-		if err != nil {
-			return err
-		}
 		for i := range rows {
 			vm.Rows = append(vm.Rows, h.row(l, &rows[i], steps))
 		}

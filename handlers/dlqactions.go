@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
 
@@ -213,27 +211,6 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 		return err
 	}
 	return h.respond(c, req.RetryType, a, res)
-}
-
-// decodeBody decodes a JSON request body into v, refusing unknown fields and trailing data.
-// An empty body leaves v as it is.
-func decodeBody(c echo.Context, v any) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return models.Invalid("request.shape", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return models.Invalid("request.shape", map[string]string{"body": "input.trailing"})
-	}
-	return nil
 }
 
 // idempotencyKey returns the request's Idempotency-Key, or EINVALID when it cannot be used.

@@ -84,7 +84,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.Redirect(http.StatusSeeOther, s.url("login")+"?next="+urlQueryEscape(c.Request().URL.RequestURI()))
 	default:
 		title := l.TOr(fmt.Sprintf("error.title.%d", status), l.T(genericTitle(status)))
-		_ = render(c, status, pages.Error(s.page(c, title, ""), pages.ErrorVM{Status: status, Title: title, Message: body.Message, BackURL: s.url("workflows")}))
+		_ = render(c, status, pages.Error(s.page(c, title, ""), pages.ErrorVM{Status: status, Title: title, Message: body.Message, Fields: body.Fields, BackURL: s.url("workflows")}))
 	}
 }
 

@@ -63,6 +63,15 @@ func newApp(t testing.TB, db *models.DB, opts ...appOption) *app {
 // listen on ("127.0.0.1:port").
 type appOption func(d *handlers.Deps, listen string)
 
+// newAppDeps is newAppWith with more of the app's dependencies set by more (nil: none).
+func newAppDeps(t testing.TB, db *models.DB, logw io.Writer, more func(*handlers.Deps)) *app {
+	return newAppWith(t, db, logw, func(d *handlers.Deps, _ string) {
+		if more != nil {
+			more(d)
+		}
+	})
+}
+
 // newAppWith builds the app with its log written to logw and secrets sealed at rest under
 // a fresh key ring, as `lifeline serve` runs.
 func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) *app {
@@ -103,7 +112,7 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) 
 	t.Cleanup(a.ext.Close)
 	// Tests log in often from one address: the login limits get their own tests.
 	deps := handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
-		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccountNetwork: 10000, PerAccount: 10000}}
 	a.srv = httptest.NewUnstartedServer(nil)
 	for _, o := range opts {
 		o(&deps, a.srv.Listener.Addr().String())

@@ -53,9 +53,11 @@ func (h *NotificationsHandler) APISettings(c echo.Context) error {
 
 // APISaveSettings: PUT /api/v1/notifications/settings with the settings (seed 000's keys,
 // notifyOnBreakerOpen, digestThresholdPerMinute; a masked webhook URL keeps the stored one)
-// → 200 with them masked; 422 with field messages.
+// → 200 with them masked; 422 with field messages. PUT replaces: a key left out takes its
+// default (so {} is a deliberate reset), while a body that is not one JSON object (empty,
+// null, an array…) is 422 and changes nothing.
 func (h *NotificationsHandler) APISaveSettings(c echo.Context) error {
-	body, err := readBody(c)
+	body, err := readObject(c)
 	if err != nil {
 		return err
 	}
@@ -91,12 +93,7 @@ func (h *NotificationsHandler) APITest(c echo.Context) error {
 // "channel", "recipient", "event", "status", "attempts", "lastError", …}]}, newest first.
 func (h *NotificationsHandler) APIDeliveries(c echo.Context) error {
 	q := newListQuery(c)
-	exec := q.get("executionId")
-	if exec != "" {
-		if err := checkID(exec, "execution"); err != nil {
-			return err
-		}
-	}
+	exec := q.id("executionId", "notifications.err.executionid")
 	limit := cmp.Or(q.limit(), 100)
 	if err := q.err(); err != nil {
 		return err
@@ -125,14 +122,13 @@ func (h *NotificationsHandler) APIResend(c echo.Context) error {
 // APIInbox: GET /api/v1/notifications → the caller's in-app notifications {"items",
 // "unread"} (an API token has none).
 func (h *NotificationsHandler) APIInbox(c echo.Context) error {
-	p := principal(c)
-	if p.UserID == "" {
-		return c.JSON(http.StatusOK, map[string]any{"items": []notify.InApp{}, "unread": 0})
-	}
-	q := newListQuery(c)
+	p, q := principal(c), newListQuery(c)
 	limit := cmp.Or(q.limit(), 50)
 	if err := q.err(); err != nil {
 		return err
+	}
+	if p.UserID == "" {
+		return c.JSON(http.StatusOK, map[string]any{"items": []notify.InApp{}, "unread": 0})
 	}
 	items, unread, err := h.ns.Inbox(c.Request().Context(), p.OrganizationID, p.UserID, limit)
 	if err != nil {

@@ -61,7 +61,7 @@ func newNotifApp(t *testing.T, db *models.DB) *notifApp {
 	wfs := &workflows.Service{DB: db, Steps: steps.Builtins(outbound.NewClient(outbound.Options{Allow: allow})),
 		Checks: []definition.Check{workflows.NotificationsCheck(ns)}}
 	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Auth: as, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BaseURL: "http://lifeline.test", Notify: ns, Workflows: wfs, LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccount: 10000}}))
+		BaseURL: "http://lifeline.test", Notify: ns, Workflows: wfs, LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccountNetwork: 10000, PerAccount: 10000}}))
 	t.Cleanup(a.srv.Close)
 	return &notifApp{app: a, ns: ns, sink: sink, wfs: wfs}
 }

@@ -259,17 +259,13 @@ var deliveryStatuses = []string{models.DeliveryPending, models.DeliverySending, 
 // deliveryFilterOf reads the log's filter from query keys (executionId, channel, status,
 // after); an EINVALID error names every key that is not valid.
 func deliveryFilterOf(l *i18n.Localizer, v url.Values) (notify.DeliveryFilter, error) {
-	q := &listQuery{l: l, v: v, fields: map[string]string{}}
+	q := queryOf(l, v)
 	chans := make([]string, 0, len(notify.Channels))
 	for _, ch := range notify.Channels {
 		chans = append(chans, string(ch))
 	}
-	f := notify.DeliveryFilter{ExecutionID: q.get("executionId"), Channel: q.oneOf("channel", chans), Status: q.oneOf("status", deliveryStatuses),
-		After: q.get("after"), Limit: 50}
-	if f.ExecutionID != "" && checkID(f.ExecutionID, "execution") != nil {
-		q.fields["executionId"] = l.T("notifications.err.executionid")
-		f.ExecutionID = ""
-	}
+	f := notify.DeliveryFilter{ExecutionID: q.id("executionId", "notifications.err.executionid"), Channel: q.oneOf("channel", chans),
+		Status: q.oneOf("status", deliveryStatuses), After: q.get("after"), Limit: 50}
 	return f, q.err()
 }
 
@@ -301,7 +297,7 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 		status = http.StatusUnprocessableEntity
 		vm.Error, vm.FieldErrors = translated(l, me.Message, me.Fields)
 		vm.Filter.Errors = vm.FieldErrors
-		vm.Filter.ExecutionID = v.Get("executionId")
+		vm.Filter.ExecutionID = queryOf(l, v).shown("executionId")
 	} else if err != nil {
 		return err
 	}

@@ -278,14 +278,20 @@ func (s *Server) executionsPage(c echo.Context) error {
 	}
 	status, table := http.StatusOK, pages.ExecutionTable{}
 	vf := pages.ExecutionFilter{Action: s.url("executions"), Status: f.Status, WorkflowID: f.WorkflowID, Q: f.Q}
+	var rows []models.ExecutionRow
+	var next string
+	if ferr == nil { // a cursor this server did not make is EINVALID too, shown as the filter's
+		rows, next, ferr = s.DB.ListExecutions(c.Request().Context(), p.OrganizationID, f)
+	}
 	if me := invalid(ferr); me != nil {
-		status, vf.Errors, table.Error, table.FieldErrors = http.StatusUnprocessableEntity, me.Fields, me.Message, me.Fields
-		vf.Status, vf.WorkflowID, vf.Q = c.QueryParam("status"), c.QueryParam("workflowId"), c.QueryParam("q")
+		status = http.StatusUnprocessableEntity
+		table.Error, table.FieldErrors = translated(l, me.Message, me.Fields)
+		vf.Errors = table.FieldErrors
+		raw := newListQuery(c)
+		vf.Status, vf.WorkflowID, vf.Q = raw.shown("status"), raw.shown("workflowId"), raw.shown("q")
+	} else if ferr != nil {
+		return ferr
 	} else {
-		rows, next, err := s.DB.ListExecutions(c.Request().Context(), p.OrganizationID, f)
-		if err != nil {
-			return err
-		}
 		table.Rows = s.executionRows(l, rows, stepsOf(wfs))
 		table.Filtered = f.Status != "" || f.WorkflowID != "" || f.Q != ""
 		table.NextURL = nextPage(s.url("executions"), next, executionQuery(f))

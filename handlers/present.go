@@ -21,14 +21,19 @@ import (
 // accepts "urn:uuid:…", "{…}", 32 bare hex digits and upper case, which PostgreSQL reads as
 // the same uuid or refuses with an error, and SQLite compares as different text.
 func checkID(id, what string) error {
-	if len(id) != 36 {
-		return models.NotFound(what)
-	}
-	u, err := uuid.Parse(id)
-	if err != nil || u.String() != id {
+	if !isUUID(id) {
 		return models.NotFound(what)
 	}
 	return nil
+}
+
+// isUUID reports whether id is a UUID in its canonical form (lower case, with hyphens).
+func isUUID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
 }
 
 func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -26,7 +26,7 @@ func (s *Server) routes() {
 	e.POST("/logout", s.logout).Name = "logout"
 	e.POST("/settings/language", s.setLanguage).Name = "language"
 
-	app := e.Group("", s.requireUser)
+	app := e.Group("", s.requireUser, formText)
 	app.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.url("workflows")) })
 	app.GET("/workflows", s.workflowsPage).Name = "workflows"
 	app.POST("/workflows", s.createWorkflow, requireRole(models.RoleAdmin)).Name = "workflows.create"

@@ -38,8 +38,9 @@ type Deps struct {
 	Sandbox http.Handler
 	// Ready reports whether the app can serve (database reachable, queue running).
 	Ready func(ctx context.Context) error
-	// LoginThrottle limits login attempts (10 a minute per address, 5 failures a
-	// quarter-hour per account when nil).
+	// LoginThrottle limits login attempts (when nil: 10 a minute per client network, 5
+	// failures a quarter-hour per account and client network, 50 failures an hour per
+	// account from all networks).
 	LoginThrottle *auth.Throttle
 	// Bulk runs bulk actions on dead letters (nil: the bulk routes answer 404).
 	Bulk *bulk.Service

@@ -149,3 +149,46 @@ func TestThrottleAddressKey(t *testing.T) {
 		t.Fatal("the next IPv4 address is limited too")
 	}
 }
+
+// Issue 19: failures count per account and network (5 a quarter-hour) and per account
+// (50 an hour); a success clears its pair only.
+func TestThrottleAccountAndNetwork(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	th := &Throttle{Now: func() time.Time { return now }, PerAddress: 1000}
+	fail := func(addr, email string, n int) {
+		for range n {
+			if ok, _ := th.Allow(addr, email); !ok {
+				t.Fatalf("attempt from %s refused", addr)
+			}
+			th.Failed(addr, email)
+		}
+	}
+	fail("192.0.2.1", "Anna@example.com", 5)
+	if ok, wait := th.Allow("192.0.2.1", "anna@example.com "); ok || wait != 15*time.Minute {
+		t.Fatalf("6th from the same network: ok=%v wait=%v", ok, wait)
+	}
+	if ok, _ := th.Allow("192.0.2.2", "anna@example.com"); !ok {
+		t.Fatal("another network is locked out")
+	}
+	fail("2001:db8::1", "anna@example.com", 4)
+	th.Succeeded("2001:db8::2", "anna@example.com") // the same /64
+	fail("2001:db8::3", "anna@example.com", 4)
+	if ok, _ := th.Allow("2001:db8::4", "anna@example.com"); !ok {
+		t.Fatal("a success did not clear its network's failures")
+	}
+	for n := range 7 {
+		fail(fmt.Sprintf("198.18.0.%d", n), "anna@example.com", 5)
+	}
+	fail("198.18.1.1", "anna@example.com", 2) // 5 + 4 + 4 + 35 + 2 = 50
+	if ok, wait := th.Allow("203.0.113.9", "anna@example.com"); ok || wait <= 0 || wait > time.Hour {
+		t.Fatalf("after 50 failures from many networks: ok=%v wait=%v", ok, wait)
+	}
+	if ok, _ := th.Allow("203.0.113.9", "bob@example.com"); !ok {
+		t.Fatal("another account is locked out")
+	}
+	now = now.Add(time.Hour + time.Second)
+	if ok, _ := th.Allow("203.0.113.9", "anna@example.com"); !ok {
+		t.Fatal("still locked an hour later")
+	}
+}

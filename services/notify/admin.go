@@ -25,24 +25,27 @@ func (s *Service) OrgSettings(ctx context.Context, orgID string) (Settings, erro
 
 // SaveOrgSettings validates raw (ParseOrgSettings; a webhook URL sent back masked keeps the
 // stored one) and stores it as the organization's defaults, with the audit event
-// notifications.updated. Invalid settings are models.Invalid with field messages keyed by
-// the setting ("slackWebhookUrl").
+// notifications.updated. raw replaces the stored settings: a key it leaves out takes its
+// default. raw must be a JSON object: anything else (empty, null, an array…) changes
+// nothing. Invalid settings are models.Invalid with field messages keyed by the setting
+// ("slackWebhookUrl"), or "settings" for raw itself.
 func (s *Service) SaveOrgSettings(ctx context.Context, orgID string, actor audit.Actor, raw json.RawMessage) (Settings, error) {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(raw, &doc) != nil || doc == nil {
+		return Settings{}, models.Invalid("The notification settings have errors.", map[string]string{"settings": "must be an object"})
+	}
 	old, err := s.OrgSettings(ctx, orgID)
 	if err != nil {
 		return Settings{}, err
 	}
 	// A masked URL is the stored one, sent back unchanged.
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(raw, &doc) == nil {
-		for k, cur := range map[string]string{"slackWebhookUrl": old.SlackWebhookURL, "teamsWebhookUrl": old.TeamsWebhookURL} {
-			var v string
-			if json.Unmarshal(doc[k], &v) == nil && v != "" && v == models.MaskWebhookURL(cur) {
-				doc[k], _ = json.Marshal(cur)
-			}
+	for k, cur := range map[string]string{"slackWebhookUrl": old.SlackWebhookURL, "teamsWebhookUrl": old.TeamsWebhookURL} {
+		var v string
+		if json.Unmarshal(doc[k], &v) == nil && v != "" && v == models.MaskWebhookURL(cur) {
+			doc[k], _ = json.Marshal(cur)
 		}
-		raw, _ = json.Marshal(doc)
 	}
+	raw, _ = json.Marshal(doc)
 	st, fields := ParseOrgSettings(raw, s.cfg.Allow...)
 	if fields != nil {
 		return Settings{}, models.Invalid("The notification settings have errors.", fields)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"lifeline/models"
 )
 
@@ -134,15 +136,23 @@ func cursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
 }
 
+// parseCursor reads a cursor made by cursor: false for anything else, so that no database
+// sees a time it cannot hold or an id that is not a canonical UUID.
 func parseCursor(c string) (time.Time, string, bool) {
+	if len(c) > 200 {
+		return time.Time{}, "", false
+	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return time.Time{}, "", false
 	}
 	ts, id, ok := strings.Cut(string(b), "|")
 	at, err := time.Parse(time.RFC3339Nano, ts)
-	if !ok || err != nil || id == "" {
+	if !ok || err != nil || at.UTC().Year() < 1 || at.UTC().Year() > 9999 {
 		return time.Time{}, "", false
 	}
-	return at, id, true
+	if u, err := uuid.Parse(id); err != nil || u.String() != id {
+		return time.Time{}, "", false
+	}
+	return at.UTC(), id, true
 }

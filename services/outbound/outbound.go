@@ -24,6 +24,12 @@
 //     friends are ignored), so the check always sees the real destination.
 //   - Only TCP, only the http and https schemes (any other scheme fails in the
 //     transport), any port.
+//   - Errors name the host and port as configured, never an address a name resolved
+//     to: a failed dial, and a failed read or write of a connection the dialer made,
+//     is a [*HostError] that keeps the failure's class (connection refused, i/o
+//     timeout, no such host…) and lets errors.Is and errors.As see the original
+//     (ErrDenied included). [Describe] does the same for errors made elsewhere (an
+//     SMTP client's, a TLS handshake's).
 //
 // The package imports nothing from Lifeline.
 package outbound
@@ -132,7 +138,7 @@ func NewClient(o Options) *http.Client {
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
+		DialContext:           hostDial(dialer.DialContext),
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          100,
 		IdleConnTimeout:       90 * time.Second,

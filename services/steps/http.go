@@ -156,12 +156,13 @@ func (h *HTTP) Run(ctx context.Context, in Input) (any, error) {
 			fmt.Sprintf("%s %s: the destination address is not allowed (private, loopback, link-local or metadata; see LIFELINE_OUTBOUND_ALLOW)", method, c.URL))
 	}
 	if err != nil {
-		return nil, err
+		// Named by the URL's host, never the address it resolved to (stored and shown).
+		return nil, outbound.Describe(req.URL.Host, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
 	if err != nil {
-		return nil, fmt.Errorf("read response of %s %s: %w", method, c.URL, err)
+		return nil, fmt.Errorf("read response of %s %s: %w", method, c.URL, outbound.Describe(req.URL.Host, err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		he := &classify.HTTPError{Method: method, URL: c.URL, StatusCode: resp.StatusCode, Body: truncate(string(raw), 2048)}

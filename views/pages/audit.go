@@ -5,8 +5,10 @@ type AuditVM struct {
 	Filter    AuditFilter
 	Rows      []AuditRow
 	NextURL   string // "" on the last page
-	ExportURL string // CSV of every entry the filter matches
+	ExportURL string // CSV of every entry the filter matches; "" when the filter is refused
 	Filtered  bool
+	// Error says the filter was refused (422); Filter.Errors has a message per key.
+	Error string
 }
 
 // AuditFilter is the audit log's filter form; the field names are the query parameters.

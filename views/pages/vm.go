@@ -334,5 +334,7 @@ type ErrorVM struct {
 	Status  int
 	Title   string
 	Message string // user-safe message
+	// Fields are messages by field (a 422's: the query key or form field refused).
+	Fields  map[string]string
 	BackURL string // empty = "/"
 }

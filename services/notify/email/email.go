@@ -22,6 +22,7 @@ import (
 	gomail "github.com/wneessen/go-mail"
 
 	"lifeline/services/notify"
+	"lifeline/services/outbound"
 )
 
 // TLS modes of LIFELINE_SMTP_URL's tls parameter.
@@ -146,7 +147,8 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		return notify.Permanentf("smtp client: %v", err)
 	}
 	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
-		return classify(err)
+		// Named by the server's host as configured, never the address it resolved to.
+		return classify(outbound.Describe(s.Addr(), err))
 	}
 	return nil
 }

@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -29,33 +31,43 @@ var _ notify.Sender = (*Sender)(nil)
 func New(client *http.Client) *Sender { return &Sender{client: client} }
 
 // Payload is the webhook message of m: a header, the intro, the facts as fields, and a
-// button to the execution.
+// button to the execution; its top-level text (notifications, clients without blocks) is
+// the title and a link to the execution.
+//
+// Every text from m (a workflow's name, a subject, a step id, a reason, a compensation's
+// message: data an execution's input can set) has Slack's control characters escaped
+// (& < > as &amp; &lt; &gt;), in every field, so that "<!channel>" or "<url|label>" in an
+// input is shown, not obeyed. The only link is the one built here, to m.Link, with its label
+// escaped.
 func Payload(m notify.Message) *slack.WebhookMessage {
 	intro := m.Text
 	if i := strings.Index(intro, "\n\n"); i >= 0 {
 		intro = intro[:i]
 	}
 	blocks := []slack.Block{
-		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, clip(m.Title, 150), false, false)),
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escape(intro), false, false), nil, nil),
+		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, escapeClip(m.Title, 150), false, false)),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, escapeClip(intro, 3000), false, false), nil, nil),
 	}
 	var fields []*slack.TextBlockObject
 	for _, f := range m.Facts {
 		if len(fields) == 10 { // Slack's limit per section
 			break
 		}
-		fields = append(fields, slack.NewTextBlockObject(slack.MarkdownType, clip("*"+escape(f.Label)+"*\n"+escape(f.Value), 2000), false, false))
+		label := "*" + escapeClip(f.Label, 200) + "*\n"
+		fields = append(fields, slack.NewTextBlockObject(slack.MarkdownType, label+escapeClip(f.Value, 2000-utf8.RuneCountInString(label)), false, false))
 	}
 	if len(fields) > 0 {
 		blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
 	}
+	text := escape(m.Title)
 	if m.Link != "" {
-		btn := slack.NewButtonBlockElement("view_execution", "view", slack.NewTextBlockObject(slack.PlainTextType, m.LinkText, false, false))
+		btn := slack.NewButtonBlockElement("view_execution", "view", slack.NewTextBlockObject(slack.PlainTextType, escapeClip(m.LinkText, 75), false, false))
 		btn.URL = m.Link
 		btn.Style = slack.StylePrimary
 		blocks = append(blocks, slack.NewActionBlock("execution", btn))
+		text += " " + link(m.Link, m.LinkText)
 	}
-	return &slack.WebhookMessage{Text: m.Title, Blocks: &slack.Blocks{BlockSet: blocks}}
+	return &slack.WebhookMessage{Text: text, Blocks: &slack.Blocks{BlockSet: blocks}}
 }
 
 // Send posts m to the webhook m.To.
@@ -76,17 +88,47 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 	case errors.As(err, &sc):
 		return notify.HTTPStatus(sc.Code, 0, fmt.Errorf("slack: %s", sc.Status))
 	}
-	return notify.Transient(fmt.Errorf("slack: %w", err), 0)
+	return notify.Transient(fmt.Errorf("slack: %w", outbound.Describe(hostOf(m.To), err)), 0)
 }
 
-// escape escapes Slack's mrkdwn control characters.
-func escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-func clip(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+// hostOf is a URL's host and port as written ("" when it does not parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
 	}
-	return s
+	return u.Host
+}
+
+// escaper escapes Slack's control characters: & < > (Slack decodes these three, and only
+// these, for display).
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// escape escapes Slack's control characters in text from data.
+func escape(s string) string { return escaper.Replace(s) }
+
+// escapeClip escapes s and clips it to at most n characters as sent (an ellipsis ends a
+// clipped text; an escape is never cut in half).
+func escapeClip(s string, n int) string {
+	if e := escape(s); utf8.RuneCountInString(e) <= n {
+		return e
+	}
+	var b strings.Builder
+	used := 0
+	for _, r := range s {
+		e := escape(string(r))
+		if used+utf8.RuneCountInString(e) > n-1 {
+			break
+		}
+		b.WriteString(e)
+		used += utf8.RuneCountInString(e)
+	}
+	return b.String() + "…"
+}
+
+// link is a Slack link built here: <url|label>, the label escaped and the URL unable to end
+// the link early.
+func link(target, label string) string {
+	target = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace(target)
+	return "<" + target + "|" + escape(label) + ">"
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,19 +41,26 @@ func New(client *http.Client) *Sender { return &Sender{client: client} }
 
 // Card returns the Adaptive Card message of m: a title, the intro, the facts and a button to
 // the execution.
+//
+// Teams renders Markdown in a card's text blocks and facts: every text from m (a workflow's
+// name, a subject, a step id, a reason, a compensation's message: data an execution's input
+// can set) has its Markdown control characters escaped (EscapeMarkdown), so that a link,
+// an image or emphasis in an input is shown as written, not rendered. The only link is the
+// button built here, to m.Link.
 func Card(m notify.Message) (*adaptivecard.Message, error) {
 	card := adaptivecard.NewCard()
 	intro := m.Text
 	if i := strings.Index(intro, "\n\n"); i >= 0 {
 		intro = intro[:i]
 	}
-	if err := card.AddElement(false, adaptivecard.NewTitleTextBlock(m.Title, true), adaptivecard.NewTextBlock(intro, true)); err != nil {
+	if err := card.AddElement(false, adaptivecard.NewTitleTextBlock(EscapeMarkdown(m.Title), true),
+		adaptivecard.NewTextBlock(EscapeMarkdown(intro), true)); err != nil {
 		return nil, err
 	}
 	if len(m.Facts) > 0 {
 		fs := adaptivecard.NewFactSet()
 		for _, f := range m.Facts {
-			if err := fs.AddFact(adaptivecard.Fact{Title: f.Label, Value: f.Value}); err != nil {
+			if err := fs.AddFact(adaptivecard.Fact{Title: EscapeMarkdown(f.Label), Value: EscapeMarkdown(f.Value)}); err != nil {
 				return nil, err
 			}
 		}
@@ -103,10 +111,54 @@ func (s *Sender) Send(ctx context.Context, m notify.Message) error {
 		// a Workflows webhook that answers otherwise has still taken the message.
 		return nil
 	}
+	err = outbound.Describe(hostOf(m.To), err) // named by the URL's host, never the address it resolved to
 	if code == 0 {
 		return notify.Transient(fmt.Errorf("teams: %w", err), 0)
 	}
 	return notify.HTTPStatus(code, after, fmt.Errorf("teams: %w", err))
+}
+
+// hostOf is a URL's host and port as written ("" when it does not parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// markdownSpecial are the characters Teams' Markdown may read as formatting anywhere in a
+// line: emphasis, code, links and images, headings, quotes, strikethrough, tables, HTML.
+const markdownSpecial = "\\*_[]()#`><~|!{}"
+
+// EscapeMarkdown escapes text from data for a card's text block or fact: a backslash before
+// every character Markdown may read as formatting, and before what would start a list or a
+// heading at the beginning of a line ("- ", "+ ", "1. ", "=").
+func EscapeMarkdown(s string) string {
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		rest := strings.TrimLeft(line, " \t")
+		b.WriteString(line[:len(line)-len(rest)])
+		digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+		switch {
+		case strings.HasPrefix(rest, "-"), strings.HasPrefix(rest, "+"), strings.HasPrefix(rest, "="):
+			b.WriteByte('\\')
+		case digits > 0 && len(rest) > digits && rest[digits] == '.': // "1)" is escaped below, with every ")"
+			b.WriteString(rest[:digits])
+			b.WriteByte('\\')
+			rest = rest[digits:]
+		}
+		for _, r := range rest {
+			if strings.ContainsRune(markdownSpecial, r) {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // recorder remembers the status and Retry-After of the last response.

@@ -82,6 +82,9 @@ func (s *Server) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIte
 	}
 	tabs = append(tabs, layouts.NavItem{ID: "tokens", Label: l.T("nav.tokens"), URL: s.url("tokens")},
 		layouts.NavItem{ID: "connections", Label: l.T("nav.connections"), URL: s.url("connections")})
+	if s.Engine != nil {
+		tabs = append(tabs, layouts.NavItem{ID: "health", Label: l.T("nav.health"), URL: s.url("health")})
+	}
 	if s.DemoInbox != nil {
 		tabs = append(tabs, layouts.NavItem{ID: "demoinbox", Label: l.T("nav.demoinbox"), URL: s.url("demo.inbox")})
 	}

@@ -72,6 +72,12 @@ func (s *Server) routes() {
 	app.POST("/settings/connections/:id", conns.Update, admin).Name = "connection.update"
 	app.POST("/settings/connections/:id/delete", conns.Delete, admin).Name = "connection.delete"
 	app.POST("/settings/connections/:id/test", conns.Test, admin).Name = "connection.test"
+	var health *HealthHandler
+	if s.Engine != nil {
+		health = NewHealthHandler(s, s.Engine)
+		app.GET("/settings/health", health.Show, admin).Name = "health"
+		app.POST("/settings/health/quarantine/:id/release", health.Release, admin).Name = "health.release"
+	}
 	if s.Notify != nil {
 		np := NewNotifyPagesHandler(s, s.Notify)
 		app.GET("/settings/notifications", np.Settings, admin).Name = "notifications.settings"
@@ -119,6 +125,10 @@ func (s *Server) routes() {
 	api.PUT("/connections/:id", conns.APIUpdate, admin)
 	api.DELETE("/connections/:id", conns.APIDelete, admin)
 	api.POST("/connections/:id/test", conns.APITest, admin).Name = "api.connection.test"
+	if health != nil {
+		api.GET("/health/quarantine", health.APIList, admin).Name = "api.health.quarantine"
+		api.POST("/health/quarantine/:id/release", health.APIRelease, admin).Name = "api.health.release"
+	}
 	if s.Notify != nil {
 		nh := NewNotificationsHandler(s, s.Notify)
 		api.GET("/notifications/settings", nh.APISettings, admin).Name = "api.notifications.settings"

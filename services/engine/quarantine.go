@@ -50,3 +50,33 @@ func (e *Engine) quarantine(ctx context.Context, table, rowID, orgID string, exe
 	}
 	return err
 }
+
+// Quarantined lists the organization's quarantined rows, newest first (at most limit).
+func (e *Engine) Quarantined(ctx context.Context, orgID string, limit int) ([]models.QuarantinedRow, error) {
+	rows, err := e.db.QuarantinedRows(ctx, orgID, limit)
+	for i := range rows {
+		rows[i].Reason = e.redactor.Text(rows[i].Reason)
+	}
+	return rows, err
+}
+
+// ReleaseQuarantined takes the organization's quarantined row id out of quarantine: the
+// next reconciler pass tries it again (and quarantines it again if it still cannot be
+// settled). Audit quarantine.released. ENOTFOUND for another organization's or an unknown id.
+func (e *Engine) ReleaseQuarantined(ctx context.Context, orgID, id string, actor audit.Actor) error {
+	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		q, err := e.db.ReleaseQuarantined(tx, orgID, id)
+		if err != nil {
+			return nil, err
+		}
+		entityID := q.RowID
+		if q.ExecutionID != nil {
+			entityID = *q.ExecutionID
+		}
+		return nil, audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "quarantine.released",
+			EntityType: "workflow_execution", EntityID: entityID, At: now, Details: map[string]any{"table": q.Table, "rowId": q.RowID}})
+	})
+}
+
+// DatabaseDown reports whether the engine's database is known to be unreachable now.
+func (e *Engine) DatabaseDown() bool { return e.health.Down() }

@@ -92,6 +92,9 @@ type Hooks struct {
 	// outside its transaction and before the transaction begins, with the transition's
 	// name (Transition…) and the execution's id.
 	BeforeTx func(transition, executionID string)
+	// AfterTx is called by a state change right after its transaction committed, before
+	// the jobs it needs are queued (PostgreSQL queues them after the commit).
+	AfterTx func()
 }
 
 // Names of transitions, for Hooks.
@@ -193,8 +196,15 @@ func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time)
 	if err != nil {
 		return err
 	}
+	if f := e.Hooks.AfterTx; f != nil {
+		f()
+	}
 	if after != nil {
-		if err := after(ctx); err != nil {
+		// What committed is queued even when the caller's context ends now (a client that
+		// went away): otherwise the work waits for the reconciler.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		defer cancel()
+		if err := after(actx); err != nil {
 			e.log.WarnContext(ctx, "enqueue after commit failed; the reconciler will repair it", "err", err)
 		}
 	}

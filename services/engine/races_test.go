@@ -134,3 +134,40 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 		t.Logf("%d replays won, %d rollbacks won", replays, rounds-replays)
 	})
 }
+
+// TestEnqueueAfterCommitOutlivesTheRequest: on PostgreSQL the jobs a state change needs are
+// queued right after its commit. A request whose client goes away at that moment (its
+// context ends) still gets its job queued, instead of leaving the work to the reconciler.
+func TestEnqueueAfterCommitOutlivesTheRequest(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		h := newHarness(t, db)
+		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error": "NIP must have 10 digits"}`)
+		}))
+		defer svc.Close()
+		wf := h.workflow(fmt.Sprintf(`{"name": "VAT", "settings": {"retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": %q}}]}`, svc.URL))
+		ex, dl := h.deadLettered(wf, `{"nip": "1"}`)
+		h.runner.Kill() // nothing works the queue now: the job must be found there
+		ctx, cancel := context.WithCancel(context.Background())
+		h.eng.Hooks.AfterTx = cancel
+		if _, err := h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: h.org, DeadLetterID: dl.ID, Mode: engine.ReplayFromFailed, Actor: h.user()}); err != nil {
+			t.Fatal(err)
+		}
+		h.eng.Hooks.AfterTx = nil
+		var replay models.StepAttempt
+		if err := db.Conn(context.Background()).Where("execution_id = ? AND attempt = 2", ex.ID).First(&replay).Error; err != nil {
+			t.Fatal(err)
+		}
+		var jobs int64
+		q := "SELECT count(*) FROM river_job WHERE kind = 'run_attempt' AND args->>'attempt_id' = ?"
+		if db.Dialect == models.SQLite {
+			q = "SELECT count(*) FROM river_job WHERE kind = 'run_attempt' AND json_extract(args, '$.attempt_id') = ?"
+		}
+		if err := db.Conn(context.Background()).Raw(q, replay.ID).Scan(&jobs).Error; err != nil || jobs != 1 {
+			t.Fatalf("the replay's job: %d queued (%v)", jobs, err)
+		}
+	})
+}

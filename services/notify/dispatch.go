@@ -23,44 +23,61 @@ const dispatchConcurrency = 4
 // maxRetryAfter caps the wait a receiver's Retry-After asks for.
 const maxRetryAfter = time.Hour
 
-// Dispatch claims the deliveries that are due (pending and due, or sending with an expired
-// lease), sends them and records each outcome; it returns how many it claimed. A delivery
-// claimed by another dispatcher meanwhile is skipped. Its error is the database's; a
-// delivery's own failure is recorded on it (and retried or not), never returned.
+// Dispatch sends the deliveries that are due (pending and due, or sending with an expired
+// lease), oldest first, dispatchConcurrency at a time, and records each outcome; it returns
+// how many it claimed. Each delivery is claimed only when a sender is free to send it, so its
+// lease starts when its send starts (a batch never holds claims it is not sending: a batch
+// slower than a lease is not sent twice), and its send must end before its lease does (see
+// deliver). A delivery claimed by another dispatcher meanwhile is skipped. Its error is the
+// database's; a delivery's own failure is recorded on it (and retried or not), never
+// returned.
 func (s *Service) Dispatch(ctx context.Context) (int, error) {
-	now := s.now()
 	var ids []string
 	if err := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).
 		Where("(status = ? AND next_attempt_at <= ?) OR (status = ? AND lease_until < ?)",
-			models.DeliveryPending, now, models.DeliverySending, now).
+			models.DeliveryPending, s.now(), models.DeliverySending, s.now()).
 		Order("next_attempt_at").Limit(s.cfg.Batch).Pluck("id", &ids).Error; err != nil {
 		return 0, fmt.Errorf("notify: due deliveries: %w", err)
 	}
-	var claimed []*models.NotificationDelivery
-	for _, id := range ids {
-		d, err := s.claim(ctx, id, now)
-		if err != nil {
-			return len(claimed), err
-		}
-		if d != nil {
-			claimed = append(claimed, d)
-		}
-	}
 	sem := make(chan struct{}, dispatchConcurrency)
 	var wg sync.WaitGroup
-	errs := make([]error, len(claimed))
-	for i, d := range claimed {
+	var mu sync.Mutex
+	var errs []error
+	claimed := 0
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, id := range ids {
+		sem <- struct{}{} // a sender is free: claim the next one now
+		d, err := s.claim(ctx, id, s.now())
+		if err != nil {
+			<-sem
+			fail(err)
+			break
+		}
+		if d == nil {
+			<-sem
+			continue
+		}
+		claimed++
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = s.deliver(ctx, d, false)
+			if err := s.deliver(ctx, d, false); err != nil {
+				fail(err)
+			}
 		}()
 	}
 	wg.Wait()
-	return len(claimed), errors.Join(errs...)
+	return claimed, errors.Join(errs...)
 }
+
+// leaseMargin is kept between a send's deadline and its lease's end: the outcome is recorded
+// while the claim is still this dispatcher's.
+const leaseMargin = 5 * time.Second
 
 // claim takes delivery id if it is still due: status sending, a new claim token, a lease,
 // one more attempt (compare-and-set). nil: someone else has it, or it is done.
@@ -107,7 +124,11 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 		if d.Channel == string(App) {
 			return s.recordApp(rctx, d, app)
 		}
-		err = s.send(ctx, m)
+		// The send ends before the lease does: never sent while another dispatcher may
+		// already have taken the delivery over.
+		sctx, cancel := context.WithTimeout(ctx, max(s.cfg.Lease-leaseMargin, s.cfg.Lease/2))
+		err = s.send(sctx, m)
+		cancel()
 	}
 	now := s.now()
 	q := s.db.Conn(rctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken)

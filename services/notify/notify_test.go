@@ -699,3 +699,74 @@ func withLogin(c email.Config, user, password string) email.Config {
 	c.Username, c.Password = user, password
 	return c
 }
+
+// blockingSender holds every send until released, and tells when one started.
+type blockingSender struct {
+	started   chan time.Time // each send's deadline (zero: none)
+	release   chan struct{}
+	mu        sync.Mutex
+	sentTimes map[string]int
+}
+
+func (b *blockingSender) Send(ctx context.Context, m notify.Message) error {
+	dl, _ := ctx.Deadline()
+	b.started <- dl
+	<-b.release
+	b.mu.Lock()
+	b.sentTimes[m.Title+m.Text]++
+	b.mu.Unlock()
+	return nil
+}
+
+// TestBatchClaimsOnlyWhatItSends: a dispatcher claims a delivery only when one of its
+// senders is free to send it, so a batch slower than a lease never holds claims it has not
+// started (another dispatcher would take them over after the lease and both would send);
+// each send must end before its lease does.
+func TestBatchClaimsOnlyWhatItSends(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		seal(t, db)
+		snd := &blockingSender{started: make(chan time.Time, 10), release: make(chan struct{}), sentTimes: map[string]int{}}
+		svc := notify.New(db, notify.Config{BaseURL: "https://lifeline.example.pl/", Allow: loopback,
+			Senders: map[notify.Channel]notify.Sender{notify.Slack: snd}})
+		e := &env{db: db, svc: svc, clk: &clock{t: time.Now()}, org: newOrg(t, db, "Biuro Wsad")}
+		e.settings(t, e.org.id, `{"channels": ["slack"], "slackWebhookUrl": "https://hooks.slack.com/services/T0/B0/abcdef123456"}`)
+		const n = 6
+		for range n {
+			ev := e.dlqEvent(models.NewID())
+			ev.At = time.Now()
+			e.emit(t, ev)
+		}
+		done := make(chan int)
+		go func() {
+			k, err := svc.Dispatch(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- k
+		}()
+		for range 4 { // four senders busy
+			if dl := <-snd.started; dl.IsZero() || time.Until(dl) > 2*time.Minute {
+				t.Errorf("a send's deadline %v is not within its lease", dl)
+			}
+		}
+		var sending, pending int64
+		db.Conn(context.Background()).Model(&models.NotificationDelivery{}).Where("status = ?", models.DeliverySending).Count(&sending)
+		db.Conn(context.Background()).Model(&models.NotificationDelivery{}).Where("status = ?", models.DeliveryPending).Count(&pending)
+		if sending != 4 || pending != n-4 {
+			t.Fatalf("while four are being sent: %d claimed, %d waiting; want 4 and %d", sending, pending, n-4)
+		}
+		close(snd.release)
+		if k := <-done; k != n {
+			t.Fatalf("claimed %d, want %d", k, n)
+		}
+		for range n - 4 {
+			<-snd.started
+		}
+		var sent int64
+		db.Conn(context.Background()).Model(&models.NotificationDelivery{}).Where("status = ?", models.DeliverySent).Count(&sent)
+		if sent != n {
+			t.Fatalf("sent %d of %d", sent, n)
+		}
+	})
+}

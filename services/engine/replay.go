@@ -546,9 +546,10 @@ func (e *Engine) replayInput(ex *models.Execution, edited json.RawMessage) ([]by
 		}
 		return nil, false, err
 	}
-	var v any
+	var v, shown any
 	_ = json.Unmarshal(norm, &v)
-	restored, _ := json.Marshal(redact.Restore(v, stored))
+	_ = json.Unmarshal(e.redactor.JSON(ex.Input), &shown) // as the editor was filled
+	restored, _ := json.Marshal(redact.RestoreAsShown(v, stored, shown))
 	var cmp any
 	_ = json.Unmarshal(storedRaw, &cmp)
 	canon, _ := json.Marshal(cmp)

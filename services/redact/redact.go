@@ -209,29 +209,45 @@ func encodeCompact(v any) ([]byte, error) {
 // in original (when there is one): an operator who edits a redacted document and leaves a
 // masked secret as it was keeps the secret's stored value. A placeholder with no original
 // value stays as it is; neither argument is modified.
-func Restore(edited, original any) any {
+func Restore(edited, original any) any { return RestoreAsShown(edited, original, nil) }
+
+// RestoreAsShown is Restore that also keeps the original of a string the operator left as
+// it was shown (shown: the document as the editor was filled, at the same paths), secrets
+// masked inside it included ("the password is [REDACTED]" sent back as it was shown keeps
+// the stored text, secret and all).
+func RestoreAsShown(edited, original, shown any) any {
 	switch x := edited.(type) {
 	case string:
 		if x == Placeholder && original != nil {
 			return original
 		}
+		if s, ok := shown.(string); ok && s == x && strings.Contains(x, Placeholder) {
+			if o, ok := original.(string); ok {
+				return o
+			}
+		}
 		return x
 	case map[string]any:
 		orig, _ := original.(map[string]any)
+		sh, _ := shown.(map[string]any)
 		out := make(map[string]any, len(x))
 		for k, v := range x {
-			out[k] = Restore(v, orig[k])
+			out[k] = RestoreAsShown(v, orig[k], sh[k])
 		}
 		return out
 	case []any:
 		orig, _ := original.([]any)
+		sh, _ := shown.([]any)
 		out := make([]any, len(x))
 		for i, v := range x {
-			var o any
+			var o, w any
 			if i < len(orig) {
 				o = orig[i]
 			}
-			out[i] = Restore(v, o)
+			if i < len(sh) {
+				w = sh[i]
+			}
+			out[i] = RestoreAsShown(v, o, w)
 		}
 		return out
 	}

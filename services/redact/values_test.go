@@ -67,3 +67,16 @@ func TestSealedValuesAreShownRedacted(t *testing.T) {
 		t.Fatal("a fragment envelope was left")
 	}
 }
+
+func TestRestoreAsShown(t *testing.T) {
+	original := map[string]any{"note": "the password is hunter2-secret", "password": "hunter2-secret", "nip": "1", "list": []any{"a hunter2-secret"}}
+	shown := map[string]any{"note": "the password is [REDACTED]", "password": "[REDACTED]", "nip": "1", "list": []any{"a [REDACTED]"}}
+	edited := map[string]any{"note": "the password is [REDACTED]", "password": "[REDACTED]", "nip": "2", "list": []any{"a [REDACTED] changed"}}
+	got := redact.RestoreAsShown(edited, original, shown).(map[string]any)
+	if got["note"] != "the password is hunter2-secret" || got["password"] != "hunter2-secret" || got["nip"] != "2" {
+		t.Fatalf("restored %v", got)
+	}
+	if l := got["list"].([]any); l[0] != "a [REDACTED] changed" {
+		t.Fatalf("a string the operator changed was restored: %v", l)
+	}
+}

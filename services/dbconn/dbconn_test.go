@@ -70,6 +70,11 @@ func target(t *testing.T, db *models.DB, now func() time.Time) (*modeltest.Offic
 
 func typeOf(err error) classify.Result { return classify.Classify(err) }
 
+// statement is a Statement with an idempotency key of its own: each runs as a first run.
+func statement(conn, sql string, args []any, timeout time.Duration) dbconn.Statement {
+	return dbconn.Statement{Connection: conn, SQL: sql, Args: args, Timeout: timeout, Key: "test:" + models.NewID()}
+}
+
 func TestDBConnValidation(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
@@ -257,7 +262,7 @@ func TestDBConnCRUD(t *testing.T) {
 				t.Errorf("test %s from another organization: %v", id, err)
 			}
 		}
-		if _, err := s.Exec(ctx, other, "zeta", "SELECT 1", nil, 0); models.ErrorCode(err) != models.ENOTFOUND || err.Error() != "not_found: database connection not found" {
+		if _, err := s.Exec(ctx, other, statement("zeta", "SELECT 1", nil, 0)); models.ErrorCode(err) != models.ENOTFOUND || err.Error() != "not_found: database connection not found" {
 			t.Errorf("exec by another organization's name: %v", err)
 		}
 		now = now.Add(time.Hour)
@@ -328,7 +333,7 @@ func TestDBConnSSRF(t *testing.T) {
 			if tested == nil || tested.LastTestedAt == nil || !strings.Contains(tested.LastTestError, "LIFELINE_DBCONN_ALLOW") || strings.Contains(tested.LastTestError, password) {
 				t.Errorf("%s: recorded %+v", c.dsn, tested)
 			}
-			_, err = c.s.Exec(ctx, o, name, "DELETE FROM clients WHERE id = $1", []any{1}, time.Second)
+			_, err = c.s.Exec(ctx, o, statement(name, "DELETE FROM clients WHERE id = $1", []any{1}, time.Second))
 			if r := typeOf(err); r.Code != "DESTINATION_DENIED" || r.Type != classify.Permanent {
 				t.Errorf("%s: exec %v", c.dsn, r)
 			}
@@ -366,7 +371,8 @@ func TestDBConnExec(t *testing.T) {
 			return name, status
 		}
 		exec := func(stmt string, args []any, timeout time.Duration) (int64, error) {
-			return s.Exec(ctx, o, "ledger", stmt, args, timeout)
+			res, err := s.Exec(ctx, o, statement("ledger", stmt, args, timeout))
+			return res.RowsAffected, err
 		}
 
 		// Values from a step's output (decoded JSON: strings, numbers, json.Number) are bound.
@@ -471,7 +477,7 @@ func TestDBConnExec(t *testing.T) {
 		if tested == nil || tested.LastTestError != err.Error() {
 			t.Errorf("recorded %+v", tested)
 		}
-		if _, err := s.Exec(ctx, o, "missing-db", "SELECT 1", nil, 0); typeOf(err).Code != "SQLSTATE_3D000" {
+		if _, err := s.Exec(ctx, o, statement("missing-db", "SELECT 1", nil, 0)); typeOf(err).Code != "SQLSTATE_3D000" {
 			t.Errorf("exec on a missing database: %v", err)
 		}
 		// A server that is not there: transient.
@@ -479,7 +485,7 @@ func TestDBConnExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Exec(ctx, o, down.Name, "SELECT 1", nil, 0)
+		_, err = s.Exec(ctx, o, statement(down.Name, "SELECT 1", nil, 0))
 		if r := typeOf(err); r.Type != classify.Transient || r.Code != "CONNECT" || r.Message != "the database server 127.0.0.1:1 refused the connection" {
 			t.Errorf("exec on a closed port: %+v", r)
 		}

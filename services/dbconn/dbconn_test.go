@@ -104,6 +104,12 @@ func TestDBConnValidation(t *testing.T) {
 			{"no user", dbconn.Input{Name: "ledger", DSN: "postgres://db.example.com/ledger"}, "dsn", "must name the user"},
 			{"description", dbconn.Input{Name: "ledger", DSN: good, Description: strings.Repeat("ż", 501)}, "description", "must be at most 500 characters"},
 			{"control", dbconn.Input{Name: "ledger", DSN: good, Description: "a\x00b"}, "description", "must not contain control characters"},
+			{"key table capitals", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("Keys")}, "keyTable", "must be a table name of lowercase letters"},
+			{"key table quote", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr(`keys"; DROP TABLE x; --`)}, "keyTable", "must be a table name"},
+			{"key table three parts", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("db.ledger.keys")}, "keyTable", "must be a table name"},
+			{"key table digit", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("1keys")}, "keyTable", "must be a table name"},
+			{"key table long", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr(strings.Repeat("k", 64))}, "keyTable", "must be a table name"},
+			{"key table space", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("ledger keys")}, "keyTable", "must be a table name"},
 		} {
 			_, err := s.Create(ctx, o, admin, c.in)
 			var me *models.Error
@@ -269,9 +275,19 @@ func TestDBConnCRUD(t *testing.T) {
 		if _, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "alfa", DSN: ""}); models.ErrorCode(err) != models.EINVALID {
 			t.Errorf("rename onto another's name: %v", err)
 		}
-		u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", DSN: "postgres://u:q@h2/db", Description: "Nowa"})
-		if err != nil || u.Name != "omega" || u.MaskedDSN != "postgres://u:•••@h2/db" || !u.UpdatedAt.Equal(now) || !u.CreatedAt.Equal(now.Add(-time.Hour)) {
+		u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", DSN: "postgres://u:q@h2/db", Description: "Nowa", KeyTable: ptr(" ledger.keys ")})
+		if err != nil || u.Name != "omega" || u.MaskedDSN != "postgres://u:•••@h2/db" || !u.UpdatedAt.Equal(now) || !u.CreatedAt.Equal(now.Add(-time.Hour)) ||
+			u.KeyTable != "ledger.keys" {
 			t.Fatalf("updated %+v %v", u, err)
+		}
+		// No key table keeps the stored one; an empty one is the default.
+		now = now.Add(time.Minute)
+		if u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", Description: "Nowa"}); err != nil || u.KeyTable != "ledger.keys" {
+			t.Errorf("update without a key table: %+v %v", u, err)
+		}
+		now = now.Add(time.Minute)
+		if u, err := s.Update(ctx, o, a.ID, admin, dbconn.Input{Name: "alfa", KeyTable: ptr("")}); err != nil || u.KeyTable != dbconn.DefaultKeyTable {
+			t.Errorf("update with an empty key table: %+v %v", u, err)
 		}
 		now = now.Add(time.Hour)
 		if err := s.Delete(ctx, o, a.ID, admin); err != nil {
@@ -288,13 +304,24 @@ func TestDBConnCRUD(t *testing.T) {
 		for _, e := range entries {
 			actions = append(actions, e.Action)
 		}
-		if strings.Join(actions, ",") != "connection.created,connection.created,connection.updated,connection.deleted" {
+		if strings.Join(actions, ",") != "connection.created,connection.created,connection.updated,connection.updated,connection.updated,connection.deleted" {
 			t.Errorf("audit %v", actions)
 		}
 		var d map[string]any
+		_ = json.Unmarshal(entries[0].Details, &d)
+		if d["keyTable"] != dbconn.DefaultKeyTable {
+			t.Errorf("create details %v", d)
+		}
 		_ = json.Unmarshal(entries[2].Details, &d)
-		if ch, _ := d["changed"].(map[string]any); ch["name"] == nil || ch["dsn"] == nil || ch["description"] == nil || ch["driver"] != nil {
+		ch, _ := d["changed"].(map[string]any)
+		if kt, _ := ch["keyTable"].(map[string]any); ch["name"] == nil || ch["dsn"] == nil || ch["description"] == nil || ch["driver"] != nil ||
+			kt["from"] != dbconn.DefaultKeyTable || kt["to"] != "ledger.keys" {
 			t.Errorf("update details %v", d)
+		}
+		d = nil
+		_ = json.Unmarshal(entries[3].Details, &d)
+		if ch, _ := d["changed"].(map[string]any); len(ch) != 0 {
+			t.Errorf("an update that changed nothing: %v", d)
 		}
 	})
 }

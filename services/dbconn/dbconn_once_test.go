@@ -334,6 +334,18 @@ func TestDBConnKeyTableRefused(t *testing.T) {
 			t.Errorf("balance %s, want 90.00", b)
 		}
 
+		// A key table in a schema the role may not use: refused, saying what to grant.
+		if _, err := office.Conn.Exec(ctx, "CREATE SCHEMA vault"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Create(ctx, o, admin, dbconn.Input{Name: "vault", DSN: office.DSNAs(role, password), KeyTable: ptr("vault.keys")}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Exec(ctx, o, debit("vault", "compensate:"+models.NewID()+":vault", 10))
+		if r := typeOf(err); r.Code != "KEY_TABLE" || r.Message != fmt.Sprintf(`the connection's role "%s" may not use the schema of the compensations' key table vault.keys: GRANT USAGE ON SCHEMA vault TO "%s"`, role, role) {
+			t.Errorf("a schema without USAGE: %+v", r)
+		}
+
 		// A table of that name without a unique key: refused, saying what it needs.
 		if _, err := office.Conn.Exec(ctx, fmt.Sprintf("CREATE TABLE odd_keys (key TEXT, executed_at TIMESTAMPTZ, rows_affected BIGINT); GRANT ALL ON odd_keys TO %s", role)); err != nil {
 			t.Fatal(err)
@@ -341,7 +353,7 @@ func TestDBConnKeyTableRefused(t *testing.T) {
 		if _, err := s.Create(ctx, o, admin, dbconn.Input{Name: "odd", DSN: office.DSNAs(role, password), KeyTable: ptr("odd_keys")}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Exec(ctx, o, debit("odd", "compensate:"+models.NewID()+":odd", 10))
+		_, err = s.Exec(ctx, o, debit("odd", "compensate:"+models.NewID()+":odd", 10))
 		if r := typeOf(err); r.Code != "KEY_TABLE" || r.Message != "the compensations' key table odd_keys cannot be used (42P10 invalid_column_reference): it needs the columns "+
 			"(key TEXT PRIMARY KEY, executed_at TIMESTAMPTZ NOT NULL DEFAULT now(), rows_affected BIGINT)" {
 			t.Errorf("a key table without a unique key: %+v", r)

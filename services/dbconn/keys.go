@@ -101,10 +101,17 @@ func ensureKeyTable(ctx context.Context, conn *pgx.Conn, k keyTable, user string
 	}
 	var exists, usable, schemaExists, mayCreate bool
 	var where string
-	if err := conn.QueryRow(ctx, keyTableQuery, k.ident(), schema).Scan(&exists, &usable, &schemaExists, &mayCreate, &where); err != nil {
+	role := pgx.Identifier{user}.Sanitize()
+	err := conn.QueryRow(ctx, keyTableQuery, k.ident(), schema).Scan(&exists, &usable, &schemaExists, &mayCreate, &where)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		// to_regclass looks into the key table's schema, which the role may not.
+		return keyTableError(fmt.Sprintf("the connection's role %s may not use the schema of the compensations' key table %s: GRANT USAGE ON SCHEMA %s TO %s",
+			role, k, k.Schema, role))
+	}
+	if err != nil {
 		return err
 	}
-	role := pgx.Identifier{user}.Sanitize()
 	switch {
 	case exists && usable:
 		return nil
@@ -118,8 +125,7 @@ func ensureKeyTable(ctx context.Context, conn *pgx.Conn, k keyTable, user string
 		return keyTableError(fmt.Sprintf("the compensations' key table %s does not exist and the connection's role %s may not create it (no CREATE on schema %s): CREATE TABLE %s %s; GRANT SELECT, INSERT, UPDATE ON %s TO %s",
 			k, role, where, k, keyTableColumns, k, role))
 	}
-	_, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+k.ident()+" "+keyTableColumns)
-	var pe *pgconn.PgError
+	_, err = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+k.ident()+" "+keyTableColumns)
 	// Two first runs at once: the loser's CREATE can fail on the catalog's unique index
 	// instead of finding the table; the winner's table is there.
 	if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07") {

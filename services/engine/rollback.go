@@ -26,7 +26,9 @@ import (
 // A rollback undoes the completed steps of a failed execution in reverse order (3, 2, 1): one
 // compensation_actions row per completed step that declares a compensation, run one after the
 // other, each durably (a River job per try, a lease while it runs, retries on its own policy,
-// the idempotency key compensate:{execution}:{step}, sent as Idempotency-Key by api_call).
+// the idempotency key compensate:{execution}:{step}, sent as Idempotency-Key by api_call and
+// committed with a database_operation's statement in the target database, so that statement
+// runs once however often its compensation does).
 // A compensation that fails for good does not stop the others unless the workflow says
 // so (settings.rollbackStopOnFailure); the execution's rollback_status ends ROLLED_BACK or
 // ROLLBACK_FAILED. A manual compensation waits for an admin to confirm it was done (or skip it).

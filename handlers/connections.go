@@ -52,14 +52,30 @@ func NewConnectionsHandler(s *Server, conns connectionService) *ConnectionsHandl
 	return &ConnectionsHandler{s: s, conns: conns, Now: time.Now}
 }
 
-// formInput reads the create and edit forms.
+// formInput reads the create and edit forms. A form without the key table field keeps the
+// stored one; an empty field is the default.
 func formInput(c echo.Context) dbconn.Input {
-	return dbconn.Input{Name: c.FormValue("name"), Driver: c.FormValue("driver"), DSN: c.FormValue("dsn"), Description: c.FormValue("description")}
+	in := dbconn.Input{Name: c.FormValue("name"), Driver: c.FormValue("driver"), DSN: c.FormValue("dsn"), Description: c.FormValue("description")}
+	if form, err := c.FormParams(); err == nil && form.Has("keyTable") {
+		k := form.Get("keyTable")
+		in.KeyTable = &k
+	}
+	return in
+}
+
+// formOf is the form again after a 422 with its messages: what was sent (keyTable when the
+// form had no key table), never the DSN.
+func formOf(in dbconn.Input, keyTable string, fields map[string]string, msg string) pages.ConnectionForm {
+	if in.KeyTable != nil {
+		keyTable = *in.KeyTable
+	}
+	return pages.ConnectionForm{Name: in.Name, Driver: in.Driver, Description: in.Description, KeyTable: keyTable, Errors: fields,
+		FormError: msg, Retype: in.DSN != ""}
 }
 
 // List renders the page; ?done= confirms a change, ?tested= marks the row just tested.
 func (h *ConnectionsHandler) List(c echo.Context) error {
-	vm := pages.ConnectionsVM{Form: pages.ConnectionForm{Driver: dbconn.Driver}}
+	vm := pages.ConnectionsVM{Form: pages.ConnectionForm{Driver: dbconn.Driver, KeyTable: dbconn.DefaultKeyTable}}
 	switch done := c.QueryParam("done"); done {
 	case "created", "updated", "deleted":
 		vm.Done, vm.DoneName = done, c.QueryParam("name")
@@ -72,9 +88,7 @@ func (h *ConnectionsHandler) Create(c echo.Context) error {
 	p, in := principal(c), formInput(c)
 	conn, err := h.conns.Create(c.Request().Context(), p.OrganizationID, actorOf(p), in)
 	if me := invalid(err); me != nil {
-		f := pages.ConnectionForm{Name: in.Name, Driver: in.Driver, Description: in.Description, Errors: me.Fields, FormError: me.Message,
-			Retype: in.DSN != ""}
-		return h.renderList(c, http.StatusUnprocessableEntity, pages.ConnectionsVM{Form: f}, "")
+		return h.renderList(c, http.StatusUnprocessableEntity, pages.ConnectionsVM{Form: formOf(in, dbconn.DefaultKeyTable, me.Fields, me.Message)}, "")
 	}
 	if err != nil {
 		return err
@@ -116,7 +130,7 @@ func (h *ConnectionsHandler) form(l *i18n.Localizer, f pages.ConnectionForm, act
 
 // row is a connection for the page.
 func (h *ConnectionsHandler) row(l *i18n.Localizer, cn *dbconn.Connection, now time.Time) pages.ConnectionRow {
-	return pages.ConnectionRow{ID: cn.ID, Name: cn.Name, Driver: cn.Driver, DSN: cn.MaskedDSN, Description: cn.Description,
+	return pages.ConnectionRow{ID: cn.ID, Name: cn.Name, Driver: cn.Driver, DSN: cn.MaskedDSN, Description: cn.Description, KeyTable: cn.KeyTable,
 		Test: testResult(l, cn, now), EditURL: h.s.url("connection", cn.ID), DeleteURL: h.s.url("connection.delete", cn.ID),
 		TestURL: h.s.url("connection.test", cn.ID)}
 }
@@ -140,7 +154,7 @@ func (h *ConnectionsHandler) Edit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := pages.ConnectionForm{Name: cn.Name, Driver: cn.Driver, Description: cn.Description}
+	f := pages.ConnectionForm{Name: cn.Name, Driver: cn.Driver, Description: cn.Description, KeyTable: cn.KeyTable}
 	return h.renderEdit(c, http.StatusOK, cn, f)
 }
 
@@ -154,9 +168,7 @@ func (h *ConnectionsHandler) Update(c echo.Context) error {
 	p, in := principal(c), formInput(c)
 	updated, err := h.conns.Update(c.Request().Context(), p.OrganizationID, cn.ID, actorOf(p), in)
 	if me := invalid(err); me != nil {
-		f := pages.ConnectionForm{Name: in.Name, Driver: in.Driver, Description: in.Description, Errors: me.Fields, FormError: me.Message,
-			Retype: in.DSN != ""}
-		return h.renderEdit(c, http.StatusUnprocessableEntity, cn, f)
+		return h.renderEdit(c, http.StatusUnprocessableEntity, cn, formOf(in, cn.KeyTable, me.Fields, me.Message))
 	}
 	if err != nil {
 		return err
@@ -227,11 +239,14 @@ func (h *ConnectionsHandler) get(c echo.Context) (*dbconn.Connection, error) {
 
 // apiConnection is a connection in the API: the DSN masked.
 type apiConnection struct {
-	ID            string  `json:"id"`
-	Name          string  `json:"name"`
-	Driver        string  `json:"driver"`
-	DSN           string  `json:"dsn"`
-	Description   string  `json:"description"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Driver      string `json:"driver"`
+	DSN         string `json:"dsn"`
+	Description string `json:"description"`
+	// KeyTable is where database_operation compensations record their idempotency keys,
+	// in the connection's database.
+	KeyTable      string  `json:"keyTable"`
 	LastTestedAt  *string `json:"lastTestedAt"`
 	LastTestError *string `json:"lastTestError"`
 	CreatedAt     string  `json:"createdAt"`
@@ -239,7 +254,7 @@ type apiConnection struct {
 }
 
 func apiConnectionOf(cn *dbconn.Connection) apiConnection {
-	out := apiConnection{ID: cn.ID, Name: cn.Name, Driver: cn.Driver, DSN: cn.MaskedDSN, Description: cn.Description,
+	out := apiConnection{ID: cn.ID, Name: cn.Name, Driver: cn.Driver, DSN: cn.MaskedDSN, Description: cn.Description, KeyTable: cn.KeyTable,
 		LastTestedAt: rfcPtr(cn.LastTestedAt), CreatedAt: rfc(cn.CreatedAt), UpdatedAt: rfc(cn.UpdatedAt)}
 	if cn.LastTestError != "" {
 		e := cn.LastTestError
@@ -248,16 +263,18 @@ func apiConnectionOf(cn *dbconn.Connection) apiConnection {
 	return out
 }
 
-// apiConnectionInput is the body of POST and PUT; on PUT an empty or missing dsn keeps it.
+// apiConnectionInput is the body of POST and PUT; on PUT an empty or missing dsn keeps it,
+// and a missing keyTable keeps it (an empty one is the default, lifeline_compensation_keys).
 type apiConnectionInput struct {
-	Name        string `json:"name"`
-	Driver      string `json:"driver"`
-	DSN         string `json:"dsn"`
-	Description string `json:"description"`
+	Name        string  `json:"name"`
+	Driver      string  `json:"driver"`
+	DSN         string  `json:"dsn"`
+	Description string  `json:"description"`
+	KeyTable    *string `json:"keyTable"`
 }
 
 func (in apiConnectionInput) input() dbconn.Input {
-	return dbconn.Input{Name: in.Name, Driver: in.Driver, DSN: in.DSN, Description: in.Description}
+	return dbconn.Input{Name: in.Name, Driver: in.Driver, DSN: in.DSN, Description: in.Description, KeyTable: in.KeyTable}
 }
 
 // APIList: GET /api/v1/connections → {"items": […]} by name.
@@ -282,7 +299,8 @@ func (h *ConnectionsHandler) APIGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, apiConnectionOf(cn))
 }
 
-// APICreate: POST /api/v1/connections with {"name", "driver", "dsn", "description"} → 201.
+// APICreate: POST /api/v1/connections with {"name", "driver", "dsn", "description",
+// "keyTable"} → 201.
 func (h *ConnectionsHandler) APICreate(c echo.Context) error {
 	var in apiConnectionInput
 	if err := decodeBody(c, &in); err != nil {
@@ -296,8 +314,8 @@ func (h *ConnectionsHandler) APICreate(c echo.Context) error {
 	return c.JSON(http.StatusCreated, apiConnectionOf(cn))
 }
 
-// APIUpdate: PUT /api/v1/connections/{id} with {"name", "driver", "dsn", "description"} (an
-// empty dsn keeps the stored one) → 200.
+// APIUpdate: PUT /api/v1/connections/{id} with {"name", "driver", "dsn", "description",
+// "keyTable"} (an empty dsn, or no keyTable, keeps the stored one) → 200.
 func (h *ConnectionsHandler) APIUpdate(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "database connection"); err != nil {

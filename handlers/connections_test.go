@@ -60,7 +60,7 @@ func TestConnectionsAPI(t *testing.T) {
 		id, _ := created["id"].(string)
 		if created["dsn"] != "postgres://ksiegowosc:•••@127.0.0.1:5432/ledger?sslmode=disable" || created["driver"] != "postgres" ||
 			created["name"] != "ledger" || created["description"] != "Księgi główne" || created["lastTestedAt"] != nil ||
-			created["lastTestError"] != nil || created["createdAt"] == nil || created["updatedAt"] == nil {
+			created["lastTestError"] != nil || created["createdAt"] == nil || created["updatedAt"] == nil || created["keyTable"] != "lifeline_compensation_keys" {
 			t.Errorf("created %v", created)
 		}
 
@@ -77,6 +77,18 @@ func TestConnectionsAPI(t *testing.T) {
 		noPassword(t, "the duplicate's 422", r)
 		if r := do(t, http.DefaultClient, "POST", api, `{"name": "x", "dsn": "postgres://u@h/d", "password": "x"}`, bearer(rs.token)); r.status != 422 {
 			t.Errorf("unknown key: %d", r.status)
+		}
+		// The idempotency table: a table name, optionally schema-qualified, nothing else.
+		for _, bad := range []string{`keys; DROP TABLE clients`, `Keys`, `a.b.c`, `"keys"`} {
+			r = do(t, http.DefaultClient, "POST", api, fmt.Sprintf(`{"name": "k", "dsn": %q, "keyTable": %q}`, connDSN, bad), bearer(rs.token))
+			if f := fieldsOf(t, r); r.status != 422 || !strings.HasPrefix(fmt.Sprint(f["keyTable"]), "must be a table name of lowercase letters, digits and '_'") {
+				t.Errorf("key table %q: %d %s", bad, r.status, r.body)
+			}
+		}
+		r = do(t, http.DefaultClient, "POST", api, fmt.Sprintf(`{"name": "k", "dsn": %q, "keyTable": "Klucze"}`, connDSN),
+			map[string]string{"Authorization": "Bearer " + rs.token, "Accept-Language": "pl"})
+		if f := fieldsOf(t, r); r.status != 422 || !strings.HasPrefix(fmt.Sprint(f["keyTable"]), "musi być nazwą tabeli z małych liter") {
+			t.Errorf("key table in Polish: %d %s", r.status, r.body)
 		}
 
 		r = do(t, http.DefaultClient, "GET", api, "", bearer(rs.token))
@@ -96,10 +108,17 @@ func TestConnectionsAPI(t *testing.T) {
 			}
 		}
 
-		// PUT without a DSN keeps it.
+		r = do(t, http.DefaultClient, "PUT", api+"/"+id, `{"name": "ledger", "description": "Księgi główne", "keyTable": "lifeline.keys"}`, bearer(rs.token))
+		if m := r.json(t); r.status != 200 || m["keyTable"] != "lifeline.keys" {
+			t.Errorf("update of the key table: %d %s", r.status, r.body)
+		}
+		// PUT without a DSN or a key table keeps them.
 		r = do(t, http.DefaultClient, "PUT", api+"/"+id, `{"name": "ledger-2026", "description": ""}`, bearer(rs.token))
-		if m := r.json(t); r.status != 200 || m["name"] != "ledger-2026" || m["dsn"] != created["dsn"] || m["description"] != "" {
+		if m := r.json(t); r.status != 200 || m["name"] != "ledger-2026" || m["dsn"] != created["dsn"] || m["description"] != "" || m["keyTable"] != "lifeline.keys" {
 			t.Errorf("update: %d %s", r.status, r.body)
+		}
+		if m := do(t, http.DefaultClient, "GET", api+"/"+id, "", bearer(rs.token)).json(t); m["keyTable"] != "lifeline.keys" {
+			t.Errorf("get: %v", m)
 		}
 		if c, err := db.GetDBConnection(context.Background(), rs.org, id); err != nil || c.DSN != connDSN {
 			t.Errorf("stored DSN after update: %v", err)
@@ -130,13 +149,16 @@ func TestConnectionsAPI(t *testing.T) {
 			Order("created_at").Pluck("action", &actions).Error; err != nil {
 			t.Fatal(err)
 		}
-		if strings.Join(actions, ",") != "connection.created,connection.updated,connection.deleted" {
+		if strings.Join(actions, ",") != "connection.created,connection.updated,connection.updated,connection.deleted" {
 			t.Errorf("audit %v", actions)
 		}
 		var details []string
 		_ = db.Conn(context.Background()).Raw("SELECT CAST(details AS TEXT) FROM audit_log WHERE entity_id = ?", id).Scan(&details)
 		if strings.Contains(strings.Join(details, ""), connPassword) {
 			t.Errorf("the audit log shows the password")
+		}
+		if all := strings.Join(details, "\n"); !strings.Contains(all, `"to": "lifeline.keys"`) && !strings.Contains(all, `"to":"lifeline.keys"`) {
+			t.Errorf("the audit log does not show the key table's change: %s", all)
 		}
 		var raw string
 		if err := db.Conn(context.Background()).Raw("SELECT COALESCE(MAX(dsn), '') FROM db_connections").Scan(&raw).Error; err != nil || strings.Contains(raw, connPassword) {
@@ -180,13 +202,21 @@ func TestConnectionsPage(t *testing.T) {
 		if len(doc.testID("empty-state")) != 1 || !strings.Contains(r.body, `data-testid="new-connection" open`) {
 			t.Errorf("an empty list with the form open")
 		}
+		if in := doc.testID("connection-key-table-input"); len(in) != 1 || in[0].attr("value") != "lifeline_compensation_keys" || in[0].attr("name") != "keyTable" {
+			t.Errorf("the key table field: %v", in)
+		}
 
 		// 422: the form again with its messages; the DSN that was sent is not sent back.
-		body, hdr := formPost(csrf, url.Values{"name": {"zła nazwa"}, "driver": {"postgres"}, "dsn": {"host=db user=u password=" + connPassword + " service=x"}, "description": {"Opis"}})
+		body, hdr := formPost(csrf, url.Values{"name": {"zła nazwa"}, "driver": {"postgres"}, "dsn": {"host=db user=u password=" + connPassword + " service=x"}, "description": {"Opis"},
+			"keyTable": {"księgi.klucze"}})
 		r = do(t, admin, "POST", page, body, hdr)
 		doc = parseListDoc(t, r.body)
-		if r.status != 422 || len(doc.testID("field-error")) != 2 || len(doc.testID("connection-dsn-retype")) != 1 || len(doc.testID("form-error")) != 1 {
+		if r.status != 422 || len(doc.testID("field-error")) != 3 || len(doc.testID("connection-dsn-retype")) != 1 || len(doc.testID("form-error")) != 1 {
 			t.Errorf("invalid form: %d %d", r.status, len(doc.testID("field-error")))
+		}
+		if in := doc.testID("connection-key-table-input"); len(in) != 1 || in[0].attr("value") != "księgi.klucze" || in[0].attr("aria-invalid") != "true" ||
+			!strings.Contains(r.body, "must be a table name of lowercase letters, digits and &#39;_&#39;") {
+			t.Errorf("the key table is not kept with its message: %v", in)
 		}
 		if in := doc.testID("connection-name-input"); len(in) != 1 || in[0].attr("value") != "zła nazwa" || in[0].attr("aria-invalid") != "true" {
 			t.Errorf("the name is not kept")
@@ -211,7 +241,7 @@ func TestConnectionsPage(t *testing.T) {
 		id := rows[0].attr("data-id")
 		for tid, want := range map[string]string{"connection-name": "ledger", "connection-driver": "PostgreSQL",
 			"connection-dsn": "postgres://ksiegowosc:•••@127.0.0.1:5432/ledger?sslmode=disable", "connection-description": "Księgi główne",
-			"connection-test-status": "Never tested"} {
+			"connection-test-status": "Never tested", "connection-key-table": "lifeline_compensation_keys"} {
 			if got := rows[0].testID(tid); len(got) != 1 || got[0].text() != want {
 				t.Errorf("row %s: %v, want %q", tid, got, want)
 			}
@@ -250,12 +280,19 @@ func TestConnectionsPage(t *testing.T) {
 		if r := do(t, admin, "POST", page+"/"+id, body, hdr); r.status != 422 || len(parseListDoc(t, r.body).testID("field-error")) != 1 {
 			t.Errorf("edit without a name: %d", r.status)
 		}
-		body, hdr = formPost(csrf, url.Values{"name": {"ledger-2026"}, "driver": {"postgres"}, "dsn": {""}, "description": {"Nowy opis"}})
+		if in := doc.testID("connection-key-table-input"); len(in) != 1 || in[0].attr("value") != "lifeline_compensation_keys" {
+			t.Errorf("edit page: the key table %v", in)
+		}
+		body, hdr = formPost(csrf, url.Values{"name": {"ledger-2026"}, "driver": {"postgres"}, "dsn": {""}, "description": {"Nowy opis"}, "keyTable": {" ledger.keys "}})
 		if r := do(t, admin, "POST", page+"/"+id, body, hdr); r.status != http.StatusSeeOther || r.header.Get("Location") != "/settings/connections?done=updated&name=ledger-2026" {
 			t.Errorf("edit: %d %s", r.status, r.header.Get("Location"))
 		}
-		if c, err := db.GetDBConnection(ctx, rs.org, id); err != nil || c.DSN != connDSN || c.Name != "ledger-2026" || c.Description != "Nowy opis" {
+		if c, err := db.GetDBConnection(ctx, rs.org, id); err != nil || c.DSN != connDSN || c.Name != "ledger-2026" || c.Description != "Nowy opis" || c.KeyTable != "ledger.keys" {
 			t.Errorf("after edit: %+v %v", c, err)
+		}
+		body, hdr = formPost(csrf, url.Values{"name": {"ledger-2026"}, "keyTable": {"Ledger"}})
+		if r := do(t, admin, "POST", page+"/"+id, body, hdr); r.status != 422 || parseListDoc(t, r.body).testID("connection-key-table-input")[0].attr("value") != "Ledger" {
+			t.Errorf("edit with a bad key table: %d", r.status)
 		}
 
 		// Polish.

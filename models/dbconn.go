@@ -26,6 +26,10 @@ type DBConnection struct {
 	// DSN is the connection string in clear. It is never stored as it is.
 	DSN         string `gorm:"-"`
 	Description string
+	// KeyTable is the table in the connection's database where a database_operation
+	// compensation records its idempotency key ("lifeline_compensation_keys", or
+	// "schema.table"); "" stands for the default.
+	KeyTable string
 	// CreatedBy is the user or API token that created the connection (nil: the system).
 	CreatedBy     *string
 	CreatedAt     time.Time
@@ -137,7 +141,7 @@ func (db *DB) UpdateDBConnection(tx *gorm.DB, c *DBConnection) error {
 	}
 	c.SealedDSN = sealed
 	res := tx.Model(&DBConnection{}).Where("organization_id = ? AND id = ?", c.OrganizationID, c.ID).Updates(map[string]any{
-		"name": c.Name, "driver": c.Driver, "dsn": c.SealedDSN, "description": c.Description, "updated_at": c.UpdatedAt,
+		"name": c.Name, "driver": c.Driver, "dsn": c.SealedDSN, "description": c.Description, "key_table": c.KeyTable, "updated_at": c.UpdatedAt,
 		"last_tested_at": c.LastTestedAt, "last_test_error": c.LastTestError,
 	})
 	if err := nameTaken(res.Error); err != nil {

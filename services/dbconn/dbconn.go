@@ -9,8 +9,9 @@
 //     (postgres://user:password@host:5432/db) or key=value settings, at most 2,000
 //     characters, naming its host and user, with only the settings host, port, dbname, user,
 //     password, sslmode, connect_timeout and application_name (no setting that reads a file
-//     of this server). Create and Update answer models.Invalid with messages on "name",
-//     "driver", "dsn" and "description"; Update with an empty DSN keeps the stored one.
+//     of this server), and a key table (below; DefaultKeyTable unless given). Create and
+//     Update answer models.Invalid with messages on "name", "driver", "dsn", "description"
+//     and "keyTable"; Update with an empty DSN, or no key table, keeps the stored one.
 //   - The DSN is stored sealed (models.DB.Sealer, bound to the row) and never leaves this
 //     package: Connection carries it masked ("postgres://user:•••@host:5432/db"), and error
 //     messages never contain the password.
@@ -40,10 +41,20 @@
 //   - Exec runs exactly one statement with its values bound as parameters ($1, $2…), never
 //     spliced into the SQL, through the extended protocol (which refuses several statements
 //     in one string, even with no values), in a transaction with SET LOCAL
-//     statement_timeout, committed when the statement succeeds. Its errors are *Error, typed
-//     for services/classify (validation for SQL and data errors, transient for connection,
-//     serialization and deadlock failures, timeout for the statement timeout…), except an
-//     unknown connection name, which is models.NotFound("database connection").
+//     statement_timeout, committed when the statement succeeds.
+//   - Exec runs a statement exactly once per idempotency key (the compensation key): the
+//     key is recorded in the connection's key table, in the target database, in the
+//     statement's own transaction before the statement runs, so the two commit together or
+//     not at all, and a run that finds its key committed does not run the statement again
+//     (Result.Replayed, with the rows the committed run affected). The key table (columns
+//     key TEXT PRIMARY KEY, executed_at TIMESTAMPTZ, rows_affected BIGINT) is created on
+//     first use where the role may; where it may not, Exec refuses before the statement
+//     with KEY_TABLE (permanent), saying which table to create and what to grant. Changing
+//     a connection's key table forgets the keys recorded in the old one.
+//   - Exec's errors are *Error, typed for services/classify (validation for SQL and data
+//     errors, transient for connection, serialization and deadlock failures, timeout for
+//     the statement timeout…), except an unknown connection name, which is
+//     models.NotFound("database connection").
 //   - Database errors are not a channel: an *Error's message (what the engine stores and
 //     pages show) is the SQLSTATE and its condition name from PostgreSQL's Appendix A
 //     ("22P02 invalid_text_representation"), never the server's message text, which can
@@ -151,9 +162,12 @@ type Connection struct {
 	Driver      string
 	MaskedDSN   string
 	Description string
-	CreatedBy   string // the user's or API token's id; "" for the system
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// KeyTable is the table in the connection's database where database_operation
+	// compensations record their idempotency keys ("schema.table" or "table").
+	KeyTable  string
+	CreatedBy string // the user's or API token's id; "" for the system
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// LastTestedAt is when the connection was last tested (nil: never); LastTestError that
 	// test's error ("" when it succeeded).
 	LastTestedAt  *time.Time
@@ -162,7 +176,7 @@ type Connection struct {
 
 func view(c *models.DBConnection) *Connection {
 	out := &Connection{ID: c.ID, Name: c.Name, Driver: c.Driver, MaskedDSN: MaskDSN(c.DSN), Description: c.Description,
-		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), LastTestedAt: c.LastTestedAt}
+		KeyTable: orText(c.KeyTable, DefaultKeyTable), CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(), LastTestedAt: c.LastTestedAt}
 	if c.CreatedBy != nil {
 		out.CreatedBy = *c.CreatedBy
 	}
@@ -183,6 +197,10 @@ type Input struct {
 	// DSN is the connection string; on Update "" keeps the stored one.
 	DSN         string
 	Description string
+	// KeyTable names the key table of database_operation compensations: a table name of
+	// lowercase letters, digits and '_', optionally schema-qualified ("ledger.keys"). Nil
+	// keeps the stored one (DefaultKeyTable on Create); "" is DefaultKeyTable.
+	KeyTable *string
 }
 
 // List returns the organization's connections by name.
@@ -224,7 +242,10 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, i
 	}
 	now := s.now()
 	c := models.DBConnection{ID: models.NewID(), OrganizationID: orgID, Name: in.Name, Driver: in.Driver, DSN: in.DSN,
-		Description: in.Description, CreatedAt: now, UpdatedAt: now}
+		Description: in.Description, KeyTable: DefaultKeyTable, CreatedAt: now, UpdatedAt: now}
+	if in.KeyTable != nil {
+		c.KeyTable = *in.KeyTable
+	}
 	if actor.ID != "" {
 		id := actor.ID
 		c.CreatedBy = &id
@@ -237,7 +258,8 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, i
 			return err
 		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "connection.created", EntityType: "db_connection",
-			EntityID: c.ID, At: now, Details: map[string]any{"name": c.Name, "driver": c.Driver, "dsn": MaskDSN(c.DSN), "description": c.Description}})
+			EntityID: c.ID, At: now, Details: map[string]any{"name": c.Name, "driver": c.Driver, "dsn": MaskDSN(c.DSN), "description": c.Description,
+				"keyTable": c.KeyTable}})
 	})
 	if err != nil {
 		return nil, err
@@ -258,6 +280,10 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 	}
 	before := *c
 	c.Name, c.Driver, c.Description, c.UpdatedAt = in.Name, in.Driver, in.Description, s.now()
+	c.KeyTable = orText(c.KeyTable, DefaultKeyTable)
+	if in.KeyTable != nil {
+		c.KeyTable = *in.KeyTable
+	}
 	if in.DSN != "" && in.DSN != c.DSN {
 		c.DSN, c.LastTestedAt, c.LastTestError = in.DSN, nil, nil
 	}
@@ -273,6 +299,9 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 	}
 	if before.Description != c.Description {
 		changed["description"] = map[string]any{"from": before.Description, "to": c.Description}
+	}
+	if orText(before.KeyTable, DefaultKeyTable) != c.KeyTable {
+		changed["keyTable"] = map[string]any{"from": orText(before.KeyTable, DefaultKeyTable), "to": c.KeyTable}
 	}
 	err = s.db.Tx(ctx, func(tx *gorm.DB) error {
 		if err := nameFree(tx, orgID, c.Name, c.ID); err != nil {
@@ -364,6 +393,16 @@ func validate(in *Input, requireDSN bool) map[string]string {
 			fields["dsn"] = msg
 		}
 	}
+	if in.KeyTable != nil {
+		k := strings.TrimSpace(*in.KeyTable)
+		if k == "" {
+			k = DefaultKeyTable
+		}
+		in.KeyTable = &k
+		if _, ok := parseKeyTable(k); !ok {
+			fields["keyTable"] = msgKeyTable
+		}
+	}
 	in.Description = strings.TrimSpace(in.Description)
 	switch {
 	case utf8.RuneCountInString(in.Description) > MaxDescriptionLength:
@@ -440,80 +479,152 @@ func (s *Service) test(ctx context.Context, c *models.DBConnection) *Error {
 	return nil
 }
 
-// Exec runs statement with args bound as its parameters ($1, $2…) through the
-// organization's connection called name, in a transaction whose statement_timeout is
-// timeout (DefaultTimeout when not positive, at most MaxTimeout), and commits it. It returns
-// the number of rows the statement affected.
+// Statement is what Exec runs.
+type Statement struct {
+	// Connection is the name of the organization's connection.
+	Connection string
+	// SQL is one statement, its values as parameters ($1, $2…).
+	SQL string
+	// Args are the values of the parameters.
+	Args []any
+	// Timeout is the statement_timeout of its transaction: DefaultTimeout when not positive,
+	// at most MaxTimeout.
+	Timeout time.Duration
+	// Key is the statement's idempotency key (the compensation key: at most MaxKeyLength
+	// bytes): the statement runs at most once per key in the connection's database.
+	Key string
+}
+
+// Result is what Exec did.
+type Result struct {
+	// RowsAffected is the number of rows the statement affected; for a replay, the number
+	// the run that committed recorded.
+	RowsAffected int64
+	// Replayed says the key was recorded already: an earlier run committed the statement,
+	// which was not run again.
+	Replayed bool
+}
+
+// Exec runs st.SQL with st.Args bound as its parameters ($1, $2…) through the
+// organization's connection st.Connection, in a transaction whose statement_timeout is
+// st.Timeout, exactly once per st.Key: in that transaction it first records the key in the
+// connection's key table (KeyTable, in the target database; created there on first use),
+// then runs the statement and records the rows it affected, and commits the three
+// together. A key recorded already is a replay: the statement is not run again, and Result
+// has the rows the committed run affected, with Replayed. A run of the same key in flight
+// is waited for (within the timeout): when it commits, this one is a replay; when it rolls
+// back, this one runs the statement.
 //
 // Errors: models.NotFound("database connection") for an unknown name; otherwise an *Error
-// (classify.Classified): validation for an empty statement (EMPTY_STATEMENT), for several
-// statements in one string or a syntax error, an unknown table or column, bad data or a
-// violated constraint (SQLSTATE_42601, …), for a number of values other than the
-// statement's parameters (PARAMETERS) or a value the driver cannot send as its parameter's
-// type (ARGUMENTS); timeout for the statement timeout (SQLSTATE_57014) or a connection that
+// (classify.Classified): validation for an empty statement (EMPTY_STATEMENT), an empty or
+// too long key (KEY), for several statements in one string or a syntax error, an unknown
+// table or column, bad data or a violated constraint (SQLSTATE_42601, …), for a number of
+// values other than the statement's parameters (PARAMETERS), a value the driver cannot send
+// as its parameter's type (ARGUMENTS) or a statement that ends the transaction
+// (TRANSACTION); timeout for the statement timeout (SQLSTATE_57014) or a connection that
 // does not answer in time (ETIMEDOUT); transient for a refused or broken connection or a
 // host that does not resolve (CONNECT, CONNECTION, ENOTFOUND, OWN_SERVER_UNKNOWN),
 // serialization failures and deadlocks (SQLSTATE_40001, SQLSTATE_40P01); permanent for
 // Lifeline's own servers (OWN_SERVER), an address the SSRF rules refuse
 // (DESTINATION_DENIED) and a privileged role (PRIVILEGED_ROLE), all three before the
-// statement is sent; authorization for a rejected login or privilege (SQLSTATE_28P01,
-// SQLSTATE_42501). Nothing is committed when it fails.
-func (s *Service) Exec(ctx context.Context, orgID, name, statement string, args []any, timeout time.Duration) (rowsAffected int64, err error) {
-	if strings.Trim(statement, " \t\r\n;") == "" {
-		return 0, &Error{Type: classify.Validation, Code: "EMPTY_STATEMENT", Message: "the statement is empty"}
+// statement is sent, and for a key table the role cannot create or use (KEY_TABLE, saying
+// what to create or grant: before the statement is run); authorization for a rejected
+// login or privilege (SQLSTATE_28P01, SQLSTATE_42501). Nothing is committed when it fails
+// (but a key table it created).
+func (s *Service) Exec(ctx context.Context, orgID string, st Statement) (Result, error) {
+	if strings.Trim(st.SQL, " \t\r\n;") == "" {
+		return Result{}, &Error{Type: classify.Validation, Code: "EMPTY_STATEMENT", Message: "the statement is empty"}
 	}
+	if st.Key == "" || len(st.Key) > MaxKeyLength {
+		return Result{}, &Error{Type: classify.Validation, Code: "KEY",
+			Message: fmt.Sprintf("the statement's idempotency key must be 1-%d bytes", MaxKeyLength)}
+	}
+	timeout := st.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	timeout = min(timeout, MaxTimeout)
-	c, err := s.db.DBConnectionByName(ctx, orgID, name)
+	c, err := s.db.DBConnectionByName(ctx, orgID, st.Connection)
 	if err != nil {
-		return 0, err
+		return Result{}, err
+	}
+	table, ok := parseKeyTable(c.KeyTable)
+	if !ok {
+		return Result{}, keyTableError(fmt.Sprintf("database connection %q: the key table %s", c.Name, msgKeyTable))
 	}
 	cfg, err := s.config(c, connectTimeout)
 	if err != nil {
-		return 0, err
+		return Result{}, err
 	}
 	// The server ends the statement at its timeout; this deadline only guards against a
 	// server or network that stops answering altogether.
-	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+timeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+2*timeout+5*time.Second)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return 0, classified(ctx, err, where(cfg), false)
+		return Result{}, classified(ctx, err, where(cfg), false)
 	}
 	defer closeConn(conn)
-	fail := func(err error) (int64, error) { return 0, classified(ctx, err, where(cfg), !conn.IsClosed()) }
-	if err := checkRole(ctx, conn, cfg.User); err != nil {
-		return fail(err)
+	res, err := runOnce(ctx, conn, cfg.User, table, st, timeout)
+	if err != nil {
+		return Result{}, classified(ctx, err, where(cfg), !conn.IsClosed())
+	}
+	return res, nil
+}
+
+// runOnce checks the role, makes sure of the key table and runs st once per key (see Exec)
+// on conn; its errors are for classified.
+func runOnce(ctx context.Context, conn *pgx.Conn, user string, table keyTable, st Statement, timeout time.Duration) (Result, error) {
+	if err := checkRole(ctx, conn, user); err != nil {
+		return Result{}, err
+	}
+	if err := ensureKeyTable(ctx, conn, table, user); err != nil {
+		return Result{}, err
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fail(err)
+		return Result{}, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: nothing to do
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
-		return fail(err)
+		return Result{}, err
 	}
 	// Prepared under its own text, the statement is parsed by the extended protocol, which
 	// refuses several statements; Exec then runs that prepared statement even with no values
-	// (pgx would otherwise send a statement without values by the simple protocol).
-	sd, err := conn.Prepare(ctx, statement, statement)
+	// (pgx would otherwise send a statement without values by the simple protocol). Checked
+	// before the key is claimed: a statement that cannot run waits for no one.
+	sd, err := conn.Prepare(ctx, st.SQL, st.SQL)
 	if err != nil {
-		return fail(err)
+		return Result{}, err
 	}
-	if len(sd.ParamOIDs) != len(args) {
-		return 0, &Error{Type: classify.Validation, Code: "PARAMETERS",
-			Message: fmt.Sprintf("the statement has %d parameters but %d values were given", len(sd.ParamOIDs), len(args))}
+	if len(sd.ParamOIDs) != len(st.Args) {
+		return Result{}, &Error{Type: classify.Validation, Code: "PARAMETERS",
+			Message: fmt.Sprintf("the statement has %d parameters but %d values were given", len(sd.ParamOIDs), len(st.Args))}
 	}
-	tag, err := tx.Exec(ctx, statement, args...)
+	claimed, err := claimKey(ctx, tx, table, st.Key)
 	if err != nil {
-		return fail(err)
+		return Result{}, err
+	}
+	if !claimed {
+		n, err := recordedRows(ctx, tx, table, st.Key)
+		return Result{RowsAffected: n, Replayed: err == nil}, err
+	}
+	tag, err := tx.Exec(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return Result{}, err
+	}
+	// COMMIT or ROLLBACK as the statement would part the key from the statement's effect.
+	if conn.PgConn().TxStatus() != 'T' {
+		return Result{}, &Error{Type: classify.Validation, Code: "TRANSACTION",
+			Message: "the statement ended the transaction; it must run inside the one that records its idempotency key"}
+	}
+	if err := recordRows(ctx, tx, table, st.Key, tag.RowsAffected()); err != nil {
+		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fail(err)
+		return Result{}, err
 	}
-	return tag.RowsAffected(), nil
+	return Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
 // where names a config's database servers as its DSN does: "db.example.com:5432", or the

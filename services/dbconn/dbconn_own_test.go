@@ -94,7 +94,7 @@ func TestDBConnOwnServer(t *testing.T) {
 			if tested == nil || tested.LastTestError == "" {
 				t.Errorf("test %s not recorded: %+v", dsn, tested)
 			}
-			_, err = s.Exec(ctx, o, fmt.Sprintf("own-%d", i), "SELECT 1", nil, 0)
+			_, err = s.Exec(ctx, o, statement(fmt.Sprintf("own-%d", i), "SELECT 1", nil, 0))
 			if r := typeOf(err); r.Code != "OWN_SERVER" || r.Type != classify.Permanent {
 				t.Errorf("exec %s: %+v", dsn, r)
 			}
@@ -115,8 +115,8 @@ func TestDBConnOwnServer(t *testing.T) {
 		if tested, err := s.Test(ctx, o, c.ID); err != nil || tested.LastTestError != "" {
 			t.Errorf("office: %+v %v", tested, err)
 		}
-		if n, err := s.Exec(ctx, o, "office", "SELECT 1", nil, 0); err != nil || n != 1 {
-			t.Errorf("office exec: %d %v", n, err)
+		if n, err := s.Exec(ctx, o, statement("office", "SELECT 1", nil, 0)); err != nil || n.RowsAffected != 1 {
+			t.Errorf("office exec: %+v %v", n, err)
 		}
 	})
 }
@@ -133,7 +133,7 @@ func TestDBConnOwnServerUnknown(t *testing.T) {
 		if _, err := s.Create(ctx, o, admin, dbconn.Input{Name: "office", DSN: office.DSN}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Exec(ctx, o, "office", "SELECT 1", nil, 0)
+		_, err := s.Exec(ctx, o, statement("office", "SELECT 1", nil, 0))
 		if r := typeOf(err); r.Code != "OWN_SERVER_UNKNOWN" || r.Type != classify.Transient {
 			t.Errorf("exec: %+v", r)
 		}
@@ -184,7 +184,7 @@ func TestDBConnPrivilegedRole(t *testing.T) {
 			if r := typeOf(err); r.Code != "PRIVILEGED_ROLE" || r.Type != classify.Permanent || r.Message != want || tested.LastTestError != want {
 				t.Errorf("%s: test %+v", c.name, r)
 			}
-			_, err = s.Exec(ctx, o, conn.Name, "UPDATE clients SET status = $1 WHERE id = 1", []any{c.name}, 0)
+			_, err = s.Exec(ctx, o, statement(conn.Name, "UPDATE clients SET status = $1 WHERE id = 1", []any{c.name}, 0))
 			if r := typeOf(err); r.Code != "PRIVILEGED_ROLE" || r.Message != want {
 				t.Errorf("%s: exec %+v", c.name, r)
 			}
@@ -193,8 +193,12 @@ func TestDBConnPrivilegedRole(t *testing.T) {
 		if err := office.Conn.QueryRow(ctx, "SELECT status FROM clients WHERE id = 1").Scan(&status); err != nil || status != "active" {
 			t.Errorf("a refused connection ran its statement: %q %v", status, err)
 		}
-		// A role with rights on the table and nothing more: allowed.
-		plain := role("plain", "")
+		// A role with rights on the table and on the compensations' key table (which it may
+		// not create), and nothing more: allowed.
+		if _, err := office.Conn.Exec(ctx, "CREATE TABLE lifeline_compensation_keys (key TEXT PRIMARY KEY, executed_at TIMESTAMPTZ NOT NULL, rows_affected BIGINT)"); err != nil {
+			t.Fatal(err)
+		}
+		plain := role("plain", "", "GRANT SELECT, INSERT, UPDATE ON lifeline_compensation_keys TO %s")
 		c, err := s.Create(ctx, o, admin, dbconn.Input{Name: "plain", DSN: office.DSNAs(plain, password)})
 		if err != nil {
 			t.Fatal(err)
@@ -202,8 +206,8 @@ func TestDBConnPrivilegedRole(t *testing.T) {
 		if tested, err := s.Test(ctx, o, c.ID); err != nil || tested.LastTestError != "" {
 			t.Errorf("plain role: %+v %v", tested, err)
 		}
-		if n, err := s.Exec(ctx, o, "plain", "UPDATE clients SET status = $1 WHERE id = 1", []any{"plain"}, 0); err != nil || n != 1 {
-			t.Errorf("plain role exec: %d %v", n, err)
+		if n, err := s.Exec(ctx, o, statement("plain", "UPDATE clients SET status = $1 WHERE id = 1", []any{"plain"}, 0)); err != nil || n.RowsAffected != 1 {
+			t.Errorf("plain role exec: %+v %v", n, err)
 		}
 	})
 }
@@ -224,8 +228,8 @@ func TestDBConnErrorsCarryNoData(t *testing.T) {
 		if _, err := s.Create(ctx, o, admin, dbconn.Input{Name: "office", DSN: office.DSN}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Exec(ctx, o, "office", "SELECT CAST((SELECT email||' '||left(password_hash,40) FROM users WHERE email=$1) AS integer)",
-			[]any{"admin@office.example"}, 0)
+		_, err := s.Exec(ctx, o, statement("office", "SELECT CAST((SELECT email||' '||left(password_hash,40) FROM users WHERE email=$1) AS integer)",
+			[]any{"admin@office.example"}, 0))
 		r := typeOf(err)
 		if r.Code != "SQLSTATE_22P02" || r.Type != classify.Validation || r.Message != "22P02 invalid_text_representation" || err.Error() != r.Message {
 			t.Errorf("exfiltration: %+v", r)
@@ -241,7 +245,7 @@ func TestDBConnErrorsCarryNoData(t *testing.T) {
 			}
 		}
 		// RAISE with the row in its text: the same.
-		_, err = s.Exec(ctx, o, "office", `DO $$ BEGIN RAISE EXCEPTION '%', (SELECT password_hash FROM users LIMIT 1); END $$`, nil, 0)
+		_, err = s.Exec(ctx, o, statement("office", `DO $$ BEGIN RAISE EXCEPTION '%', (SELECT password_hash FROM users LIMIT 1); END $$`, nil, 0))
 		if r := typeOf(err); r.Message != "P0001 raise_exception" {
 			t.Errorf("raise: %+v", r)
 		}

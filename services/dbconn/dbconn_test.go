@@ -70,6 +70,11 @@ func target(t *testing.T, db *models.DB, now func() time.Time) (*modeltest.Offic
 
 func typeOf(err error) classify.Result { return classify.Classify(err) }
 
+// statement is a Statement with an idempotency key of its own: each runs as a first run.
+func statement(conn, sql string, args []any, timeout time.Duration) dbconn.Statement {
+	return dbconn.Statement{Connection: conn, SQL: sql, Args: args, Timeout: timeout, Key: "test:" + models.NewID()}
+}
+
 func TestDBConnValidation(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
@@ -99,6 +104,12 @@ func TestDBConnValidation(t *testing.T) {
 			{"no user", dbconn.Input{Name: "ledger", DSN: "postgres://db.example.com/ledger"}, "dsn", "must name the user"},
 			{"description", dbconn.Input{Name: "ledger", DSN: good, Description: strings.Repeat("ż", 501)}, "description", "must be at most 500 characters"},
 			{"control", dbconn.Input{Name: "ledger", DSN: good, Description: "a\x00b"}, "description", "must not contain control characters"},
+			{"key table capitals", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("Keys")}, "keyTable", "must be a table name of lowercase letters"},
+			{"key table quote", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr(`keys"; DROP TABLE x; --`)}, "keyTable", "must be a table name"},
+			{"key table three parts", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("db.ledger.keys")}, "keyTable", "must be a table name"},
+			{"key table digit", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("1keys")}, "keyTable", "must be a table name"},
+			{"key table long", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr(strings.Repeat("k", 64))}, "keyTable", "must be a table name"},
+			{"key table space", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("ledger keys")}, "keyTable", "must be a table name"},
 		} {
 			_, err := s.Create(ctx, o, admin, c.in)
 			var me *models.Error
@@ -257,16 +268,26 @@ func TestDBConnCRUD(t *testing.T) {
 				t.Errorf("test %s from another organization: %v", id, err)
 			}
 		}
-		if _, err := s.Exec(ctx, other, "zeta", "SELECT 1", nil, 0); models.ErrorCode(err) != models.ENOTFOUND || err.Error() != "not_found: database connection not found" {
+		if _, err := s.Exec(ctx, other, statement("zeta", "SELECT 1", nil, 0)); models.ErrorCode(err) != models.ENOTFOUND || err.Error() != "not_found: database connection not found" {
 			t.Errorf("exec by another organization's name: %v", err)
 		}
 		now = now.Add(time.Hour)
 		if _, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "alfa", DSN: ""}); models.ErrorCode(err) != models.EINVALID {
 			t.Errorf("rename onto another's name: %v", err)
 		}
-		u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", DSN: "postgres://u:q@h2/db", Description: "Nowa"})
-		if err != nil || u.Name != "omega" || u.MaskedDSN != "postgres://u:•••@h2/db" || !u.UpdatedAt.Equal(now) || !u.CreatedAt.Equal(now.Add(-time.Hour)) {
+		u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", DSN: "postgres://u:q@h2/db", Description: "Nowa", KeyTable: ptr(" ledger.keys ")})
+		if err != nil || u.Name != "omega" || u.MaskedDSN != "postgres://u:•••@h2/db" || !u.UpdatedAt.Equal(now) || !u.CreatedAt.Equal(now.Add(-time.Hour)) ||
+			u.KeyTable != "ledger.keys" {
 			t.Fatalf("updated %+v %v", u, err)
+		}
+		// No key table keeps the stored one; an empty one is the default.
+		now = now.Add(time.Minute)
+		if u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", Description: "Nowa"}); err != nil || u.KeyTable != "ledger.keys" {
+			t.Errorf("update without a key table: %+v %v", u, err)
+		}
+		now = now.Add(time.Minute)
+		if u, err := s.Update(ctx, o, a.ID, admin, dbconn.Input{Name: "alfa", KeyTable: ptr("")}); err != nil || u.KeyTable != dbconn.DefaultKeyTable {
+			t.Errorf("update with an empty key table: %+v %v", u, err)
 		}
 		now = now.Add(time.Hour)
 		if err := s.Delete(ctx, o, a.ID, admin); err != nil {
@@ -283,13 +304,24 @@ func TestDBConnCRUD(t *testing.T) {
 		for _, e := range entries {
 			actions = append(actions, e.Action)
 		}
-		if strings.Join(actions, ",") != "connection.created,connection.created,connection.updated,connection.deleted" {
+		if strings.Join(actions, ",") != "connection.created,connection.created,connection.updated,connection.updated,connection.updated,connection.deleted" {
 			t.Errorf("audit %v", actions)
 		}
 		var d map[string]any
+		_ = json.Unmarshal(entries[0].Details, &d)
+		if d["keyTable"] != dbconn.DefaultKeyTable {
+			t.Errorf("create details %v", d)
+		}
 		_ = json.Unmarshal(entries[2].Details, &d)
-		if ch, _ := d["changed"].(map[string]any); ch["name"] == nil || ch["dsn"] == nil || ch["description"] == nil || ch["driver"] != nil {
+		ch, _ := d["changed"].(map[string]any)
+		if kt, _ := ch["keyTable"].(map[string]any); ch["name"] == nil || ch["dsn"] == nil || ch["description"] == nil || ch["driver"] != nil ||
+			kt["from"] != dbconn.DefaultKeyTable || kt["to"] != "ledger.keys" {
 			t.Errorf("update details %v", d)
+		}
+		d = nil
+		_ = json.Unmarshal(entries[3].Details, &d)
+		if ch, _ := d["changed"].(map[string]any); len(ch) != 0 {
+			t.Errorf("an update that changed nothing: %v", d)
 		}
 	})
 }
@@ -328,7 +360,7 @@ func TestDBConnSSRF(t *testing.T) {
 			if tested == nil || tested.LastTestedAt == nil || !strings.Contains(tested.LastTestError, "LIFELINE_DBCONN_ALLOW") || strings.Contains(tested.LastTestError, password) {
 				t.Errorf("%s: recorded %+v", c.dsn, tested)
 			}
-			_, err = c.s.Exec(ctx, o, name, "DELETE FROM clients WHERE id = $1", []any{1}, time.Second)
+			_, err = c.s.Exec(ctx, o, statement(name, "DELETE FROM clients WHERE id = $1", []any{1}, time.Second))
 			if r := typeOf(err); r.Code != "DESTINATION_DENIED" || r.Type != classify.Permanent {
 				t.Errorf("%s: exec %v", c.dsn, r)
 			}
@@ -366,7 +398,8 @@ func TestDBConnExec(t *testing.T) {
 			return name, status
 		}
 		exec := func(stmt string, args []any, timeout time.Duration) (int64, error) {
-			return s.Exec(ctx, o, "ledger", stmt, args, timeout)
+			res, err := s.Exec(ctx, o, statement("ledger", stmt, args, timeout))
+			return res.RowsAffected, err
 		}
 
 		// Values from a step's output (decoded JSON: strings, numbers, json.Number) are bound.
@@ -471,7 +504,7 @@ func TestDBConnExec(t *testing.T) {
 		if tested == nil || tested.LastTestError != err.Error() {
 			t.Errorf("recorded %+v", tested)
 		}
-		if _, err := s.Exec(ctx, o, "missing-db", "SELECT 1", nil, 0); typeOf(err).Code != "SQLSTATE_3D000" {
+		if _, err := s.Exec(ctx, o, statement("missing-db", "SELECT 1", nil, 0)); typeOf(err).Code != "SQLSTATE_3D000" {
 			t.Errorf("exec on a missing database: %v", err)
 		}
 		// A server that is not there: transient.
@@ -479,7 +512,7 @@ func TestDBConnExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.Exec(ctx, o, down.Name, "SELECT 1", nil, 0)
+		_, err = s.Exec(ctx, o, statement(down.Name, "SELECT 1", nil, 0))
 		if r := typeOf(err); r.Type != classify.Transient || r.Code != "CONNECT" || r.Message != "the database server 127.0.0.1:1 refused the connection" {
 			t.Errorf("exec on a closed port: %+v", r)
 		}

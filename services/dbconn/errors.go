@@ -30,7 +30,7 @@ type Error struct {
 	// Code is "SQLSTATE_<code>" for an error the database answered (SQLSTATE_57014 for the
 	// statement timeout), or one of OWN_SERVER, OWN_SERVER_UNKNOWN, DESTINATION_DENIED,
 	// PRIVILEGED_ROLE, ENOTFOUND, ETIMEDOUT, CANCELED, CONNECT, CONNECTION, ARGUMENTS,
-	// PARAMETERS, EMPTY_STATEMENT, DSN.
+	// PARAMETERS, EMPTY_STATEMENT, KEY, KEY_TABLE, TRANSACTION, DSN.
 	Code    string
 	Message string
 	Err     error

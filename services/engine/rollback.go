@@ -14,6 +14,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
+	"lifeline/services/dbconn"
 	"lifeline/services/definition"
 	"lifeline/services/notify"
 	"lifeline/services/redact"
@@ -25,15 +26,19 @@ import (
 // A rollback undoes the completed steps of a failed execution in reverse order (3, 2, 1): one
 // compensation_actions row per completed step that declares a compensation, run one after the
 // other, each durably (a River job per try, a lease while it runs, retries on its own policy,
-// the idempotency key compensate:{execution}:{step}, sent as Idempotency-Key by api_call).
+// the idempotency key compensate:{execution}:{step}, sent as Idempotency-Key by api_call and
+// committed with a database_operation's statement in the target database, so that statement
+// runs once however often its compensation does).
 // A compensation that fails for good does not stop the others unless the workflow says
 // so (settings.rollbackStopOnFailure); the execution's rollback_status ends ROLLED_BACK or
 // ROLLBACK_FAILED. A manual compensation waits for an admin to confirm it was done (or skip it).
 
 // DatabaseExecutor runs one parameterized statement on a database connection an admin
-// configured by name (the database_operation compensation).
+// configured by name (the database_operation compensation), exactly once per
+// Statement.Key: a run that finds its key committed in the target database does not run the
+// statement again and answers with the rows the committed run affected (Result.Replayed).
 type DatabaseExecutor interface {
-	Exec(ctx context.Context, orgID, connection, statement string, args []any, timeout time.Duration) (int64, error)
+	Exec(ctx context.Context, orgID string, st dbconn.Statement) (dbconn.Result, error)
 }
 
 // SetDatabases gives the engine the named database connections of database_operation.
@@ -353,11 +358,17 @@ func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *m
 		conn, _ := comp.Config["connection"].(string)
 		stmt, _ := definition.ConfigString(comp.Config, definition.SQLKeys)
 		params, _ := cfg["params"].([]any)
-		n, err := e.databases.Exec(rctx, ex.OrganizationID, conn, stmt, params, timeout)
+		// The compensation key makes the statement run once, however often the compensation
+		// does (a crash after the commit, a lost answer, a lease that ran out).
+		res, err := e.databases.Exec(rctx, ex.OrganizationID, dbconn.Statement{Connection: conn, SQL: stmt, Args: params, Timeout: timeout,
+			Key: *c.IdempotencyKey})
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"rowsAffected": n}, nil
+		if res.Replayed {
+			return map[string]any{"rowsAffected": res.RowsAffected, "replayed": true}, nil
+		}
+		return map[string]any{"rowsAffected": res.RowsAffected}, nil
 	case definition.CompNotify:
 		msg, _ := definition.ConfigString(cfg, definition.MessageKeys)
 		// Emitted to the notification channels when the result is recorded (RunCompensation).

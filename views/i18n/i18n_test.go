@@ -267,6 +267,15 @@ func TestFormats_EngineText(t *testing.T) {
 		{"service unavailable (503 Service Unavailable)", "service unavailable (503 Usługa niedostępna)"},
 		{"The circuit breaker stayed open longer than the step may wait (24h0m0s); the step was not run.",
 			"Bezpiecznik był otwarty dłużej, niż krok może czekać (24h0m0s); kroku nie uruchomiono."},
+		// A database_operation compensation refused for its key table: the SQL stays as it is.
+		{`the compensations' key table lifeline_compensation_keys does not exist and the connection's role "erp" may not create it (no CREATE on schema public): ` +
+			`CREATE TABLE lifeline_compensation_keys (key TEXT PRIMARY KEY, executed_at TIMESTAMPTZ NOT NULL DEFAULT now(), rows_affected BIGINT); ` +
+			`GRANT SELECT, INSERT, UPDATE ON lifeline_compensation_keys TO "erp"`,
+			`tabela kluczy kompensacji lifeline_compensation_keys nie istnieje, a rola połączenia "erp" nie może jej utworzyć (brak prawa CREATE w schemacie public): ` +
+				`CREATE TABLE lifeline_compensation_keys (key TEXT PRIMARY KEY, executed_at TIMESTAMPTZ NOT NULL DEFAULT now(), rows_affected BIGINT); ` +
+				`GRANT SELECT, INSERT, UPDATE ON lifeline_compensation_keys TO "erp"`},
+		{"the compensations' key table ledger.keys cannot be created: its schema does not exist (ledger); create the schema, or name another table in the connection's settings",
+			"nie można utworzyć tabeli kluczy kompensacji ledger.keys: jej schemat nie istnieje (ledger); utwórz schemat albo wskaż inną tabelę w ustawieniach połączenia"},
 	} {
 		if got := pl.Text(c.in); got != c.pl {
 			t.Errorf("pl %q:\n got %q\nwant %q", c.in, got, c.pl)

@@ -21,8 +21,10 @@ type ConnectionsVM struct {
 // ConnectionRow is one connection. DSN is masked: it never holds the password.
 type ConnectionRow struct {
 	ID, Name, Driver, DSN, Description string
-	Test                               ConnectionTest
-	EditURL, DeleteURL, TestURL        string
+	// KeyTable is where its compensations record their idempotency keys.
+	KeyTable                    string
+	Test                        ConnectionTest
+	EditURL, DeleteURL, TestURL string
 	// Tested marks the row whose test just ran (without htmx): scrolled to and announced.
 	Tested bool
 }
@@ -47,7 +49,9 @@ type ConnectionForm struct {
 	Name        string
 	Driver      string
 	Description string
-	StoredDSN   string // the stored DSN, masked (edit)
+	// KeyTable is the idempotency table's name (the default on a new connection).
+	KeyTable  string
+	StoredDSN string // the stored DSN, masked (edit)
 	// Retype says the DSN that was sent is not shown again and must be typed again.
 	Retype    bool
 	Drivers   []Option

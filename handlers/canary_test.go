@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -18,19 +17,13 @@ import (
 	"lifeline/handlers"
 	"lifeline/models"
 	"lifeline/models/modeltest"
-	"lifeline/services/auth"
 	"lifeline/services/dbconn"
 	"lifeline/services/definition"
-	"lifeline/services/engine"
-	"lifeline/services/jobs"
 	"lifeline/services/notify"
 	"lifeline/services/notify/email"
 	"lifeline/services/notify/slack"
 	"lifeline/services/notify/teams"
 	"lifeline/services/outbound"
-	"lifeline/services/redact"
-	"lifeline/services/secrets"
-	"lifeline/services/steps"
 	"lifeline/services/workflows"
 )
 
@@ -82,57 +75,28 @@ type canaryApp struct {
 
 func newCanaryApp(t *testing.T, db *models.DB, logw io.Writer) *canaryApp {
 	t.Helper()
-	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	allow := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	client := outbound.NewClient(outbound.Options{Allow: allow, Timeout: 5 * time.Second})
-	reg := steps.Builtins(client)
-	spec, err := secrets.NewKeySpec("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := secrets.ParseRing(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer := secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}
-	db.Sealer = sealer
 	sink, err := email.StartSink("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sink.Close() })
-	ns := notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
-		notify.Email: email.New(sink.Config("lifeline@lifeline.test")),
-		notify.Slack: slack.New(client),
-		notify.Teams: skipURLCheck(teams.New(client)),
-	}})
-	eng := engine.New(db, reg, log, engine.Config{Sealer: sealer})
-	eng.SetNotifier(ns)
-	databases := dbconn.New(db, dbconn.Config{})
-	eng.SetDatabases(databases)
-	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runner.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = runner.Stop(ctx)
+	ca := &canaryApp{sink: sink}
+	ca.app = newAppWith(t, db, logw, func(d *handlers.Deps, _ string) {
+		ca.ns = notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
+			notify.Email: email.New(sink.Config("lifeline@lifeline.test")),
+			notify.Slack: slack.New(client),
+			notify.Teams: skipURLCheck(teams.New(client)),
+		}})
+		d.Engine.SetNotifier(ca.ns)
+		d.Databases = dbconn.New(db, dbconn.Config{})
+		d.Engine.SetDatabases(d.Databases)
+		d.Notify = ca.ns
+		d.Workflows.Checks = []definition.Check{workflows.NotificationsCheck(ca.ns)}
+		d.LoginThrottle = nil // the defaults: three sign-ins are well within them
 	})
-	as := &auth.Service{DB: db, Params: fastHash}
-	wfs := &workflows.Service{DB: db, Steps: reg, Checks: []definition.Check{workflows.NotificationsCheck(ns)}}
-	a := &app{t: t, db: db, eng: eng, as: as, wfs: wfs}
-	a.ext = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, `{"error":"invalid"}`, http.StatusBadRequest)
-	}))
-	t.Cleanup(a.ext.Close)
-	a.srv = httptest.NewServer(handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: "http://lifeline.test",
-		Bulk: runner.Bulk(), Databases: databases, Notify: ns}))
-	t.Cleanup(a.srv.Close)
-	return &canaryApp{app: a, ns: ns, sink: sink}
+	return ca
 }
 
 func skipURLCheck(s *teams.Sender) *teams.Sender {

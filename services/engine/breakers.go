@@ -28,6 +28,7 @@ import (
 // own row changes only on a transition, with a compare-and-set, in the transaction that
 // records the failure. An attempt an open breaker refuses makes no request: it is put back to
 // PENDING, with the same attempt number and idempotency key, for when the breaker half-opens.
+// A half-open breaker's trials each hold a trial slot for as long as their attempt runs.
 
 // breakerCacheTTL is how long this process trusts a closed breaker's state without reading it.
 const breakerCacheTTL = time.Second
@@ -139,8 +140,9 @@ func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[
 // organization: its id keeps the organizations apart.
 func cacheKey(orgID, scopeKey string) string { return orgID + " " + scopeKey }
 
-// admit asks the breaker whether the attempt may run. It returns a *waitOnBreaker error when
-// the attempt must wait; any other error is the database's.
+// admit asks the breaker whether attempt a (RUNNING, claimed by this worker) may run. It
+// returns a *waitOnBreaker error when the attempt must wait; any other error is the
+// database's. A half-open breaker admits it as a trial only if it takes a free trial slot.
 func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
 	if id, ok := e.breakers.closed(g.cache); ok && a.WaitingBreakerID == nil {
 		g.id = id
@@ -170,44 +172,45 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 			e.breakers.set(g.cache, b.ID)
 			return e.unwait(ctx, a)
 		}
-		won, err := e.takeTrial(ctx, b, v.ToHalfOpen, now)
-		if err != nil {
+		halfOpened, trial, err := e.takeTrial(ctx, b, v.ToHalfOpen, a, now)
+		switch {
+		case err != nil:
 			return err
-		}
-		if won {
+		case trial:
 			g.trial = true
 			return e.unwait(ctx, a)
+		case halfOpened || !v.ToHalfOpen: // every slot is held by a trial still running
+			return &waitOnBreaker{until: breaker.NoFreeSlot(now).Until, id: b.ID}
 		}
+		// Another worker half-opened it first, or it was opened again: ask again.
 	}
-	return &waitOnBreaker{until: now.Add(2 * time.Second), id: g.id}
+	return &waitOnBreaker{until: breaker.NoFreeSlot(now).Until, id: g.id}
 }
 
-// takeTrial takes a half-open trial slot with a compare-and-set (moving the breaker from open
-// to half-open first when toHalfOpen): false when another worker changed it first.
-func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, now time.Time) (bool, error) {
-	won := false
-	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
-		var r *gorm.DB
+// takeTrial takes a trial slot of breaker b for attempt a, in one transaction, moving the
+// breaker from open to half-open first when toHalfOpen. It reports whether it half-opened
+// the breaker (false when another worker changed it first) and whether a holds a trial slot
+// (false when every slot is held).
+func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, a *models.StepAttempt, now time.Time) (halfOpened, trial bool, err error) {
+	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
+		bt := breakerTx{tx: tx, now: now}
 		if toHalfOpen {
-			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND forced = ? AND opened_at = ?", b.ID, breaker.Open, false, b.OpenedAt).
-				Updates(map[string]any{"state": breaker.HalfOpen, "half_opened_at": now, "trials": 1, "updated_at": now})
-		} else {
-			upd := map[string]any{"trials": gorm.Expr("trials + 1"), "updated_at": now}
-			if b.HalfOpenedAt != nil && now.Sub(*b.HalfOpenedAt) > time.Duration(b.ResetTimeoutMs)*time.Millisecond {
-				upd = map[string]any{"trials": 1, "half_opened_at": now, "updated_at": now} // trials that never reported back
+			won, err := bt.HalfOpen(b.ID, *b.OpenedAt)
+			if err != nil || !won {
+				return err
 			}
-			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND trials = ?", b.ID, breaker.HalfOpen, b.Trials).Updates(upd)
+			halfOpened = true
+			if err := audit.Record(tx, breakerEntry(b, "circuit.half_opened", audit.System, now, nil)); err != nil {
+				return err
+			}
 		}
-		if r.Error != nil || r.RowsAffected == 0 {
-			return r.Error
-		}
-		won = true
-		if !toHalfOpen {
-			return nil
-		}
-		return audit.Record(tx, breakerEntry(b, "circuit.half_opened", audit.System, now, nil))
+		trial, err = bt.TakeTrial(b.ID, breaker.Slots(b.HalfOpenRequests), a)
+		return err
 	})
-	return won, err
+	if err != nil {
+		return false, false, err
+	}
+	return halfOpened, trial, nil
 }
 
 // unwait clears what waiting on a breaker left on an attempt that now runs.
@@ -269,7 +272,7 @@ func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definitio
 	defer e.breakers.forget(g.cache)
 	if g.trial {
 		r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
-			"state": breaker.Open, "opened_at": now, "trials": 0, "failure_count": gorm.Expr("failure_count + 1"), "last_failure_at": now, "updated_at": now})
+			"state": breaker.Open, "opened_at": now, "half_opened_at": nil, "failure_count": gorm.Expr("failure_count + 1"), "last_failure_at": now, "updated_at": now})
 		if r.Error != nil || r.RowsAffected == 0 {
 			return nil, r.Error
 		}
@@ -309,7 +312,7 @@ func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition
 		"reset_timeout_ms": int(g.cfg.ResetTimeout.Milliseconds()), "half_open_requests": g.cfg.HalfOpenRequests, "updated_at": now}
 	trips := breaker.Trips(g.cfg, int(n))
 	if trips {
-		upd["state"], upd["opened_at"], upd["trials"], upd["forced"], upd["reason"] = breaker.Open, now, 0, false, nil
+		upd["state"], upd["opened_at"], upd["forced"], upd["reason"] = breaker.Open, now, false, nil
 	}
 	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.Closed).Updates(upd)
 	if r.Error != nil || r.RowsAffected == 0 || !trips {
@@ -358,7 +361,7 @@ func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *
 func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
 	defer e.breakers.forget(g.cache)
 	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
-		"state": breaker.Closed, "trials": 0, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
+		"state": breaker.Closed, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
 		"success_count": gorm.Expr("success_count + 1"), "last_success_at": now, "updated_at": now})
 	if r.Error != nil || r.RowsAffected == 0 {
 		return nil, r.Error
@@ -430,10 +433,10 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 			return nil, err
 		}
 		defer e.breakers.forget(cacheKey(b.OrganizationID, b.ScopeKey))
-		action, upd := "circuit.closed", map[string]any{"state": breaker.Closed, "trials": 0, "forced": false, "opened_at": nil,
+		action, upd := "circuit.closed", map[string]any{"state": breaker.Closed, "forced": false, "opened_at": nil,
 			"half_opened_at": nil, "failure_count": 0, "reason": reason, "updated_at": now}
 		if r.Open {
-			action, upd = "circuit.opened", map[string]any{"state": breaker.Open, "trials": 0, "forced": true, "opened_at": now,
+			action, upd = "circuit.opened", map[string]any{"state": breaker.Open, "forced": true, "opened_at": now,
 				"half_opened_at": nil, "reason": reason, "updated_at": now}
 		}
 		if err := tx.Model(&models.CircuitBreaker{}).Where("id = ?", b.ID).Updates(upd).Error; err != nil {
@@ -481,6 +484,6 @@ func breakerEntry(b *models.CircuitBreaker, action string, actor audit.Actor, at
 }
 
 func stateOf(b *models.CircuitBreaker) breaker.State {
-	return breaker.State{State: b.State, OpenedAt: b.OpenedAt, HalfOpenedAt: b.HalfOpenedAt, Trials: b.Trials, Forced: b.Forced,
+	return breaker.State{State: b.State, OpenedAt: b.OpenedAt, HalfOpenedAt: b.HalfOpenedAt, Forced: b.Forced,
 		ResetTimeout: time.Duration(b.ResetTimeoutMs) * time.Millisecond, HalfOpenRequests: b.HalfOpenRequests}
 }

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"lifeline/models"
+	"lifeline/services/breaker"
+)
+
+// breakerTx changes the shared state of circuit breakers, in the transaction tx, at now
+// (the database clock). Every change is one guarded compare-and-set: it reports false, with
+// a nil error and nothing written, when the breaker (or trial slot, or attempt) is no longer
+// in the state the change starts from; an error is the database's. The same code runs on PostgreSQL and SQLite; where the SQL must
+// differ, the difference is inside the function. Callers never write a breaker's row.
+type breakerTx struct {
+	tx  *gorm.DB
+	now time.Time
+}
+
+// HalfOpen moves an open breaker whose reset timeout has passed to half-open: open (not
+// forced, opened at openedAt) → half_open. Lost when another worker moved it first, or it
+// was opened again since, or an admin forced it open.
+func (b breakerTx) HalfOpen(id string, openedAt time.Time) (bool, error) {
+	return b.set(b.tx.Where("id = ? AND state = ? AND forced = ? AND opened_at = ?", id, breaker.Open, false, openedAt),
+		map[string]any{"state": breaker.HalfOpen, "half_opened_at": b.now, "updated_at": b.now})
+}
+
+func (b breakerTx) set(where *gorm.DB, upd map[string]any) (bool, error) {
+	r := where.Model(&models.CircuitBreaker{}).Updates(upd)
+	return r.RowsAffected == 1, r.Error
+}
+
+// trialHeld is true of a trial slot (circuit_breaker_trials, in the statement as t) whose
+// attempt may still be running its trial: its lease has not passed (? = now) and the attempt
+// has not been seen to end, that is to be at a later generation, or at the slot's generation
+// in a status other than PENDING (? ?) or RUNNING. An attempt not found, or seen PENDING at the
+// slot's generation, still holds it: a transaction may read an attempt as it was before the
+// claim that made it the trial (PostgreSQL's statement snapshot predates a commit it then
+// waits for), and an attempt whose end it cannot see yet has not freed its slot for it.
+const trialHeld = `t.lease_expires_at > ? AND NOT EXISTS (SELECT 1 FROM step_executions s WHERE s.id = t.attempt_id
+  AND (s.generation > t.generation OR (s.generation = t.generation AND s.status NOT IN (?, ?))))`
+
+// TakeTrial takes a free trial slot of a half-open breaker for attempt a, which has claimed
+// it (RUNNING at a.Generation, leased until a.LeaseExpiresAt): one of the breaker's slots
+// (0 ≤ slot < slots) that no attempt holds (trialHeld), by a compare-and-set on the slot's
+// row. The slot is freed by the attempt's end (whatever commit moves it off RUNNING at that
+// generation: its success, its failure, a hand-back, a reclaim) or when its lease passes;
+// never by the time since the breaker half-opened. Lost when every slot is held: at most
+// slots trials run at once, across every process.
+func (b breakerTx) TakeTrial(id string, slots int, a *models.StepAttempt) (bool, error) {
+	if a.LeaseExpiresAt == nil {
+		return false, errors.New("take a trial slot: attempt " + a.ID + " is not claimed")
+	}
+	args := []any{b.now, models.StepPending, models.StepRunning}
+	var held []int
+	if err := b.tx.Table("circuit_breaker_trials AS t").Where("t.breaker_id = ? AND t.slot < ?", id, slots).
+		Where(trialHeld, args...).Pluck("t.slot", &held).Error; err != nil {
+		return false, err
+	}
+	// The existing row of the slot is the one named by its table (PostgreSQL and SQLite).
+	free := gorm.Expr("NOT ("+strings.ReplaceAll(trialHeld, "t.", "circuit_breaker_trials.")+")", args...)
+	for slot := range slots {
+		if slices.Contains(held, slot) {
+			continue
+		}
+		r := b.tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "breaker_id"}, {Name: "slot"}},
+			DoUpdates: clause.AssignmentColumns([]string{"attempt_id", "generation", "lease_expires_at", "taken_at"}),
+			Where:     clause.Where{Exprs: []clause.Expression{free}},
+		}).Create(&models.BreakerTrial{BreakerID: id, Slot: slot, AttemptID: a.ID, Generation: a.Generation,
+			LeaseExpiresAt: *a.LeaseExpiresAt, TakenAt: b.now})
+		if r.Error != nil {
+			return false, r.Error
+		}
+		if r.RowsAffected == 1 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -36,6 +36,10 @@ const breakerCacheTTL = time.Second
 // releaseSpacing spaces out the attempts a closing breaker releases (10 a second).
 const releaseSpacing = 100 * time.Millisecond
 
+// releaseBatch is how many waiting attempts one statement releases: the transaction that
+// closes a breaker releases the first batch; the rest follow, a batch per transaction.
+const releaseBatch = 500
+
 // CodeCircuitOpen is the error code of an attempt an open breaker refused.
 const CodeCircuitOpen = "circuit_open"
 
@@ -53,6 +57,16 @@ type gate struct {
 	wf      *string
 	step    *string
 	host    *string
+	// release: the breaker the commit recording the attempt's end closed has more waiting
+	// attempts to release after that commit (breakerAfter).
+	release *releasing
+}
+
+// releasing is what is left to release of the attempts waiting on a breaker that closed.
+type releasing struct {
+	id     string
+	from   time.Time // when it closed: the first released attempt's time
+	offset int       // how many were released already
 }
 
 // waitOnBreaker is the "error" of an attempt an open breaker refused.
@@ -263,6 +277,7 @@ func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definitio
 	if g == nil || g.refused {
 		return nil, nil
 	}
+	g.release = nil // what an earlier try of this commit left
 	if !g.cfg.Counts(errorType) {
 		if g.trial { // the dependency answered: its health is not in doubt
 			return e.closeTx(tx, ex, g, now)
@@ -351,13 +366,28 @@ func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *
 	})
 	if err != nil {
 		e.log.WarnContext(ctx, "could not close the circuit breaker after a successful trial", "breaker_id", g.id, "err", err)
+		return
+	}
+	e.breakerAfter(ctx, g)
+}
+
+// breakerAfter does what the commit that recorded an attempt's end left for after it: it
+// releases the rest of the attempts waiting on a breaker that commit closed.
+func (e *Engine) breakerAfter(ctx context.Context, g *gate) {
+	if g == nil {
+		return
+	}
+	if r := g.release; r != nil {
+		g.release = nil
+		e.releaseRest(ctx, r)
 	}
 }
 
 // closeTx closes a half-open breaker whose trial the dependency answered, in tx, and returns
-// the jobs of the waiting attempts it releases (see releaseWaiting). Every close releases the
-// waiting attempts this way: an admin's reset too. Nothing when another worker closed (or
-// reopened) it first: that one released them.
+// the jobs of the first batch of waiting attempts it releases (releaseBatch; g.release says
+// whether there are more, for after the commit). Every close releases the waiting attempts
+// this way: an admin's reset too. Nothing when another worker closed (or reopened) it first:
+// that one released them.
 func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
 	defer e.breakers.forget(g.cache)
 	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
@@ -376,31 +406,37 @@ func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Ti
 	if err := audit.Record(tx, breakerEntry(b, "circuit.closed", audit.System, now, map[string]any{"executionId": ex.ID})); err != nil {
 		return nil, err
 	}
-	return e.releaseWaiting(tx, g.id, now)
+	jobs, more, err := breakerTx{tx: tx, now: now}.ReleaseWaiting(g.id, now, 0, releaseBatch)
+	if more {
+		g.release = &releasing{id: g.id, from: now, offset: releaseBatch}
+	}
+	return jobs, err
 }
 
-// releaseWaiting reschedules the attempts waiting on a breaker that closed, releaseSpacing
-// apart in the order they were waiting, and returns their jobs (for the closing transaction's
-// commit to queue).
-func (e *Engine) releaseWaiting(tx *gorm.DB, breakerID string, now time.Time) ([]Job, error) {
-	var waiting []models.StepAttempt
-	if err := tx.Select("id, generation").Where("waiting_breaker_id = ? AND status = ?", breakerID, models.StepPending).
-		Order("scheduled_at, created_at").Limit(10_000).Find(&waiting).Error; err != nil {
-		return nil, err
-	}
-	jobs := make([]Job, 0, len(waiting))
-	for i, a := range waiting {
-		at := now.Add(time.Duration(i) * releaseSpacing)
-		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
-			Updates(map[string]any{"scheduled_at": at, "next_retry_at": at, "generation": a.Generation + 1, "updated_at": now})
-		if r.Error != nil {
-			return nil, r.Error
+// releaseRest releases the attempts still waiting on a breaker that closed, a batch
+// (releaseBatch) per transaction, each due where the ones before left off, while the
+// breaker stays closed.
+func (e *Engine) releaseRest(ctx context.Context, r *releasing) {
+	for more := true; more; {
+		err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			var state []string
+			if err := tx.Model(&models.CircuitBreaker{}).Where("id = ?", r.id).Pluck("state", &state).Error; err != nil {
+				return nil, err
+			}
+			if len(state) == 0 || state[0] != breaker.Closed {
+				more = false // it opened again: the rest keep waiting on it
+				return nil, nil
+			}
+			jobs, m, err := breakerTx{tx: tx, now: now}.ReleaseWaiting(r.id, r.from, r.offset, releaseBatch)
+			more = m
+			r.offset += releaseBatch
+			return jobs, err
+		})
+		if err != nil {
+			e.log.WarnContext(ctx, "could not release the attempts waiting on a closed circuit breaker; they run at their own time", "breaker_id", r.id, "err", err)
+			return
 		}
-		if r.RowsAffected == 1 {
-			jobs = append(jobs, Job{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: at})
-		}
 	}
-	return jobs, nil
 }
 
 // BreakerAction is an admin's reset or forced opening of a breaker.
@@ -424,6 +460,7 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 		return nil, models.Invalid("breaker.reason", map[string]string{"reason": fmt.Sprintf("must be at most %d characters", MaxNotes)})
 	}
 	var out *models.CircuitBreaker
+	var rest *releasing
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		var b models.CircuitBreaker
 		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.BreakerID).First(&b).Error; err != nil {
@@ -455,8 +492,15 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 		if err := tx.Where("breaker_id = ?", b.ID).Delete(&models.BreakerFailure{}).Error; err != nil {
 			return nil, err
 		}
-		return e.releaseWaiting(tx, b.ID, now)
+		jobs, more, err := breakerTx{tx: tx, now: now}.ReleaseWaiting(b.ID, now, 0, releaseBatch)
+		if more {
+			rest = &releasing{id: b.ID, from: now, offset: releaseBatch}
+		}
+		return jobs, err
 	})
+	if err == nil && rest != nil {
+		e.releaseRest(ctx, rest)
+	}
 	return out, err
 }
 

@@ -84,3 +84,61 @@ func (b breakerTx) TakeTrial(id string, slots int, a *models.StepAttempt) (bool,
 	}
 	return false, nil
 }
+
+// ReleaseWaiting reschedules up to limit of the attempts waiting on the breaker (PENDING,
+// naming it), in the order they began waiting: the i-th is due at from + (offset+i) ×
+// releaseSpacing, at its next generation, and waits no more. One statement, guarded on each
+// attempt being still PENDING at the generation read; an attempt that moved on meanwhile is
+// left alone. It returns the jobs of those it released (for the transaction's commit to
+// queue), and more when there may be others waiting still (it read limit).
+func (b breakerTx) ReleaseWaiting(id string, from time.Time, offset, limit int) (jobs []Job, more bool, err error) {
+	var waiting []models.StepAttempt
+	if err := b.tx.Select("id, generation").Where("waiting_breaker_id = ? AND status = ?", id, models.StepPending).
+		Order("scheduled_at, created_at, id").Limit(limit).Find(&waiting).Error; err != nil {
+		return nil, false, err
+	}
+	jobs, err = b.release(id, waiting, from, offset)
+	return jobs, len(waiting) == limit, err
+}
+
+// release reschedules the waiting attempts (id and generation) as ReleaseWaiting does, in
+// one statement, each only if it is still PENDING at that generation, waiting on the breaker.
+func (b breakerTx) release(id string, waiting []models.StepAttempt, from time.Time, offset int) ([]Job, error) {
+	if len(waiting) == 0 {
+		return nil, nil
+	}
+	row := "(?, ?, ?)"
+	if b.tx.Dialector.Name() == "postgres" { // a VALUES list's parameters have no type of their own there
+		row = "(CAST(? AS uuid), CAST(? AS integer), CAST(? AS timestamptz))"
+	}
+	rows := make([]string, len(waiting))
+	at := make(map[string]time.Time, len(waiting))
+	args := make([]any, 0, 3*len(waiting)+3)
+	args = append(args, b.now)
+	for i, a := range waiting {
+		rows[i] = row
+		at[a.ID] = from.Add(time.Duration(offset+i) * releaseSpacing)
+		args = append(args, a.ID, a.Generation, at[a.ID])
+	}
+	args = append(args, models.StepPending, id)
+	var released []struct {
+		ID         string
+		Generation int
+	}
+	// VALUES columns are column1, column2… on both databases.
+	err := b.tx.Raw(`UPDATE step_executions SET scheduled_at = v.column3, next_retry_at = v.column3,
+  generation = step_executions.generation + 1, waiting_breaker_id = NULL, updated_at = ?
+FROM (VALUES `+strings.Join(rows, ", ")+`) AS v
+WHERE step_executions.id = v.column1 AND step_executions.generation = v.column2 AND step_executions.status = ?
+  AND step_executions.waiting_breaker_id = ?
+RETURNING step_executions.id, step_executions.generation`, args...).Scan(&released).Error
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]Job, len(released))
+	for i, r := range released {
+		jobs[i] = Job{AttemptID: r.ID, Generation: r.Generation, RunAt: at[r.ID]}
+	}
+	slices.SortFunc(jobs, func(x, y Job) int { return x.RunAt.Compare(y.RunAt) })
+	return jobs, nil
+}

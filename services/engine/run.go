@@ -826,6 +826,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	if err != nil {
 		return "", err
 	}
+	e.breakerAfter(ctx, h.gate)
 	switch outcome {
 	case OutcomeRetrying:
 		log.InfoContext(ctx, "step failed; retry scheduled", "error_type", c.Type, "error", c.Message, "delay", delay.String(), "reason", decision.Reason)

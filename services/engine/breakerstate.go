@@ -13,14 +13,74 @@ import (
 	"lifeline/services/breaker"
 )
 
-// breakerTx changes the shared state of circuit breakers, in the transaction tx, at now
-// (the database clock). Every change is one guarded compare-and-set: it reports false, with
-// a nil error and nothing written, when the breaker (or trial slot, or attempt) is no longer
-// in the state the change starts from; an error is the database's. The same code runs on PostgreSQL and SQLite; where the SQL must
+// breakerTx changes the shared state of circuit breakers, in the transaction tx (or, for
+// Ensure, in one statement of its own), at now (the database clock). Every change is one
+// guarded compare-and-set: it reports false, with a nil error and nothing written, when the
+// breaker (or trial slot, or attempt) is no longer in the state the change starts from; an
+// error is the database's. The same code runs on PostgreSQL and SQLite; where the SQL must
 // differ, the difference is inside the function. Callers never write a breaker's row.
+//
+// No change serializes the step path on a breaker's row: a counted failure inserts a row of
+// its own (RecordFailure), and the row changes only on a transition.
 type breakerTx struct {
 	tx  *gorm.DB
 	now time.Time
+}
+
+// breakerScope names a breaker in an organization (scope_key, unique in it) and what its row
+// records of the scope: the workflow and step, or the host.
+type breakerScope struct {
+	org, key       string
+	wf, step, host *string
+}
+
+// Ensure returns the id of the organization's breaker of scope, creating its row (closed,
+// configured as cfg) when there is none. Run outside the transaction that records a
+// failure: concurrent first failures then wait on the unique (organization, scope) only for
+// this one statement, not for each other's transactions.
+func (b breakerTx) Ensure(s breakerScope, cfg breaker.Config) (string, error) {
+	row := models.CircuitBreaker{ID: models.NewID(), OrganizationID: s.org, ScopeKey: s.key, WorkflowID: s.wf, StepID: s.step, Host: s.host,
+		State: breaker.Closed, FailureThreshold: cfg.FailureThreshold, ResetTimeoutMs: int(cfg.ResetTimeout.Milliseconds()),
+		HalfOpenRequests: cfg.HalfOpenRequests, CreatedAt: b.now, UpdatedAt: b.now}
+	if err := b.tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "organization_id"}, {Name: "scope_key"}}, DoNothing: true}).
+		Create(&row).Error; err != nil {
+		return "", err
+	}
+	var ids []string
+	if err := b.tx.Model(&models.CircuitBreaker{}).Where("organization_id = ? AND scope_key = ?", s.org, s.key).Limit(1).Pluck("id", &ids).Error; err != nil {
+		return "", err
+	}
+	if len(ids) == 0 {
+		return "", errors.New("circuit breaker row " + s.key + " vanished as it was created")
+	}
+	return ids[0], nil
+}
+
+// RecordFailure counts a failure against the breaker: it inserts one row (insert-only: no
+// row is locked or updated) and returns the failures in the window as this transaction
+// sees them (on PostgreSQL, without those of transactions not committed yet).
+func (b breakerTx) RecordFailure(id string) (int, error) {
+	if err := b.tx.Create(&models.BreakerFailure{ID: models.NewID(), BreakerID: id, At: b.now}).Error; err != nil {
+		return 0, err
+	}
+	return b.InWindow(id, b.now)
+}
+
+// InWindow counts the breaker's failures since the window before at.
+func (b breakerTx) InWindow(id string, at time.Time) (int, error) {
+	var n int64
+	err := b.tx.Model(&models.BreakerFailure{}).Where("breaker_id = ? AND at > ?", id, at.Add(-breaker.Window)).Count(&n).Error
+	return int(n), err
+}
+
+// Trip opens a closed breaker whose window holds failures (at least cfg's threshold), and
+// stores cfg as its configuration: closed → open. Lost when it is not closed (another worker
+// tripped it first, or it is open or half-open already).
+func (b breakerTx) Trip(id string, cfg breaker.Config, failures int) (bool, error) {
+	return b.set(b.tx.Where("id = ? AND state = ?", id, breaker.Closed), map[string]any{
+		"state": breaker.Open, "opened_at": b.now, "half_opened_at": nil, "forced": false, "reason": nil,
+		"failure_count": failures, "last_failure_at": b.now, "failure_threshold": cfg.FailureThreshold,
+		"reset_timeout_ms": int(cfg.ResetTimeout.Milliseconds()), "half_open_requests": cfg.HalfOpenRequests, "updated_at": b.now})
 }
 
 // HalfOpen moves an open breaker whose reset timeout has passed to half-open: open (not
@@ -29,6 +89,49 @@ type breakerTx struct {
 func (b breakerTx) HalfOpen(id string, openedAt time.Time) (bool, error) {
 	return b.set(b.tx.Where("id = ? AND state = ? AND forced = ? AND opened_at = ?", id, breaker.Open, false, openedAt),
 		map[string]any{"state": breaker.HalfOpen, "half_opened_at": b.now, "updated_at": b.now})
+}
+
+// Reopen opens a half-open breaker again after a trial's counted failure: half_open → open,
+// for another reset timeout. Lost when it is not half-open (another trial closed or reopened
+// it first).
+func (b breakerTx) Reopen(id string) (bool, error) {
+	return b.set(b.tx.Where("id = ? AND state = ?", id, breaker.HalfOpen), map[string]any{
+		"state": breaker.Open, "opened_at": b.now, "half_opened_at": nil, "failure_count": gorm.Expr("failure_count + 1"),
+		"last_failure_at": b.now, "updated_at": b.now})
+}
+
+// Close closes a half-open breaker after a trial the dependency answered, and forgets its
+// counted failures: half_open → closed. Lost when it is not half-open (another trial closed or
+// reopened it first, or an admin acted).
+func (b breakerTx) Close(id string) (bool, error) {
+	won, err := b.set(b.tx.Where("id = ? AND state = ?", id, breaker.HalfOpen), map[string]any{
+		"state": breaker.Closed, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
+		"success_count": gorm.Expr("success_count + 1"), "last_success_at": b.now, "updated_at": b.now})
+	if err != nil || !won {
+		return false, err
+	}
+	return true, b.tx.Where("breaker_id = ?", id).Delete(&models.BreakerFailure{}).Error
+}
+
+// Reset is an admin's reset: the organization's breaker, in any state, → closed (not forced),
+// with the reason, its counted failures forgotten. Lost when the organization has no such
+// breaker.
+func (b breakerTx) Reset(orgID, id, reason string) (bool, error) {
+	won, err := b.set(b.tx.Where("id = ? AND organization_id = ?", id, orgID), map[string]any{
+		"state": breaker.Closed, "forced": false, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
+		"reason": reason, "updated_at": b.now})
+	if err != nil || !won {
+		return false, err
+	}
+	return true, b.tx.Where("breaker_id = ?", id).Delete(&models.BreakerFailure{}).Error
+}
+
+// ForceOpen is an admin's forced opening: the organization's breaker, in any state, → open
+// and forced (it stays open until reset), with the reason. Lost when the organization has no
+// such breaker.
+func (b breakerTx) ForceOpen(orgID, id, reason string) (bool, error) {
+	return b.set(b.tx.Where("id = ? AND organization_id = ?", id, orgID), map[string]any{
+		"state": breaker.Open, "forced": true, "opened_at": b.now, "half_opened_at": nil, "reason": reason, "updated_at": b.now})
 }
 
 func (b breakerTx) set(where *gorm.DB, upd map[string]any) (bool, error) {

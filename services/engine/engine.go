@@ -92,6 +92,10 @@ type Hooks struct {
 	// outside its transaction and before the transaction begins, with the transition's
 	// name (Transition…) and the execution's id.
 	BeforeTx func(transition, executionID string)
+	// FailureCounted is called in the transaction that records a failure counted against a
+	// closed circuit breaker, once the failure is counted and before that transaction
+	// commits, with the breaker's id.
+	FailureCounted func(breakerID string)
 }
 
 // Names of transitions, for Hooks.

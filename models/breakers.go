@@ -2,6 +2,10 @@ package models
 
 import (
 	"context"
+	"database/sql/driver"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -33,6 +37,9 @@ type BreakerRow struct {
 	WorkflowName string
 	// InWindow counts the failures in the last BreakerWindow, by the database clock.
 	InWindow int
+	// LastFailureAt (of CircuitBreaker) is the latest failure: the engine writes a breaker's
+	// row only when it changes state, so the latest failure counted in the window since is
+	// taken from the failures themselves.
 	// Waiting counts the attempts waiting on the breaker (PENDING with waiting_breaker_id).
 	Waiting int
 }
@@ -63,7 +70,37 @@ func (db *DB) ListBreakers(ctx context.Context, orgID string, f BreakerFilter) (
 	if err != nil {
 		return nil, err
 	}
-	return rows, db.breakerCounts(ctx, orgID, rows)
+	if err := db.breakerCounts(ctx, orgID, rows); err != nil {
+		return nil, err
+	}
+	// Failures since the rows were written may make a breaker the more recently failed.
+	rank := map[string]int{"open": 0, "half_open": 1}
+	slices.SortStableFunc(rows, func(a, b BreakerRow) int {
+		ra, ok := rank[a.State]
+		if !ok {
+			ra = 2
+		}
+		rb, ok := rank[b.State]
+		if !ok {
+			rb = 2
+		}
+		if ra != rb {
+			return ra - rb
+		}
+		switch {
+		case a.LastFailureAt == nil && b.LastFailureAt == nil:
+		case a.LastFailureAt == nil:
+			return 1
+		case b.LastFailureAt == nil:
+			return -1
+		default:
+			if c := b.LastFailureAt.Compare(*a.LastFailureAt); c != 0 {
+				return c
+			}
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return rows, nil
 }
 
 // GetBreaker returns one breaker of the organization with its counts, or ENOTFOUND.
@@ -96,7 +133,8 @@ func (db *DB) WorkflowBreakers(ctx context.Context, orgID, workflowID string, ho
 	return out, q.Find(&out).Error
 }
 
-// breakerCounts fills InWindow and Waiting of rows, with one grouped query each.
+// breakerCounts fills InWindow and Waiting of rows, and brings LastFailureAt up to the
+// latest failure in the window, with one grouped query each.
 func (db *DB) breakerCounts(ctx context.Context, orgID string, rows []BreakerRow) error {
 	if len(rows) == 0 {
 		return nil
@@ -110,18 +148,26 @@ func (db *DB) breakerCounts(ctx context.Context, orgID string, rows []BreakerRow
 	if err != nil {
 		return err
 	}
+	var failures []struct {
+		ID   string
+		N    int
+		Last aggTime
+	}
+	if err := db.Conn(ctx).Model(&BreakerFailure{}).Select("breaker_id AS id, count(*) AS n, max(at) AS last").
+		Where("breaker_id IN ? AND at > ?", ids, now.Add(-BreakerWindow)).Group("breaker_id").Scan(&failures).Error; err != nil {
+		return err
+	}
+	for _, c := range failures {
+		r := &rows[at[c.ID]]
+		r.InWindow = c.N
+		if last := c.Last.UTC(); !c.Last.IsZero() && (r.LastFailureAt == nil || last.After(*r.LastFailureAt)) {
+			r.LastFailureAt = &last
+		}
+	}
 	var counts []struct {
 		ID string
 		N  int
 	}
-	if err := db.Conn(ctx).Model(&BreakerFailure{}).Select("breaker_id AS id, count(*) AS n").
-		Where("breaker_id IN ? AND at > ?", ids, now.Add(-BreakerWindow)).Group("breaker_id").Scan(&counts).Error; err != nil {
-		return err
-	}
-	for _, c := range counts {
-		rows[at[c.ID]].InWindow = c.N
-	}
-	counts = counts[:0]
 	if err := db.Conn(ctx).Model(&StepAttempt{}).Select("waiting_breaker_id AS id, count(*) AS n").
 		Where("organization_id = ? AND waiting_breaker_id IN ? AND status = ?", orgID, ids, StepPending).
 		Group("waiting_breaker_id").Scan(&counts).Error; err != nil {
@@ -131,4 +177,41 @@ func (db *DB) breakerCounts(ctx context.Context, orgID string, rows []BreakerRow
 		rows[at[c.ID]].Waiting = c.N
 	}
 	return nil
+}
+
+// aggTime scans a time an aggregate (max) returns: a time on PostgreSQL; on SQLite its text,
+// as the driver writes times, since an aggregate has no declared type to parse it by.
+type aggTime struct{ time.Time }
+
+// Value lets GORM take aggTime for a column type of its own (it is never written).
+func (t aggTime) Value() (driver.Value, error) { return t.Time, nil }
+
+func (t *aggTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		t.Time = time.Time{}
+		return nil
+	case time.Time:
+		t.Time = x
+		return nil
+	case []byte:
+		return t.parse(string(x))
+	case string:
+		return t.parse(x)
+	}
+	return fmt.Errorf("scan %T as a time", v)
+}
+
+func (t *aggTime) parse(s string) error {
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999-07:00", time.RFC3339Nano, "2006-01-02 15:04:05.999999999"} {
+		if p, err := time.Parse(layout, strings.TrimSuffix(s, "Z")); err == nil {
+			t.Time = p
+			return nil
+		}
+		if p, err := time.Parse(layout, s); err == nil {
+			t.Time = p
+			return nil
+		}
+	}
+	return fmt.Errorf("scan %q as a time", s)
 }

@@ -27,6 +27,39 @@ func mkBreaker(t testing.TB, db *models.DB, b models.CircuitBreaker) models.Circ
 	return b
 }
 
+// TestBreakerLastFailureFromWindow: a breaker's row is written only when it changes state;
+// a failure counted since makes its last failure, and its place in the list.
+func TestBreakerLastFailureFromWindow(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		org := mkOrg(t, db, "Biuro Bezpieczniki")
+		wf := mkWorkflow(t, db, org, "Wyciągi")
+		now := time.Now().UTC()
+		ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+		recent := mkBreaker(t, db, models.CircuitBreaker{OrganizationID: org, WorkflowID: &wf, StepID: ptr("fetch"), State: "closed", LastFailureAt: ago(time.Minute)})
+		stale := mkBreaker(t, db, models.CircuitBreaker{OrganizationID: org, WorkflowID: &wf, StepID: ptr("post"), State: "closed", LastFailureAt: ago(time.Hour)})
+		failed := now.Add(-5 * time.Second)
+		if err := db.Conn(ctx).Create(&models.BreakerFailure{ID: models.NewID(), BreakerID: stale.ID, At: failed}).Error; err != nil {
+			t.Fatal(err)
+		}
+		rows, err := db.ListBreakers(ctx, org, models.BreakerFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].ID != stale.ID || rows[1].ID != recent.ID {
+			t.Fatalf("order %+v, want the breaker that failed 5 s ago first", rows)
+		}
+		if got := rows[0].LastFailureAt; got == nil || got.Sub(failed).Abs() > time.Millisecond || rows[0].InWindow != 1 {
+			t.Errorf("last failure %v (in window %d), want %v", got, rows[0].InWindow, failed)
+		}
+		b, err := db.GetBreaker(ctx, org, stale.ID)
+		if err != nil || b.LastFailureAt == nil || b.LastFailureAt.Sub(failed).Abs() > time.Millisecond {
+			t.Errorf("get: %+v %v", b, err)
+		}
+	})
+}
+
 func TestListBreakers(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {

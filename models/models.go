@@ -331,8 +331,6 @@ type CircuitBreaker struct {
 	FailureThreshold int
 	ResetTimeoutMs   int
 	HalfOpenRequests int
-	// Trials counts the half-open trial attempts running.
-	Trials int
 	// Forced: an admin opened it; it stays open until reset. Reason is the admin's.
 	Forced       bool
 	Reason       *string
@@ -352,6 +350,21 @@ type BreakerFailure struct {
 }
 
 func (BreakerFailure) TableName() string { return "circuit_breaker_failures" }
+
+// BreakerTrial is a half-open trial slot of a breaker (Slot < its HalfOpenRequests), held by
+// the attempt running the trial: AttemptID at Generation, until LeaseExpiresAt at the latest.
+// It is free once that attempt is no longer PENDING or RUNNING at Generation, or its lease
+// has passed.
+type BreakerTrial struct {
+	BreakerID      string `gorm:"primaryKey"`
+	Slot           int    `gorm:"primaryKey;autoIncrement:false"`
+	AttemptID      string
+	Generation     int
+	LeaseExpiresAt time.Time
+	TakenAt        time.Time
+}
+
+func (BreakerTrial) TableName() string { return "circuit_breaker_trials" }
 
 // Compensation statuses.
 const (

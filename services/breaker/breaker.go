@@ -7,6 +7,11 @@
 // (attempts wait, without running, until ResetTimeout after it opened) or half-open (at most
 // HalfOpenRequests trial attempts run at once; the first success closes it, a failure opens it
 // again for another ResetTimeout). An admin may force it open: it then stays open until reset.
+//
+// Which trials are running is not in State: a half-open breaker sends an attempt to take one
+// of the breaker's trial slots, which the caller holds in the database for as long as the
+// attempt runs (its end or its lease frees the slot, never the time since it half-opened);
+// an attempt that finds every slot taken asks again after NoFreeSlot.
 package breaker
 
 import (
@@ -144,7 +149,6 @@ type State struct {
 	State            string
 	OpenedAt         *time.Time
 	HalfOpenedAt     *time.Time
-	Trials           int // trial attempts running in half-open
 	Forced           bool
 	ResetTimeout     time.Duration
 	HalfOpenRequests int
@@ -153,8 +157,8 @@ type State struct {
 // Verdict is what a breaker lets an attempt do.
 type Verdict struct {
 	// Run: the attempt runs. Trial: it runs as one of the half-open trials (its result closes
-	// or reopens the breaker). ToHalfOpen: the breaker must first move from open to
-	// half-open (with this attempt as its first trial).
+	// or reopens the breaker), once it holds a free trial slot (else NoFreeSlot). ToHalfOpen:
+	// the breaker must first move from open to half-open (this attempt then takes a slot).
 	Run, Trial, ToHalfOpen bool
 	// Until is when a refused attempt asks again.
 	Until time.Time
@@ -176,14 +180,19 @@ func Admit(s State, now time.Time) Verdict {
 		}
 		return Verdict{Run: true, Trial: true, ToHalfOpen: true}
 	case HalfOpen:
-		stale := s.HalfOpenedAt != nil && now.Sub(*s.HalfOpenedAt) > s.ResetTimeout
-		if s.Trials < max(s.HalfOpenRequests, 1) || stale {
-			return Verdict{Run: true, Trial: true}
-		}
-		return Verdict{Until: now.Add(trialWait)}
+		return Verdict{Run: true, Trial: true}
 	}
 	return Verdict{Run: true}
 }
+
+// NoFreeSlot is the verdict for an attempt that would be a trial of a half-open breaker
+// whose every trial slot is held by a trial still running: it asks again a little later.
+func NoFreeSlot(now time.Time) Verdict {
+	return Verdict{Until: now.Add(trialWait)}
+}
+
+// Slots is how many trial slots a half-open breaker configured for halfOpenRequests has.
+func Slots(halfOpenRequests int) int { return max(halfOpenRequests, 1) }
 
 // Trips reports whether failures counted in the window open a closed breaker.
 func Trips(c Config, failuresInWindow int) bool {

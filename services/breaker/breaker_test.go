@@ -26,11 +26,11 @@ func TestAdmit(t *testing.T) {
 			breaker.Verdict{Run: true, Trial: true, ToHalfOpen: true}},
 		{"forced open stays open", with(func(s *breaker.State) { s.State, s.OpenedAt, s.Forced = breaker.Open, at(0), true }), t0.Add(time.Hour),
 			breaker.Verdict{Until: t0.Add(time.Hour + time.Minute)}},
-		{"half-open with a free slot runs a trial", with(func(s *breaker.State) { s.State, s.HalfOpenedAt, s.Trials = breaker.HalfOpen, at(0), 2 }), t0.Add(time.Second),
+		{"half-open sends the attempt to take a trial slot", with(func(s *breaker.State) { s.State, s.HalfOpenedAt = breaker.HalfOpen, at(0) }), t0.Add(time.Second),
 			breaker.Verdict{Run: true, Trial: true}},
-		{"half-open with every slot taken waits", with(func(s *breaker.State) { s.State, s.HalfOpenedAt, s.Trials = breaker.HalfOpen, at(0), 3 }), t0.Add(time.Second),
-			breaker.Verdict{Until: t0.Add(3 * time.Second)}},
-		{"half-open whose trials outlived the reset timeout frees a slot", with(func(s *breaker.State) { s.State, s.HalfOpenedAt, s.Trials = breaker.HalfOpen, at(0), 3 }),
+		// The time since it half-opened frees no slot: the database holds them (a trial's
+		// end or its lease frees its slot), so the verdict does not change with time.
+		{"half-open long after the reset timeout still asks for a slot", with(func(s *breaker.State) { s.State, s.HalfOpenedAt = breaker.HalfOpen, at(0) }),
 			t0.Add(2 * time.Minute), breaker.Verdict{Run: true, Trial: true}},
 	}
 	for _, c := range cases {
@@ -39,6 +39,16 @@ func TestAdmit(t *testing.T) {
 				t.Errorf("Admit = %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+func TestNoFreeSlotAndSlots(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	if got := breaker.NoFreeSlot(t0); got != (breaker.Verdict{Until: t0.Add(2 * time.Second)}) {
+		t.Errorf("NoFreeSlot = %+v", got)
+	}
+	if breaker.Slots(3) != 3 || breaker.Slots(0) != 1 {
+		t.Errorf("Slots(3) = %d, Slots(0) = %d", breaker.Slots(3), breaker.Slots(0))
 	}
 }
 

@@ -65,7 +65,7 @@ func TestBreakerHostScopeSharedInOrganizationOnly(t *testing.T) {
 		fail(&other, theirs)
 		fail(h, bank)
 		fail(h, bank)
-		if b := h.hostBreaker(u.Host); b == nil || b.State != breaker.Closed || b.FailureCount != 2 {
+		if b := h.hostBreaker(u.Host); b == nil || b.State != breaker.Closed || h.inWindow(b.ID) != 2 {
 			t.Fatalf("after 2 failures of its own (and 2 of another organization): %+v", b)
 		}
 		// A failure of the other workflow on the same host trips the organization's breaker.
@@ -86,7 +86,7 @@ func TestBreakerHostScopeSharedInOrganizationOnly(t *testing.T) {
 		if got := other.wait(other.start(theirs, `{}`).ID, 20*time.Second); got.Status != models.ExecSucceeded {
 			t.Fatalf("another organization's workflow on the open host: %s", got.Status)
 		}
-		if ob := other.hostBreaker(u.Host); ob == nil || ob.ID == b.ID || ob.State != breaker.Closed || ob.FailureCount != 2 {
+		if ob := other.hostBreaker(u.Host); ob == nil || ob.ID == b.ID || ob.State != breaker.Closed || other.inWindow(ob.ID) != 2 {
 			t.Errorf("the other organization's breaker: %+v", ob)
 		}
 		// …while both workflows of this one wait on its open breaker, sending nothing.

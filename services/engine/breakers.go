@@ -7,33 +7,35 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
-	"lifeline/services/notify"
 )
 
 // Circuit breakers sit on the step path. A closed breaker costs nothing but a look in this
 // process's cache (its state is read from the database at most once a second per breaker);
 // a success in the closed state writes nothing. A counted failure inserts one row into
-// circuit_breaker_failures (no hot row to lock) and counts the window from them; the breaker's
-// own row changes only on a transition, with a compare-and-set, in the transaction that
-// records the failure. An attempt an open breaker refuses makes no request: it is put back to
-// PENDING, with the same attempt number and idempotency key, for when the breaker half-opens.
-
-// breakerCacheTTL is how long this process trusts a closed breaker's state without reading it.
-const breakerCacheTTL = time.Second
+// circuit_breaker_failures (no row is locked or updated) and counts the window from them; the
+// breaker's own row changes only on a transition, each a guarded compare-and-set of
+// breakerTx. A failure's transaction cannot see the failures other transactions have not
+// committed yet (PostgreSQL), so when its count falls short of the threshold it counts again
+// once committed: the breaker opens by the threshold'th failure however many fail at once.
+// An attempt an open breaker refuses makes no request: it is put back to PENDING, with the
+// same attempt number and idempotency key, for when the breaker half-opens. A half-open
+// breaker's trials each hold a trial slot for as long as their attempt runs.
 
 // releaseSpacing spaces out the attempts a closing breaker releases (10 a second).
 const releaseSpacing = 100 * time.Millisecond
+
+// releaseBatch is how many waiting attempts one statement releases: the transaction that
+// closes a breaker releases the first batch; the rest follow, a batch per transaction.
+const releaseBatch = 500
 
 // CodeCircuitOpen is the error code of an attempt an open breaker refused.
 const CodeCircuitOpen = "circuit_open"
@@ -41,7 +43,7 @@ const CodeCircuitOpen = "circuit_open"
 // gate is the breaker an attempt passed: which one, and whether the attempt is a half-open trial.
 type gate struct {
 	cfg   breaker.Config
-	key   string // circuit_breaker_state.scope_key, unique in the organization
+	scope breakerScope
 	cache string // this process's cache key: the organization's and the scope key
 	id    string // "" while the breaker has no row (it never failed)
 	trial bool
@@ -49,9 +51,15 @@ type gate struct {
 	// wait budget ran out). Its failure neither counts nor ends a trial; the gate stays only
 	// so the dead letter records the breaker's state.
 	refused bool
-	wf      *string
-	step    *string
-	host    *string
+	// Set by the commit that records the attempt's failure (breakerFailed), for after it
+	// (breakerAfter): inWindow is the window it counted (0: it counted none); recount, that
+	// the count fell short of the threshold and is made again once committed (failedAt,
+	// errorType: the failure's); release, that the breaker it closed has more waiting attempts.
+	inWindow  int
+	recount   bool
+	failedAt  time.Time
+	errorType string
+	release   *releasing
 }
 
 // waitOnBreaker is the "error" of an attempt an open breaker refused.
@@ -64,53 +72,6 @@ func (w *waitOnBreaker) Error() string {
 	return "Waiting on the circuit breaker until " + w.until.UTC().Format(time.RFC3339)
 }
 
-type breakerCache struct {
-	mu sync.Mutex
-	m  map[string]cachedBreaker
-}
-
-type cachedBreaker struct {
-	id string
-	at time.Time
-	// forgotten: a transition of this breaker is being committed; until at+breakerCacheTTL
-	// its state is read from the database every time and not cached (a read racing the
-	// commit would see the old, closed state).
-	forgotten bool
-}
-
-func (c *breakerCache) closed(key string) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	b, ok := c.m[key]
-	if !ok || b.forgotten || time.Since(b.at) > breakerCacheTTL {
-		return "", false
-	}
-	return b.id, true
-}
-
-func (c *breakerCache) set(key, id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b, ok := c.m[key]; ok && b.forgotten && time.Since(b.at) <= breakerCacheTTL {
-		return
-	}
-	if c.m == nil || len(c.m) > 10_000 {
-		c.m = map[string]cachedBreaker{}
-	}
-	c.m[key] = cachedBreaker{id: id, at: time.Now()}
-}
-
-// forget drops a breaker's cached state when a transaction changes it, and keeps it out of
-// the cache for breakerCacheTTL: long enough for that transaction to commit.
-func (c *breakerCache) forget(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]cachedBreaker{}
-	}
-	c.m[key] = cachedBreaker{at: time.Now(), forgotten: true}
-}
-
 // breakerOf returns the gate of step i of an execution, before it is admitted: its
 // configuration and key (step scope, or the host of the rendered config's url).
 func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[string]any) *gate {
@@ -118,20 +79,20 @@ func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[
 	if !c.Enabled {
 		return nil
 	}
-	g := &gate{cfg: c}
+	g := &gate{cfg: c, scope: breakerScope{org: ex.OrganizationID}}
 	if c.Scope == breaker.ScopeHost {
 		if raw, ok := cfg["url"].(string); ok {
 			if u, err := url.Parse(raw); err == nil && u.Host != "" {
 				host := strings.ToLower(u.Host)
-				g.key, g.host = "host:"+host, &host
-				g.cache = cacheKey(ex.OrganizationID, g.key)
+				g.scope.key, g.scope.host = "host:"+host, &host
+				g.cache = cacheKey(ex.OrganizationID, g.scope.key)
 				return g
 			}
 		}
 	}
 	step := def.Steps[i].ID
-	g.key, g.wf, g.step = "step:"+ex.WorkflowID+":"+step, &ex.WorkflowID, &step
-	g.cache = cacheKey(ex.OrganizationID, g.key)
+	g.scope.key, g.scope.wf, g.scope.step = "step:"+ex.WorkflowID+":"+step, &ex.WorkflowID, &step
+	g.cache = cacheKey(ex.OrganizationID, g.scope.key)
 	return g
 }
 
@@ -139,8 +100,9 @@ func breakerOf(ex *models.Execution, def *definition.Definition, i int, cfg map[
 // organization: its id keeps the organizations apart.
 func cacheKey(orgID, scopeKey string) string { return orgID + " " + scopeKey }
 
-// admit asks the breaker whether the attempt may run. It returns a *waitOnBreaker error when
-// the attempt must wait; any other error is the database's.
+// admit asks the breaker whether attempt a (RUNNING, claimed by this worker) may run. It
+// returns a *waitOnBreaker error when the attempt must wait; any other error is the
+// database's. A half-open breaker admits it as a trial only if it takes a free trial slot.
 func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
 	if id, ok := e.breakers.closed(g.cache); ok && a.WaitingBreakerID == nil {
 		g.id = id
@@ -149,7 +111,7 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 	var now time.Time
 	for try := 0; try < 3; try++ {
 		var rows []models.CircuitBreaker
-		if err := e.db.Conn(ctx).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.key).Limit(1).Find(&rows).Error; err != nil {
+		if err := e.db.Conn(ctx).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.scope.key).Limit(1).Find(&rows).Error; err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -170,44 +132,45 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 			e.breakers.set(g.cache, b.ID)
 			return e.unwait(ctx, a)
 		}
-		won, err := e.takeTrial(ctx, b, v.ToHalfOpen, now)
-		if err != nil {
+		halfOpened, trial, err := e.takeTrial(ctx, b, v.ToHalfOpen, a, now)
+		switch {
+		case err != nil:
 			return err
-		}
-		if won {
+		case trial:
 			g.trial = true
 			return e.unwait(ctx, a)
+		case halfOpened || !v.ToHalfOpen: // every slot is held by a trial still running
+			return &waitOnBreaker{until: breaker.NoFreeSlot(now).Until, id: b.ID}
 		}
+		// Another worker half-opened it first, or it was opened again: ask again.
 	}
-	return &waitOnBreaker{until: now.Add(2 * time.Second), id: g.id}
+	return &waitOnBreaker{until: breaker.NoFreeSlot(now).Until, id: g.id}
 }
 
-// takeTrial takes a half-open trial slot with a compare-and-set (moving the breaker from open
-// to half-open first when toHalfOpen): false when another worker changed it first.
-func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, now time.Time) (bool, error) {
-	won := false
-	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
-		var r *gorm.DB
+// takeTrial takes a trial slot of breaker b for attempt a, in one transaction, moving the
+// breaker from open to half-open first when toHalfOpen. It reports whether it half-opened
+// the breaker (false when another worker changed it first) and whether a holds a trial slot
+// (false when every slot is held).
+func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, a *models.StepAttempt, now time.Time) (halfOpened, trial bool, err error) {
+	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
+		bt := breakerTx{tx: tx, now: now}
 		if toHalfOpen {
-			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND forced = ? AND opened_at = ?", b.ID, breaker.Open, false, b.OpenedAt).
-				Updates(map[string]any{"state": breaker.HalfOpen, "half_opened_at": now, "trials": 1, "updated_at": now})
-		} else {
-			upd := map[string]any{"trials": gorm.Expr("trials + 1"), "updated_at": now}
-			if b.HalfOpenedAt != nil && now.Sub(*b.HalfOpenedAt) > time.Duration(b.ResetTimeoutMs)*time.Millisecond {
-				upd = map[string]any{"trials": 1, "half_opened_at": now, "updated_at": now} // trials that never reported back
+			won, err := bt.HalfOpen(b.ID, *b.OpenedAt)
+			if err != nil || !won {
+				return err
 			}
-			r = tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ? AND trials = ?", b.ID, breaker.HalfOpen, b.Trials).Updates(upd)
+			halfOpened = true
+			if err := audit.Record(tx, breakerEntry(b, "circuit.half_opened", audit.System, now, nil)); err != nil {
+				return err
+			}
 		}
-		if r.Error != nil || r.RowsAffected == 0 {
-			return r.Error
-		}
-		won = true
-		if !toHalfOpen {
-			return nil
-		}
-		return audit.Record(tx, breakerEntry(b, "circuit.half_opened", audit.System, now, nil))
+		trial, err = bt.TakeTrial(b.ID, breaker.Slots(b.HalfOpenRequests), a)
+		return err
 	})
-	return won, err
+	if err != nil {
+		return false, false, err
+	}
+	return halfOpened, trial, nil
 }
 
 // unwait clears what waiting on a breaker left on an attempt that now runs.
@@ -250,156 +213,6 @@ func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *
 	return OutcomeWaiting, nil
 }
 
-// breakerFailed counts a failure against the attempt's breaker in tx (the transaction that
-// records the failure): a trial's failure reopens it; a counted failure in the closed state
-// is added to the window, and opens it at the threshold. A trial whose error does not count
-// (the dependency answered) closes the breaker like a success: it returns the jobs of the
-// waiting attempts that releases, for tx's commit to queue. An attempt the breaker refused
-// (g.refused) changes nothing. Without a breaker open, this reads nothing.
-func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) ([]Job, error) {
-	if g == nil || g.refused {
-		return nil, nil
-	}
-	if !g.cfg.Counts(errorType) {
-		if g.trial { // the dependency answered: its health is not in doubt
-			return e.closeTx(tx, ex, g, now)
-		}
-		return nil, nil
-	}
-	defer e.breakers.forget(g.cache)
-	if g.trial {
-		r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
-			"state": breaker.Open, "opened_at": now, "trials": 0, "failure_count": gorm.Expr("failure_count + 1"), "last_failure_at": now, "updated_at": now})
-		if r.Error != nil || r.RowsAffected == 0 {
-			return nil, r.Error
-		}
-		b, err := breakerRow(tx, g.id)
-		if err != nil {
-			return nil, err
-		}
-		return nil, audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now, map[string]any{"reopened": true, "errorType": errorType, "executionId": ex.ID}))
-	}
-	return nil, e.countFailure(tx, ex, def, g, errorType, now)
-}
-
-// countFailure adds a counted failure of the closed breaker to its window in tx, and opens it
-// at the threshold.
-func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) error {
-	if g.id == "" {
-		b := models.CircuitBreaker{ID: models.NewID(), OrganizationID: ex.OrganizationID, ScopeKey: g.key, WorkflowID: g.wf, StepID: g.step, Host: g.host,
-			State: breaker.Closed, FailureThreshold: g.cfg.FailureThreshold, ResetTimeoutMs: int(g.cfg.ResetTimeout.Milliseconds()),
-			HalfOpenRequests: g.cfg.HalfOpenRequests, CreatedAt: now, UpdatedAt: now}
-		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "organization_id"}, {Name: "scope_key"}}, DoNothing: true}).Create(&b).Error; err != nil {
-			return err
-		}
-		var id string
-		if err := tx.Model(&models.CircuitBreaker{}).Where("organization_id = ? AND scope_key = ?", ex.OrganizationID, g.key).Pluck("id", &id).Error; err != nil {
-			return err
-		}
-		g.id = id
-	}
-	if err := tx.Create(&models.BreakerFailure{ID: models.NewID(), BreakerID: g.id, At: now}).Error; err != nil {
-		return err
-	}
-	var n int64
-	if err := tx.Model(&models.BreakerFailure{}).Where("breaker_id = ? AND at > ?", g.id, now.Add(-breaker.Window)).Count(&n).Error; err != nil {
-		return err
-	}
-	upd := map[string]any{"failure_count": n, "last_failure_at": now, "failure_threshold": g.cfg.FailureThreshold,
-		"reset_timeout_ms": int(g.cfg.ResetTimeout.Milliseconds()), "half_open_requests": g.cfg.HalfOpenRequests, "updated_at": now}
-	trips := breaker.Trips(g.cfg, int(n))
-	if trips {
-		upd["state"], upd["opened_at"], upd["trials"], upd["forced"], upd["reason"] = breaker.Open, now, 0, false, nil
-	}
-	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.Closed).Updates(upd)
-	if r.Error != nil || r.RowsAffected == 0 || !trips {
-		return r.Error
-	}
-	b, err := breakerRow(tx, g.id)
-	if err != nil {
-		return err
-	}
-	if err := audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now,
-		map[string]any{"failures": n, "windowSeconds": int(breaker.Window.Seconds()), "errorType": errorType, "executionId": ex.ID})); err != nil {
-		return err
-	}
-	ev := notify.Event{Kind: notify.BreakerOpened, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID, WorkflowName: def.Name,
-		ExecutionID: ex.ID, Subject: deref(ex.Subject), ErrorType: errorType, BreakerID: b.ID, Settings: def.Settings.ErrorNotifications, At: now,
-		Reason: fmt.Sprintf("%d failures in %d s", n, int(breaker.Window.Seconds())), DedupKey: fmt.Sprintf("breaker_opened:%s:%d", b.ID, now.UnixNano())}
-	if g.step != nil {
-		ev.StepID = *g.step
-		if i := def.Index(*g.step); i >= 0 {
-			ev.StepName = def.Steps[i].Title()
-		}
-	} else if g.host != nil {
-		ev.StepName = *g.host
-	}
-	return e.emit(tx, ev)
-}
-
-// breakerSucceeded closes the breaker after a trial's success, and releases the attempts that
-// wait on it.
-func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *gate) {
-	if g == nil || !g.trial {
-		return
-	}
-	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		return e.closeTx(tx, ex, g, now)
-	})
-	if err != nil {
-		e.log.WarnContext(ctx, "could not close the circuit breaker after a successful trial", "breaker_id", g.id, "err", err)
-	}
-}
-
-// closeTx closes a half-open breaker whose trial the dependency answered, in tx, and returns
-// the jobs of the waiting attempts it releases (see releaseWaiting). Every close releases the
-// waiting attempts this way: an admin's reset too. Nothing when another worker closed (or
-// reopened) it first: that one released them.
-func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
-	defer e.breakers.forget(g.cache)
-	r := tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", g.id, breaker.HalfOpen).Updates(map[string]any{
-		"state": breaker.Closed, "trials": 0, "opened_at": nil, "half_opened_at": nil, "failure_count": 0,
-		"success_count": gorm.Expr("success_count + 1"), "last_success_at": now, "updated_at": now})
-	if r.Error != nil || r.RowsAffected == 0 {
-		return nil, r.Error
-	}
-	if err := tx.Where("breaker_id = ?", g.id).Delete(&models.BreakerFailure{}).Error; err != nil {
-		return nil, err
-	}
-	b, err := breakerRow(tx, g.id)
-	if err != nil {
-		return nil, err
-	}
-	if err := audit.Record(tx, breakerEntry(b, "circuit.closed", audit.System, now, map[string]any{"executionId": ex.ID})); err != nil {
-		return nil, err
-	}
-	return e.releaseWaiting(tx, g.id, now)
-}
-
-// releaseWaiting reschedules the attempts waiting on a breaker that closed, releaseSpacing
-// apart in the order they were waiting, and returns their jobs (for the closing transaction's
-// commit to queue).
-func (e *Engine) releaseWaiting(tx *gorm.DB, breakerID string, now time.Time) ([]Job, error) {
-	var waiting []models.StepAttempt
-	if err := tx.Select("id, generation").Where("waiting_breaker_id = ? AND status = ?", breakerID, models.StepPending).
-		Order("scheduled_at, created_at").Limit(10_000).Find(&waiting).Error; err != nil {
-		return nil, err
-	}
-	jobs := make([]Job, 0, len(waiting))
-	for i, a := range waiting {
-		at := now.Add(time.Duration(i) * releaseSpacing)
-		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
-			Updates(map[string]any{"scheduled_at": at, "next_retry_at": at, "generation": a.Generation + 1, "updated_at": now})
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		if r.RowsAffected == 1 {
-			jobs = append(jobs, Job{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: at})
-		}
-	}
-	return jobs, nil
-}
-
 // BreakerAction is an admin's reset or forced opening of a breaker.
 type BreakerAction struct {
 	OrganizationID string
@@ -421,6 +234,7 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 		return nil, models.Invalid("breaker.reason", map[string]string{"reason": fmt.Sprintf("must be at most %d characters", MaxNotes)})
 	}
 	var out *models.CircuitBreaker
+	var rest *releasing
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		var b models.CircuitBreaker
 		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.BreakerID).First(&b).Error; err != nil {
@@ -430,14 +244,17 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 			return nil, err
 		}
 		defer e.breakers.forget(cacheKey(b.OrganizationID, b.ScopeKey))
-		action, upd := "circuit.closed", map[string]any{"state": breaker.Closed, "trials": 0, "forced": false, "opened_at": nil,
-			"half_opened_at": nil, "failure_count": 0, "reason": reason, "updated_at": now}
+		bt := breakerTx{tx: tx, now: now}
+		action, act := "circuit.closed", bt.Reset
 		if r.Open {
-			action, upd = "circuit.opened", map[string]any{"state": breaker.Open, "trials": 0, "forced": true, "opened_at": now,
-				"half_opened_at": nil, "reason": reason, "updated_at": now}
+			action, act = "circuit.opened", bt.ForceOpen
 		}
-		if err := tx.Model(&models.CircuitBreaker{}).Where("id = ?", b.ID).Updates(upd).Error; err != nil {
+		won, err := act(r.OrganizationID, b.ID, reason)
+		if err != nil {
 			return nil, err
+		}
+		if !won { // deleted since it was read
+			return nil, models.NotFound("circuit breaker")
 		}
 		if err := audit.Record(tx, breakerEntry(&b, action, r.Actor, now, map[string]any{"manual": true, "reason": reason})); err != nil {
 			return nil, err
@@ -449,12 +266,34 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 		if r.Open {
 			return nil, nil
 		}
-		if err := tx.Where("breaker_id = ?", b.ID).Delete(&models.BreakerFailure{}).Error; err != nil {
-			return nil, err
+		jobs, more, err := bt.ReleaseWaiting(b.ID, now, 0, releaseBatch)
+		if more {
+			rest = &releasing{id: b.ID, from: now, offset: releaseBatch}
 		}
-		return e.releaseWaiting(tx, b.ID, now)
+		return jobs, err
 	})
+	if err == nil && rest != nil {
+		e.releaseRest(ctx, rest)
+	}
 	return out, err
+}
+
+// state is the breaker's state as tx sees it, for a dead letter (nil without a breaker
+// row): its failures are the window the failure's commit counted, or else those counted
+// when it last opened.
+func (g *gate) state(tx *gorm.DB) *BreakerState {
+	if g == nil || g.id == "" {
+		return nil
+	}
+	b, err := breakerRow(tx, g.id)
+	if err != nil {
+		return nil
+	}
+	n := b.FailureCount
+	if b.State == breaker.Closed && g.inWindow > 0 {
+		n = g.inWindow
+	}
+	return &BreakerState{ID: b.ID, State: b.State, Failures: n}
 }
 
 func breakerRow(tx *gorm.DB, id string) (*models.CircuitBreaker, error) {
@@ -481,6 +320,6 @@ func breakerEntry(b *models.CircuitBreaker, action string, actor audit.Actor, at
 }
 
 func stateOf(b *models.CircuitBreaker) breaker.State {
-	return breaker.State{State: b.State, OpenedAt: b.OpenedAt, HalfOpenedAt: b.HalfOpenedAt, Trials: b.Trials, Forced: b.Forced,
+	return breaker.State{State: b.State, OpenedAt: b.OpenedAt, HalfOpenedAt: b.HalfOpenedAt, Forced: b.Forced,
 		ResetTimeout: time.Duration(b.ResetTimeoutMs) * time.Millisecond, HalfOpenRequests: b.HalfOpenRequests}
 }

@@ -89,11 +89,7 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 		if s.ID == failed.StepID {
 			st.Status = models.StepDLQ
 			st.Error = &StepError{Type: string(c.Type), Code: c.Code, Message: c.Message}
-			if g != nil && g.id != "" {
-				if b, err := breakerRow(tx, g.id); err == nil {
-					st.Breaker = &BreakerState{ID: b.ID, State: b.State, Failures: b.FailureCount}
-				}
-			}
+			st.Breaker = g.state(tx)
 		}
 		states = append(states, st)
 	}

@@ -95,6 +95,10 @@ type Hooks struct {
 	// AfterTx is called by a state change right after its transaction committed, before
 	// the jobs it needs are queued (PostgreSQL queues them after the commit).
 	AfterTx func()
+	// FailureCounted is called in the transaction that records a failure counted against a
+	// closed circuit breaker, once the failure is counted and before that transaction
+	// commits, with the breaker's id.
+	FailureCounted func(breakerID string)
 }
 
 // Names of transitions, for Hooks.

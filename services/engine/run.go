@@ -730,6 +730,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	var decision retry.Decision
 	retryID := models.NewID()
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+		if err := e.ensureBreaker(ctx, h.gate, string(c.Type)); err != nil {
+			return err
+		}
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			policy, err := e.PolicyFor(tx, ex, def, a.StepIndex)
 			if err != nil {
@@ -826,6 +829,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	if err != nil {
 		return "", err
 	}
+	e.breakerAfter(ctx, ex, def, h.gate)
 	switch outcome {
 	case OutcomeRetrying:
 		log.InfoContext(ctx, "step failed; retry scheduled", "error_type", c.Type, "error", c.Message, "delay", delay.String(), "reason", decision.Reason)

@@ -25,6 +25,7 @@ import (
 	"lifeline/services/notify/teams"
 	"lifeline/services/outbound"
 	"lifeline/services/workflows"
+	"lifeline/views/i18n"
 )
 
 // recorder is a loopback service that keeps every request it gets (method, URL, headers
@@ -84,7 +85,7 @@ func newCanaryApp(t *testing.T, db *models.DB, logw io.Writer) *canaryApp {
 	t.Cleanup(func() { _ = sink.Close() })
 	ca := &canaryApp{sink: sink}
 	ca.app = newAppWith(t, db, logw, func(d *handlers.Deps, _ string) {
-		ca.ns = notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
+		ca.ns = notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
 			notify.Email: email.New(sink.Config("lifeline@lifeline.test")),
 			notify.Slack: slack.New(client),
 			notify.Teams: skipURLCheck(teams.New(client)),

@@ -18,6 +18,7 @@ import (
 	"lifeline/services/notify/teams"
 	"lifeline/services/outbound"
 	"lifeline/services/sandbox"
+	"lifeline/views/i18n"
 )
 
 // emptyInbox is a demo inbox that received nothing.
@@ -36,7 +37,7 @@ func newFullApp(t testing.TB, db *models.DB) *app {
 	tm := teams.New(client)
 	tm.SkipURLCheck = true
 	return newAppDeps(t, db, io.Discard, func(d *handlers.Deps) {
-		d.Notify = notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow,
+		d.Notify = notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "http://lifeline.test", Allow: allow,
 			Senders: map[notify.Channel]notify.Sender{notify.Slack: slack.New(client), notify.Teams: tm}})
 		d.Sandbox = http.NotFoundHandler()
 		d.DemoInbox = emptyInbox{}

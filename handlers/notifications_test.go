@@ -28,6 +28,7 @@ import (
 	"lifeline/services/secrets"
 	"lifeline/services/steps"
 	"lifeline/services/workflows"
+	"lifeline/views/i18n"
 )
 
 // notifApp is the app with the notification service (and no queue: the test dispatches).
@@ -52,7 +53,7 @@ func newNotifApp(t *testing.T, db *models.DB) *notifApp {
 	}
 	t.Cleanup(func() { _ = sink.Close() })
 	allow := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	ns := notify.New(db, notify.Config{BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
+	ns := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "http://lifeline.test", Allow: allow, Senders: map[notify.Channel]notify.Sender{
 		notify.Email: email.New(sink.Config("lifeline@lifeline.test")),
 		notify.Slack: slack.New(outbound.NewClient(outbound.Options{Allow: allow, Timeout: 5 * time.Second})),
 	}})

@@ -28,6 +28,7 @@ import (
 	"lifeline/services/sandbox"
 	"lifeline/services/secrets"
 	"lifeline/services/workflows"
+	"lifeline/views/i18n"
 )
 
 func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) error {
@@ -188,7 +189,7 @@ func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Log
 	if smtpCfg != nil {
 		senders[notify.Email] = email.New(*smtpCfg)
 	}
-	svc = notify.New(db, notify.Config{BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
+	svc = notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
 	if demo != nil {
 		row, err := db.GetNotificationSettings(db.Conn(ctx), demo.OrgID)
 		if err == nil && row == nil {

@@ -31,6 +31,7 @@ import (
 	"lifeline/services/notify/teams"
 	"lifeline/services/outbound"
 	"lifeline/services/workflows"
+	"lifeline/views/i18n"
 )
 
 // qpDecoded undoes quoted-printable encoding so an email's text can be searched.
@@ -87,7 +88,7 @@ func TestFailuresAreNotified(t *testing.T) {
 		client := outbound.NewClient(outbound.Options{Allow: loopback, Timeout: 5 * time.Second})
 		tm := teams.New(client)
 		tm.SkipURLCheck = true
-		notifier := notify.New(db, notify.Config{BaseURL: "https://lifeline.example", Allow: loopback, Senders: map[notify.Channel]notify.Sender{
+		notifier := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "https://lifeline.example", Allow: loopback, Senders: map[notify.Channel]notify.Sender{
 			notify.Email: email.New(sink.Config("lifeline@biuro.example")),
 			notify.Slack: slack.New(client), notify.Teams: tm}})
 

@@ -257,7 +257,7 @@ func (s *Service) recipientCtx(ctx context.Context, d *models.NotificationDelive
 	rc := recipientCtx{Lang: DefaultLanguage, Zone: time.UTC}
 	for _, l := range langs {
 		if l != nil && *l != "" {
-			rc.Lang = lang(*l)
+			rc.Lang = s.lang(*l)
 			break
 		}
 	}

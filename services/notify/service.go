@@ -99,6 +99,9 @@ type Config struct {
 	// Senders are the providers by channel; a channel without one fails its deliveries
 	// permanently ("not configured"). The app channel needs none.
 	Senders map[Channel]Sender
+	// Texts are the notification texts by language (cmd/web: views/i18n's Catalog); without
+	// them every text is its message id.
+	Texts Texts
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// MaxAttempts bounds the attempts of a delivery (default 8).
@@ -125,6 +128,9 @@ type Service struct {
 func New(db *models.DB, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Texts == nil {
+		cfg.Texts = idTexts{}
 	}
 	if cfg.ExecutionPath == nil {
 		cfg.ExecutionPath = func(id string) string { return "/executions/" + id }

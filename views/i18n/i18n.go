@@ -339,3 +339,14 @@ func T(ctx context.Context, id string, data ...any) string { return From(ctx).T(
 
 // N translates plural id for count n with the localizer in ctx.
 func N(ctx context.Context, id string, n int, data ...any) string { return From(ctx).N(id, n, data...) }
+
+// Catalog gives services the message files without importing this package: a text by
+// language and message id (services/notify.Texts).
+type Catalog struct{}
+
+// Text returns message id in lang (English if lang is not supported), filled with data
+// (pairs of name and value).
+func (Catalog) Text(lang, id string, data ...any) string { return New(lang, nil).T(id, data...) }
+
+// Supported reports whether lang has messages.
+func (Catalog) Supported(lang string) bool { return Supported(lang) }

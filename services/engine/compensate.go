@@ -1,0 +1,403 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/services/audit"
+	"lifeline/services/classify"
+	"lifeline/services/dbconn"
+	"lifeline/services/definition"
+	"lifeline/services/notify"
+	"lifeline/services/redact"
+	"lifeline/services/retry"
+	"lifeline/services/steps"
+	"lifeline/services/tmpl"
+)
+
+// DatabaseExecutor runs one parameterized statement on a database connection an admin
+// configured by name (the database_operation compensation), exactly once per
+// Statement.Key: a run that finds its key committed in the target database does not run the
+// statement again and answers with the rows the committed run affected (Result.Replayed).
+type DatabaseExecutor interface {
+	Exec(ctx context.Context, orgID string, st dbconn.Statement) (dbconn.Result, error)
+}
+
+// SetDatabases gives the engine the named database connections of database_operation.
+func (e *Engine) SetDatabases(d DatabaseExecutor) { e.databases = d }
+
+// compensationPolicy is a compensation's retry policy without one of its own.
+var compensationPolicy = func() *retry.Spec {
+	n, d, m := 3, 5000, 2.0
+	return &retry.Spec{MaxRetries: &n, InitialDelayMs: &d, BackoffMultiplier: &m}
+}()
+
+// RunCompensation claims a pending compensation at this generation, runs it and records the
+// result, then schedules the next one. It returns an error only when the database failed.
+func (e *Engine) RunCompensation(ctx context.Context, id string, generation int) error {
+	var c models.CompensationAction
+	if err := e.db.Conn(ctx).Where("id = ?", id).First(&c).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if c.Status == nil || *c.Status != models.CompPending || c.Generation != generation || c.ExecutionID == nil {
+		return nil
+	}
+	comp, err := e.compensationOf(&c)
+	if err != nil {
+		return err
+	}
+	timeout := compensationTimeout(comp)
+	now, err := e.now(ctx)
+	if err != nil {
+		return err
+	}
+	if comp.CompensationType == definition.CompManual {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			return nil, tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
+				Updates(map[string]any{"status": models.CompWaiting, "started_at": now, "updated_at": now}).Error
+		})
+	}
+	r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
+		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + e.cfg.LeaseGrace),
+			"attempts": c.Attempts + 1, "updated_at": now})
+	if r.Error != nil || r.RowsAffected == 0 {
+		return r.Error
+	}
+	c.Attempts++
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	// Read before the transaction that records the result (SQLite has one connection).
+	var ex models.Execution
+	if err := e.db.Conn(rctx).Where("id = ?", *c.ExecutionID).First(&ex).Error; err != nil {
+		return err
+	}
+	def, err := e.definitionFor(rctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	result, mask, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
+	if mask == nil {
+		mask = e.masker(def)
+	}
+	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
+		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
+			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
+	}
+	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, mask, def.Settings.RollbackStopOnFailure, now)
+		if err != nil || runErr != nil || comp.CompensationType != definition.CompNotify {
+			return jobs, err
+		}
+		// A notification compensation's message goes out through the notification channels.
+		msg, _ := result.(map[string]any)["message"].(string)
+		msg = mask.Mask(msg)
+		return jobs, e.emit(tx, notify.Event{Kind: notify.Compensation, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID,
+			WorkflowName: def.Name, ExecutionID: ex.ID, Subject: deref(ex.Subject), StepID: c.StepID, Message: msg,
+			Settings: def.Settings.ErrorNotifications, At: now, DedupKey: "compensation:" + c.ID})
+	})
+}
+
+// compensate runs one compensation (not manual) and returns what it produced, and the
+// masker of every secret it could see (nil when it failed before it rendered its config).
+func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, *redact.Masker, error) {
+	if comp.CompensationType == definition.CompNone {
+		return nil, nil, nil
+	}
+	attempts, err := e.db.Attempts(ctx, ex.OrganizationID, ex.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := e.env(ex, attempts, 1<<30)
+	if err != nil {
+		return nil, nil, classify.New(classify.Internal, "DECRYPT", err.Error())
+	}
+	if st, ok := env["steps"].(map[string]any)[c.StepID].(map[string]any); ok {
+		env["step"] = st
+	} else {
+		env["step"] = map[string]any{"output": nil}
+	}
+	cfgAny, err := tmpl.Render(comp.Templated(), env)
+	if err != nil {
+		return nil, nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
+	}
+	cfg, _ := cfgAny.(map[string]any)
+	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny)
+	out, err := e.runCompensation(ctx, ex, c, comp, cfg, timeout)
+	return out, mask, err
+}
+
+// runCompensation runs one compensation with its rendered config.
+func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any, timeout time.Duration) (any, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	switch comp.CompensationType {
+	case definition.CompAPICall:
+		t, ok := e.steps.Get("http")
+		if !ok {
+			return nil, classify.New(classify.Permanent, "STEP_TYPE", "the http step type is not registered in this process")
+		}
+		endpoint, _ := definition.ConfigString(cfg, definition.EndpointKeys)
+		in := map[string]any{"url": endpoint, "method": upperOr(cfg["method"], "POST")}
+		for _, k := range []string{"headers", "body"} {
+			if v, ok := cfg[k]; ok && v != nil {
+				in[k] = v
+			}
+		}
+		return safeRun(rctx, t, steps.Input{ExecutionID: ex.ID, StepID: c.StepID, Attempt: c.Attempts, IdempotencyKey: *c.IdempotencyKey, Config: in})
+	case definition.CompDatabase:
+		if e.databases == nil {
+			return nil, classify.New(classify.Permanent, "NO_DATABASES", "database connections are not available in this process")
+		}
+		conn, _ := comp.Config["connection"].(string)
+		stmt, _ := definition.ConfigString(comp.Config, definition.SQLKeys)
+		params, _ := cfg["params"].([]any)
+		// The compensation key makes the statement run once, however often the compensation
+		// does (a crash after the commit, a lost answer, a lease that ran out).
+		res, err := e.databases.Exec(rctx, ex.OrganizationID, dbconn.Statement{Connection: conn, SQL: stmt, Args: params, Timeout: timeout,
+			Key: *c.IdempotencyKey})
+		if err != nil {
+			return nil, err
+		}
+		if res.Replayed {
+			return map[string]any{"rowsAffected": res.RowsAffected, "replayed": true}, nil
+		}
+		return map[string]any{"rowsAffected": res.RowsAffected}, nil
+	case definition.CompNotify:
+		msg, _ := definition.ConfigString(cfg, definition.MessageKeys)
+		// Emitted to the notification channels when the result is recorded (RunCompensation).
+		return map[string]any{"message": msg, "notification": "queued"}, nil
+	}
+	return nil, classify.New(classify.Permanent, "COMPENSATION_TYPE", fmt.Sprintf("unknown compensation type %q", comp.CompensationType))
+}
+
+// recordCompensation stores a compensation's result in tx: completed; or failed, retried on
+// its policy or failed for good; then the next compensation (none when a failure stops the
+// rollback).
+func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
+	result any, runErr error, mask *redact.Masker, stopOnFailure bool, now time.Time) ([]Job, error) {
+	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
+	if runErr == nil {
+		out, _ := json.Marshal(result)
+		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(mask.JSON(e.redactor.JSON(out))), "error_type": nil,
+			"error_message": nil, "finished_at": now, "executed_at": now, "lease_expires_at": nil, "updated_at": now})
+		if r.Error != nil || r.RowsAffected == 0 {
+			return nil, r.Error
+		}
+		if err := compensationEntry(tx, c, "compensation.completed", audit.System, now, nil); err != nil {
+			return nil, err
+		}
+		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+	}
+	cl := classify.Classify(runErr)
+	var he *classify.HTTPError
+	if errors.As(runErr, &he) {
+		cl.Message = he.Reason()
+	}
+	msg := cleanText(e.maskText(cl.Message, mask), maxErrorMessage)
+	policy := retry.ResolveLevels(compensationPolicy, comp.RetryPolicy)
+	decision := policy.Decide(cl.Type, c.Attempts-1, true, 0)
+	if neverRetried[cl.Code] {
+		decision.Retry = false
+	}
+	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg, "lease_expires_at": nil, "updated_at": now}
+	if decision.Retry {
+		at := now.Add(policy.Delay(c.Attempts, e.Rand))
+		upd["status"], upd["generation"], upd["scheduled_at"] = models.CompPending, generation+1, at
+		if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
+			return nil, r.Error
+		}
+		return []Job{{CompensationID: c.ID, Generation: generation + 1, RunAt: at}}, nil
+	}
+	upd["status"], upd["finished_at"] = models.CompFailed, now
+	if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
+		return nil, r.Error
+	}
+	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
+		return nil, err
+	}
+	if stopOnFailure {
+		return nil, e.finishRollback(tx, c.OrganizationID, *c.ExecutionID, now)
+	}
+	return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+}
+
+// CompensationAction is an admin's action on one compensation.
+type CompensationAction struct {
+	OrganizationID string
+	CompensationID string
+	// Action: "retry" (a failed one runs again), "skip" (a failed or waiting one is passed
+	// over), "confirm" (a manual one was done).
+	Action string
+	Actor  audit.Actor
+}
+
+// ActOnCompensation retries, skips or confirms a compensation, and lets the rollback go on.
+// Errors: ENOTFOUND; EINVALID for an unknown action; ECONFLICT when the compensation is not
+// in a state the action applies to.
+func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) error {
+	from := map[string][]string{"retry": {models.CompFailed}, "skip": {models.CompFailed, models.CompWaiting, models.CompPending},
+		"confirm": {models.CompWaiting}}[r.Action]
+	if from == nil {
+		return models.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
+	}
+	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		var c models.CompensationAction
+		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.CompensationID).First(&c).Error; err != nil {
+			if models.IsNotFound(err) {
+				return nil, models.NotFound("compensation")
+			}
+			return nil, err
+		}
+		var by *string
+		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
+			by = &r.Actor.ID
+		}
+		upd := map[string]any{"resolved_by": by, "updated_at": now}
+		switch r.Action {
+		case "retry":
+			upd["status"], upd["generation"], upd["scheduled_at"], upd["attempts"], upd["finished_at"] = models.CompPending, c.Generation+1, now, 0, nil
+		case "skip":
+			upd["status"], upd["finished_at"] = models.CompSkipped, now
+		case "confirm":
+			upd["status"], upd["finished_at"], upd["executed_at"] = models.CompCompleted, now, now
+		}
+		res := tx.Model(&models.CompensationAction{}).Where("id = ? AND status IN ?", c.ID, from).Updates(upd)
+		if res.Error != nil {
+			return nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return nil, &models.Error{Code: models.ECONFLICT, Message: "compensation.conflict"}
+		}
+		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
+			r.Actor, now, nil); err != nil {
+			return nil, err
+		}
+		if err := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", *c.ExecutionID, models.RollbackFailed).
+			Updates(map[string]any{"rollback_status": models.RollingBack, "updated_at": now}).Error; err != nil {
+			return nil, err
+		}
+		if r.Action == "retry" {
+			return []Job{{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now}}, nil
+		}
+		var running int64
+		if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND status IN ?", *c.ExecutionID,
+			[]string{models.CompRunning, models.CompWaiting}).Count(&running).Error; err != nil {
+			return nil, err
+		}
+		if running > 0 {
+			return nil, nil
+		}
+		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
+	})
+}
+
+// Compensations returns an execution's compensations in the order they run.
+func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
+	var out []models.CompensationAction
+	err := e.db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("position").Find(&out).Error
+	return out, err
+}
+
+// reconcileCompensations repairs rollbacks stuck between the database and the queue:
+// compensations RUNNING past their lease (their process died) run again at the next
+// generation, with the same key; compensations due for longer than grace with no live job
+// (never queued, or taken by a process that died) are queued again. One whose job still
+// waits in the queue (a backlog) keeps its place: moving it to the back would starve the
+// rollback. A row that cannot be settled is quarantined and the pass goes on.
+func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
+	var jobs []Job
+	requeue := func(c *models.CompensationAction, from string, upd map[string]any) error {
+		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, from, c.Generation).Updates(upd)
+		switch {
+		case r.Error == nil && r.RowsAffected == 1:
+			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+		case rowFault(ctx, r.Error):
+			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, r.Error)
+		case r.Error != nil:
+			return r.Error
+		}
+		return nil
+	}
+	var stuck []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.lease_expires_at < ?", models.CompRunning, now).
+		Where(models.NotQuarantined(tableCompensations, "c")).Limit(500).Find(&stuck).Error; err != nil {
+		return err
+	}
+	for i := range stuck {
+		if err := requeue(&stuck[i], models.CompRunning, map[string]any{"status": models.CompPending, "generation": stuck[i].Generation + 1,
+			"scheduled_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+			return err
+		}
+	}
+	taken := now.Add(-grace)
+	var match, takenSince string
+	if e.db.Dialect == models.Postgres {
+		match = "j.args->>'compensation_id' = c.id::text AND (j.args->>'generation')::int = c.generation"
+		takenSince = "j.attempted_at > ?"
+	} else {
+		match = "json_extract(j.args, '$.compensation_id') = c.id AND json_extract(j.args, '$.generation') = c.generation"
+		takenSince = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
+	}
+	var due []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.scheduled_at < ?", models.CompPending, taken).
+		Where(models.NotQuarantined(tableCompensations, "c")).
+		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'compensate' AND "+match+
+			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+takenSince+")))", taken.UTC()).
+		Order("c.scheduled_at").Limit(500).Find(&due).Error; err != nil {
+		return err
+	}
+	for i := range due {
+		if err := requeue(&due[i], models.CompPending, map[string]any{"generation": due[i].Generation + 1, "scheduled_at": now, "updated_at": now}); err != nil {
+			return err
+		}
+	}
+	return e.enq.Enqueue(ctx, jobs)
+}
+
+func compensationTimeout(c definition.Compensation) time.Duration {
+	if ms, ok := c.Config["timeoutMs"].(float64); ok && ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return 30 * time.Second
+}
+
+func compensationEntry(tx *gorm.DB, c *models.CompensationAction, action string, actor audit.Actor, at time.Time, extra map[string]any) error {
+	d := map[string]any{"executionId": deref(c.ExecutionID), "stepId": c.StepID, "type": c.CompensationType, "position": c.Position}
+	for k, v := range extra {
+		d[k] = v
+	}
+	return audit.Record(tx, audit.Entry{OrganizationID: c.OrganizationID, Actor: actor, Action: action, EntityType: "compensation_action",
+		EntityID: c.ID, At: at, Details: d})
+}
+
+// upperOr is v in capitals when it is a non-blank string, else fallback.
+func upperOr(v any, fallback string) any {
+	if s, ok := v.(string); ok && strings.TrimSpace(s) != "" {
+		return strings.ToUpper(s)
+	}
+	return fallback
+}
+
+// compensationOf decodes a compensation's stored configuration (sealed: its secrets are
+// opened in memory).
+func (e *Engine) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
+	var comp definition.Compensation
+	raw, err := e.openRaw(c.CompensationConfig, tableCompensations, c.ID, "compensation_config")
+	if err != nil {
+		return comp, err
+	}
+	if err := json.Unmarshal(raw, &comp); err != nil {
+		return comp, fmt.Errorf("compensation %s: %w", c.ID, err)
+	}
+	return comp, nil
+}

@@ -90,9 +90,7 @@ func newCanaryApp(t *testing.T, db *models.DB, logw io.Writer) *canaryApp {
 			notify.Slack: slack.New(client),
 			notify.Teams: skipURLCheck(teams.New(client)),
 		}})
-		d.Engine.SetNotifier(ca.ns)
 		d.Databases = dbconn.New(db, dbconn.Config{})
-		d.Engine.SetDatabases(d.Databases)
 		d.Notify = ca.ns
 		d.Workflows.Checks = []definition.Check{workflows.NotificationsCheck(ca.ns)}
 		d.LoginThrottle = nil // the defaults: three sign-ins are well within them

@@ -27,7 +27,6 @@ func withDatabases(office *modeltest.Office) appOption {
 		svc := dbconn.New(d.DB, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 			Own: []string{office.Server, listen}})
 		d.Databases = svc
-		d.Engine.SetDatabases(svc)
 	}
 }
 

@@ -60,7 +60,8 @@ func newApp(t testing.TB, db *models.DB, opts ...appOption) *app {
 }
 
 // appOption changes the app's dependencies before it starts; listen is the address it will
-// listen on ("127.0.0.1:port").
+// listen on ("127.0.0.1:port"). It runs before the engine is made (d.Engine is nil): the
+// engine is given the Notify and Databases it leaves.
 type appOption func(d *handlers.Deps, listen string)
 
 // newAppDeps is newAppWith with more of the app's dependencies set by more (nil: none).
@@ -88,8 +89,31 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) 
 	}
 	sealer := secrets.JSONSealer{Ring: ring, IsSecret: redact.New(nil).Match}
 	db.Sealer = sealer
-	eng := engine.New(db, reg, log, engine.Config{Sealer: sealer})
-	runner, err := jobs.New(db, eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}, log)
+	a := &app{t: t, db: db, as: &auth.Service{DB: db, Params: fastHash}, wfs: &workflows.Service{DB: db, Steps: reg}}
+	a.ext = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/bad") {
+			http.Error(w, `{"error":"invalid"}`, http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, `{"ok": true}`)
+	}))
+	t.Cleanup(a.ext.Close)
+	// Tests log in often from one address: the login limits get their own tests.
+	deps := handlers.Deps{DB: db, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test",
+		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccountNetwork: 10000, PerAccount: 10000}}
+	a.srv = httptest.NewUnstartedServer(nil)
+	for _, o := range opts {
+		o(&deps, a.srv.Listener.Addr().String())
+	}
+	ecfg := engine.Config{Sealer: sealer}
+	if deps.Notify != nil {
+		ecfg.Notifier = deps.Notify
+	}
+	if deps.Databases != nil {
+		ecfg.Databases = deps.Databases
+	}
+	a.eng = engine.New(db, reg, log, ecfg)
+	runner, err := jobs.New(db, a.eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,22 +125,7 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) 
 		defer cancel()
 		_ = runner.Stop(ctx)
 	})
-	a := &app{t: t, db: db, eng: eng, as: &auth.Service{DB: db, Params: fastHash}, wfs: &workflows.Service{DB: db, Steps: reg}}
-	a.ext = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/bad") {
-			http.Error(w, `{"error":"invalid"}`, http.StatusBadRequest)
-			return
-		}
-		fmt.Fprint(w, `{"ok": true}`)
-	}))
-	t.Cleanup(a.ext.Close)
-	// Tests log in often from one address: the login limits get their own tests.
-	deps := handlers.Deps{DB: db, Engine: eng, Workflows: a.wfs, Auth: a.as, Log: log, BaseURL: "http://lifeline.test", Bulk: runner.Bulk(),
-		LoginThrottle: &auth.Throttle{PerAddress: 10000, PerAccountNetwork: 10000, PerAccount: 10000}}
-	a.srv = httptest.NewUnstartedServer(nil)
-	for _, o := range opts {
-		o(&deps, a.srv.Listener.Addr().String())
-	}
+	deps.Engine, deps.Bulk = a.eng, runner.Bulk()
 	a.srv.Config.Handler = handlers.New(deps)
 	a.srv.Start()
 	t.Cleanup(a.srv.Close)

@@ -39,7 +39,6 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	db.Sealer = sealer
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys, Sealer: sealer})
 	wfs := &workflows.Service{DB: db, Steps: reg}
 	as := &auth.Service{DB: db}
 
@@ -63,7 +62,12 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	defer stopNotify()
-	eng.SetNotifier(notifier)
+	// Named database connections: the admins' page and database_operation compensations.
+	// They reach the networks of LIFELINE_DBCONN_ALLOW (not the demo's loopback address, nor
+	// LIFELINE_OUTBOUND_ALLOW), never Lifeline's own database server or listen address.
+	databases := dbconn.New(db, dbconn.Config{Allow: cfg.DBConnAllow, Own: cfg.OwnServers})
+	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys, Sealer: sealer,
+		Notifier: notifier, Databases: databases})
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
 	registerNotify, dispatch := jobs.NotifyJobs(notifier)
 	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
@@ -75,11 +79,6 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
-	// Named database connections: the admins' page and database_operation compensations.
-	// They reach the networks of LIFELINE_DBCONN_ALLOW (not the demo's loopback address, nor
-	// LIFELINE_OUTBOUND_ALLOW), never Lifeline's own database server or listen address.
-	databases := dbconn.New(db, dbconn.Config{Allow: cfg.DBConnAllow, Own: cfg.OwnServers})
-	eng.SetDatabases(databases)
 	var inbox handlers.DemoInbox
 	if demoInfo != nil {
 		inbox = demoInbox{sink: sink, hooks: hooks}

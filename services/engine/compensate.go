@@ -30,9 +30,6 @@ type DatabaseExecutor interface {
 	Exec(ctx context.Context, orgID string, st dbconn.Statement) (dbconn.Result, error)
 }
 
-// SetDatabases gives the engine the named database connections of database_operation.
-func (e *Engine) SetDatabases(d DatabaseExecutor) { e.databases = d }
-
 // compensationPolicy is a compensation's retry policy without one of its own.
 var compensationPolicy = func() *retry.Spec {
 	n, d, m := 3, 5000, 2.0

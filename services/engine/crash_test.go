@@ -41,7 +41,12 @@ func newStack(db *models.DB, log *slog.Logger) (*engine.Engine, *jobs.Runner, *s
 
 // newStackWith builds the engine and an unstarted runner over the step types of reg.
 func newStackWith(db *models.DB, log *slog.Logger, reg *steps.Registry) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
+	return newStackConfig(db, log, reg, engine.Config{})
+}
+
+// newStackConfig is newStackWith with the engine's notifier and databases from cfg.
+func newStackConfig(db *models.DB, log *slog.Logger, reg *steps.Registry, cfg engine.Config) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
+	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: cfg.Notifier, Databases: cfg.Databases})
 	runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, log)
 	if err != nil {
 		return nil, nil, nil, err

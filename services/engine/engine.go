@@ -68,6 +68,15 @@ type Config struct {
 	// Sealer, when set, encrypts secret values in execution inputs and attempt inputs and
 	// outputs at rest; they are decrypted only in memory, when a step needs them.
 	Sealer Sealer
+	// Notifier is told of failures (nil: nobody is). Events: a step's first failure (when it
+	// will be retried), a step's retries exhausted (its failure handed to a handler), an
+	// execution in the DLQ, a breaker that opened, and the message of a notification
+	// compensation. Each is emitted in the transaction that records it, with a dedup key,
+	// so a commit that is tried again never notifies twice.
+	Notifier Notifier
+	// Databases run database_operation compensations through the organizations' named
+	// connections (nil: such compensations fail for good).
+	Databases DatabaseExecutor
 }
 
 func (c Config) withDefaults() Config {
@@ -150,14 +159,16 @@ type Engine struct {
 func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engine {
 	cfg = cfg.withDefaults()
 	e := &Engine{
-		db:       db,
-		steps:    reg,
-		redactor: redact.New(cfg.RedactKeys),
-		log:      log,
-		cfg:      cfg,
-		Rand:     rand.Float64,
-		defs:     map[string]*definition.Definition{},
-		health:   newHealth(db, log),
+		db:        db,
+		steps:     reg,
+		redactor:  redact.New(cfg.RedactKeys),
+		log:       log,
+		cfg:       cfg,
+		Rand:      rand.Float64,
+		defs:      map[string]*definition.Definition{},
+		health:    newHealth(db, log),
+		notifier:  cfg.Notifier,
+		databases: cfg.Databases,
 	}
 	e.health.onUp = e.recover
 	if db.Dialect == models.Postgres {

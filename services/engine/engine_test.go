@@ -39,13 +39,25 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newHarness(t *testing.T, db *models.DB) *harness {
 	t.Helper()
-	return newHarnessWith(t, db, steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})))
+	return newHarnessWith(t, db, harnessSteps())
+}
+
+// harnessSteps are the built-in step types, calling loopback services.
+func harnessSteps() *steps.Registry {
+	return steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 }
 
 // newHarnessWith starts an engine over the step types of reg, in a new organization.
 func newHarnessWith(t *testing.T, db *models.DB, reg *steps.Registry) *harness {
 	t.Helper()
-	eng, runner, _, err := newStackWith(db, testLogger(t), reg)
+	return newHarnessConfig(t, db, reg, engine.Config{})
+}
+
+// newHarnessConfig is newHarnessWith with the engine's notifier and databases from cfg (the
+// test stack's own lease and pending graces are kept).
+func newHarnessConfig(t *testing.T, db *models.DB, reg *steps.Registry, cfg engine.Config) *harness {
+	t.Helper()
+	eng, runner, _, err := newStackConfig(db, testLogger(t), reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

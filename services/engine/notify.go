@@ -19,13 +19,6 @@ type Notifier interface {
 
 var _ Notifier = (*notify.Service)(nil)
 
-// SetNotifier sets who is told of failures. Events: a step's first failure (when it will be
-// retried), a step's retries exhausted (its failure handed to a handler), an execution in
-// the DLQ, a breaker that opened, and the message of a notification compensation. Each is
-// emitted in the transaction that records it, with a dedup key, so a commit that is tried
-// again never notifies twice.
-func (e *Engine) SetNotifier(n Notifier) { e.notifier = n }
-
 // emit hands ev to the notifier, if there is one, inside a savepoint of tx: a notification
 // that cannot be recorded (a recipient the database refuses, a webhook URL that cannot be
 // sealed or opened) is rolled back alone and logged, and the failure is recorded without it.

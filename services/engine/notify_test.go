@@ -93,8 +93,7 @@ func TestFailuresAreNotified(t *testing.T) {
 			notify.Slack: slack.New(client), notify.Teams: tm}})
 
 		reg := loopbackSteps()
-		eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
-		eng.SetNotifier(notifier)
+		eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: notifier})
 		register, dispatch := jobs.NotifyJobs(notifier)
 		runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 			Register: func(w *river.Workers) { register(w) }, Periodic: dispatch}, testLogger(t))
@@ -300,8 +299,7 @@ func (refusedNotifier) Emit(tx *gorm.DB, _ notify.Event) error {
 func TestANotificationNeverAffectsTheWorkflow(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
-		h := newHarness(t, db)
-		h.eng.SetNotifier(refusedNotifier{})
+		h := newHarnessConfig(t, db, loopbackSteps(), engine.Config{Notifier: refusedNotifier{}})
 		svc := &scripted{script: []int{-503}}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()

@@ -30,21 +30,20 @@ func TestRollbackDatabaseOperationAndSSRF(t *testing.T) {
 	}
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
-		h := newHarness(t, db)
 		ctx := context.Background()
 		// The ERP: a PostgreSQL database of its own with a clients table, reached as a role
 		// that is not a superuser, on another port than Lifeline's own database server
 		// (which connections never reach).
 		office := modeltest.OfficeDatabase(t)
+		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Own: []string{office.Server}})
+		h := newHarnessConfig(t, db, harnessSteps(), engine.Config{Databases: conns})
 		erp := office.Conn
 		if _, err := erp.Exec(ctx, `CREATE TABLE clients (id int PRIMARY KEY, note text); INSERT INTO clients VALUES (1, 'booked')`); err != nil {
 			t.Fatal(err)
 		}
-		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Own: []string{office.Server}})
 		if _, err := conns.Create(ctx, h.org, audit.System, dbconn.Input{Name: "erp", Driver: "postgres", DSN: office.DSN}); err != nil {
 			t.Fatal(err)
 		}
-		h.eng.SetDatabases(conns)
 		svc := &bookings{}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
@@ -111,9 +110,11 @@ func TestRollbackDatabaseOperationOnce(t *testing.T) {
 	}
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
-		h := newHarness(t, db)
 		ctx := context.Background()
 		office := modeltest.OfficeDatabase(t)
+		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Own: []string{office.Server}})
+		lost := &lostAnswer{DatabaseExecutor: conns, lose: 1}
+		h := newHarnessConfig(t, db, harnessSteps(), engine.Config{Databases: lost})
 		if _, err := office.Conn.Exec(ctx, `CREATE TABLE accounts (id int PRIMARY KEY, balance numeric(12,2) NOT NULL); INSERT INTO accounts VALUES (1, 100)`); err != nil {
 			t.Fatal(err)
 		}
@@ -125,12 +126,9 @@ func TestRollbackDatabaseOperationOnce(t *testing.T) {
 			}
 			return b
 		}
-		conns := dbconn.New(db, dbconn.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Own: []string{office.Server}})
 		if _, err := conns.Create(ctx, h.org, audit.System, dbconn.Input{Name: "erp", DSN: office.DSN}); err != nil {
 			t.Fatal(err)
 		}
-		lost := &lostAnswer{DatabaseExecutor: conns, lose: 1}
-		h.eng.SetDatabases(lost)
 		svc := &bookings{}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()

@@ -111,10 +111,10 @@ func testOpensAtThreshold(t *testing.T, dialect string) {
 	held := dialect == models.Postgres
 	arrived, turn := make(chan struct{}, workers), make(chan struct{})
 	if held {
-		eng.Hooks.FailureCounted = func(string) {
+		eng.SetHooks(engine.Hooks{FailureCounted: func(string) {
 			arrived <- struct{}{}
 			<-turn
-		}
+		}})
 	}
 	type result struct {
 		out engine.Outcome

@@ -84,7 +84,7 @@ func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition
 		return err
 	}
 	g.inWindow = n
-	if f := e.Hooks.FailureCounted; f != nil {
+	if f := e.hooked().FailureCounted; f != nil {
 		f(g.id)
 	}
 	if !breaker.Trips(g.cfg, n) {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -116,8 +117,20 @@ const (
 	TransitionStartRollback = "StartRollback"
 )
 
+// SetHooks sets the points where a test holds state changes (the zero Hooks: none). Safe
+// while the engine runs.
+func (e *Engine) SetHooks(h Hooks) { e.hooks.Store(&h) }
+
+// hooked returns the hooks set (the zero Hooks when none are).
+func (e *Engine) hooked() Hooks {
+	if h := e.hooks.Load(); h != nil {
+		return *h
+	}
+	return Hooks{}
+}
+
 func (e *Engine) beforeTx(transition, executionID string) {
-	if f := e.Hooks.BeforeTx; f != nil {
+	if f := e.hooked().BeforeTx; f != nil {
 		f(transition, executionID)
 	}
 }
@@ -132,9 +145,8 @@ type Engine struct {
 	cfg      Config
 	// Rand returns a number in [0, 1) for jitter. Tests may replace it.
 	Rand func() float64
-	// Hooks let tests force an interleaving of two state changes. Set them before the
-	// engine runs what they hook.
-	Hooks Hooks
+	// hooks let tests force an interleaving of two state changes (SetHooks); nil: none.
+	hooks atomic.Pointer[Hooks]
 
 	mu   sync.Mutex
 	defs map[string]*definition.Definition
@@ -211,7 +223,7 @@ func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time)
 	if err != nil {
 		return err
 	}
-	if f := e.Hooks.AfterTx; f != nil {
+	if f := e.hooked().AfterTx; f != nil {
 		f()
 	}
 	if after != nil {

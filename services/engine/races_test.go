@@ -82,11 +82,11 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 		}
 		holding.Store(true)
 		b := newBarrier(2)
-		h.eng.Hooks.BeforeTx = func(transition, executionID string) {
+		h.eng.SetHooks(engine.Hooks{BeforeTx: func(transition, executionID string) {
 			if transition == engine.TransitionStartReplay || transition == engine.TransitionStartRollback {
 				b.arrive(executionID)
 			}
-		}
+		}})
 		actor := h.user()
 		replays := 0
 		for i, ex := range execs {
@@ -116,7 +116,7 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 				t.Fatalf("round %d: the loser got %v, want a conflict", i, lost)
 			}
 		}
-		h.eng.Hooks.BeforeTx = nil
+		h.eng.SetHooks(engine.Hooks{})
 		// What each execution went through: a replay (attempts after the dead letter) or a
 		// rollback (compensations), never both.
 		for i, ex := range execs {
@@ -150,13 +150,19 @@ func TestEnqueueAfterCommitOutlivesTheRequest(t *testing.T) {
 		wf := h.workflow(fmt.Sprintf(`{"name": "VAT", "settings": {"retryPolicy": {"maxRetries": 0}},
 		  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": %q}}]}`, svc.URL))
 		ex, dl := h.deadLettered(wf, `{"nip": "1"}`)
-		h.runner.Kill() // nothing works the queue now: the job must be found there
+		// Nothing works the queue now (the job must be found there), and nothing else
+		// commits while the hook is set.
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := h.runner.Stop(sctx); err != nil {
+			t.Fatal(err)
+		}
+		scancel()
 		ctx, cancel := context.WithCancel(context.Background())
-		h.eng.Hooks.AfterTx = cancel
+		h.eng.SetHooks(engine.Hooks{AfterTx: cancel})
 		if _, err := h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: h.org, DeadLetterID: dl.ID, Mode: engine.ReplayFromFailed, Actor: h.user()}); err != nil {
 			t.Fatal(err)
 		}
-		h.eng.Hooks.AfterTx = nil
+		h.eng.SetHooks(engine.Hooks{})
 		var replay models.StepAttempt
 		if err := db.Conn(context.Background()).Where("execution_id = ? AND attempt = 2", ex.ID).First(&replay).Error; err != nil {
 			t.Fatal(err)

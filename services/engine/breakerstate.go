@@ -160,6 +160,14 @@ func (b breakerTx) TakeTrial(id string, slots int, a *models.StepAttempt) (bool,
 	if a.LeaseExpiresAt == nil {
 		return false, errors.New("take a trial slot: attempt " + a.ID + " is not claimed")
 	}
+	// Only while the breaker is half-open, and holding its row until this commits: a trial
+	// whose failure reopens it (and frees its slot in the same commit) is either seen whole,
+	// breaker open, or waits for this; never its freed slot with the breaker still half-open.
+	r := b.tx.Model(&models.CircuitBreaker{}).Where("id = ? AND state = ?", id, breaker.HalfOpen).
+		Update("updated_at", gorm.Expr("updated_at"))
+	if r.Error != nil || r.RowsAffected == 0 {
+		return false, r.Error
+	}
 	args := []any{b.now, models.StepPending, models.StepRunning}
 	var held []int
 	if err := b.tx.Table("circuit_breaker_trials AS t").Where("t.breaker_id = ? AND t.slot < ?", id, slots).

@@ -87,29 +87,7 @@ func testTrialsHeld(t *testing.T, dialect string) {
 	t.Cleanup(srv.Close)
 
 	url := modeltest.URL(t, dialect)
-	var dbs [2]*models.DB
-	var runners [2]*jobs.Runner
-	var engs [2]*engine.Engine
-	for i := range dbs {
-		db, err := models.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		eng, runner, _, err := newStackWith(db, testLogger(t), loopbackSteps())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := runner.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_ = runner.Stop(ctx)
-		})
-		dbs[i], runners[i], engs[i] = db, runner, eng
-	}
+	dbs, runners, engs := twoEngines(t, url)
 	// Cleanups run last in, first out: the hung requests are answered before the runners stop.
 	t.Cleanup(func() { close(svc.release) })
 	db := dbs[0]
@@ -227,4 +205,32 @@ func testTrialsHeld(t *testing.T, dialect string) {
 	if calls, _ := svc.counts(); calls-1 != 3 {
 		t.Errorf("%d trials ran, want 3 (every slot taken)", calls-1)
 	}
+}
+
+// twoEngines starts two engines, each with its own connection pool and queue, on the
+// database at url: two processes sharing one database. They stop when t ends.
+func twoEngines(t *testing.T, url string) (dbs [2]*models.DB, runners [2]*jobs.Runner, engs [2]*engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range dbs {
+		db, err := models.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		eng, runner, _, err := newStackWith(db, testLogger(t), loopbackSteps())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runner.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = runner.Stop(ctx)
+		})
+		dbs[i], runners[i], engs[i] = db, runner, eng
+	}
+	return dbs, runners, engs
 }

@@ -15,7 +15,6 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
 	"lifeline/services/engine"
-	"lifeline/services/jobs"
 	"lifeline/services/workflows"
 )
 
@@ -44,28 +43,7 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	defer srv.Close()
 
 	url := modeltest.URL(t, models.Postgres)
-	var dbs [2]*models.DB
-	var runners [2]*jobs.Runner
-	for i := range dbs {
-		db, err := models.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		_, runner, _, err := newStackWith(db, testLogger(t), loopbackSteps())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := runner.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_ = runner.Stop(ctx)
-		})
-		dbs[i], runners[i] = db, runner
-	}
+	dbs, runners, _ := twoEngines(t, url)
 	db := dbs[0]
 	org := models.Organization{ID: models.NewID(), Name: "Biuro Testowe"}
 	if err := db.Conn(ctx).Create(&org).Error; err != nil {

@@ -14,7 +14,7 @@
 //   - Keys are inspected, and in string values the query parameters of URLs
 //     ("?api_key=…"), which are masked by the same key rules (see [Redactor.Text]);
 //     a secret elsewhere inside a free-text string is not found by key:
-//     [MaskValues] masks known secret values in text.
+//     [Masker] masks known secret values wherever they appear.
 //   - A value sealed at rest (an envelope, "enc:v1:…", or a fragment of text sealed inside
 //     a string, "enc:t1:…" or "enc:s1:….") is shown as [Placeholder], whatever key holds
 //     it: a secret found by its value is sealed where it was found.

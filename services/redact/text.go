@@ -101,14 +101,3 @@ func (r *Redactor) SecretValues(v any) []string {
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
 }
-
-// MaskValues replaces every occurrence of each secret (of at least 4 characters) in s by
-// Placeholder: an upstream error body that echoes a credential does not store it.
-func MaskValues(s string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 && strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, Placeholder)
-		}
-	}
-	return s
-}

@@ -45,14 +45,6 @@ func TestSecretValuesAndMask(t *testing.T) {
 	if !reflect.DeepEqual(sortedSet(got), sortedSet(want)) {
 		t.Fatalf("SecretValues = %q, want %q", got, want)
 	}
-	body := `upstream said: invalid header "Authorization: Bearer CANARY-TOKEN-1" for nip 5260250274 (key QUERYSECRET)`
-	masked := redact.MaskValues(body, got)
-	if wantM := `upstream said: invalid header "Authorization: [REDACTED]" for nip 5260250274 (key [REDACTED])`; masked != wantM {
-		t.Fatalf("MaskValues\n got %q\nwant %q", masked, wantM)
-	}
-	if redact.MaskValues("abc", []string{"ab"}) != "abc" {
-		t.Fatal("a value shorter than 4 characters was masked")
-	}
 }
 
 func sortedSet(s []string) map[string]bool {

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
@@ -131,7 +132,7 @@ func (s *Server) apiStart(c echo.Context) error {
 		return err
 	}
 	if strings.HasPrefix(key, webhookKeyPrefix) {
-		return models.Invalid("This Idempotency-Key is reserved.",
+		return apperr.Invalid("This Idempotency-Key is reserved.",
 			map[string]string{"Idempotency-Key": "must not start with \"" + webhookKeyPrefix + "\" (reserved for webhook deliveries)"})
 	}
 	p := principal(c)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/views/i18n"
@@ -41,7 +41,7 @@ func (s *Server) sessionPrincipal(c echo.Context) (*auth.Principal, error) {
 		return nil, nil
 	}
 	p, err := s.Auth.UserPrincipal(ctx, uid, s.sessions.GetString(ctx, "org_id"))
-	if models.ErrorCode(err) == models.EUNAUTHORIZED {
+	if apperr.ErrorCode(err) == apperr.EUNAUTHORIZED {
 		return nil, nil
 	}
 	return p, err
@@ -55,7 +55,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if p == nil {
-			return models.Errorf(models.EUNAUTHORIZED, "auth.login")
+			return apperr.Errorf(apperr.EUNAUTHORIZED, "auth.login")
 		}
 		c.Set(principalKey, p)
 		localizeFor(c, p, false)
@@ -70,7 +70,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 		if h := c.Request().Header.Get("Authorization"); h != "" {
 			tok, ok := strings.CutPrefix(h, "Bearer ")
 			if !ok {
-				return models.Errorf(models.EUNAUTHORIZED, "auth.bearer")
+				return apperr.Errorf(apperr.EUNAUTHORIZED, "auth.bearer")
 			}
 			p, err := s.Auth.TokenPrincipal(c.Request().Context(), strings.TrimSpace(tok))
 			if err != nil {
@@ -86,7 +86,7 @@ func (s *Server) requireAPI(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if p == nil {
-			return models.Errorf(models.EUNAUTHORIZED, "auth.required")
+			return apperr.Errorf(apperr.EUNAUTHORIZED, "auth.required")
 		}
 		c.Set(principalKey, p)
 		localizeFor(c, p, true)
@@ -100,7 +100,7 @@ func requireRole(min string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if !principal(c).Can(min) {
-				return models.Errorf(models.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", principal(c).Role, min)
+				return apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", principal(c).Role, min)
 			}
 			return next(c)
 		}
@@ -139,8 +139,8 @@ func (s *Server) login(c echo.Context) error {
 	}
 	p, err := s.Auth.Login(ctx, email, password)
 	if err != nil {
-		var me *models.Error
-		if errors.As(err, &me) && me.Code == models.EUNAUTHORIZED {
+		var me *apperr.Error
+		if errors.As(err, &me) && me.Code == apperr.EUNAUTHORIZED {
 			s.throttle.Failed(client, email)
 			return loginPage(http.StatusUnauthorized, localizer(c).TOr(me.Message, me.Message))
 		}

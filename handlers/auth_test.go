@@ -19,6 +19,7 @@ import (
 
 	"lifeline/handlers"
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/auth"
 )
@@ -449,7 +450,7 @@ func TestAPITokensExpireAndRevoke(t *testing.T) {
 			t.Fatalf("fresh token: %v", err)
 		}
 		clock.Add(25 * time.Hour)
-		if _, err := svc.TokenPrincipal(ctx, exp); models.ErrorCode(err) != models.EUNAUTHORIZED || !strings.Contains(err.Error(), "expired") {
+		if _, err := svc.TokenPrincipal(ctx, exp); apperr.ErrorCode(err) != apperr.EUNAUTHORIZED || !strings.Contains(err.Error(), "expired") {
 			t.Fatalf("expired token: %v", err)
 		}
 		// The default for new tokens is 90 days.

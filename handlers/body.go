@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"lifeline/models/apperr"
 	"net/http"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
-
-	"lifeline/models"
 )
 
 // MaxBody bounds request bodies of the API and webhooks.
@@ -27,7 +26,7 @@ func readBody(c echo.Context) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > MaxBody {
-		return nil, models.Invalid("request.toolarge", map[string]string{"body": "input.toolarge.field"})
+		return nil, apperr.Invalid("request.toolarge", map[string]string{"body": "input.toolarge.field"})
 	}
 	return b, nil
 }
@@ -49,16 +48,16 @@ func readObject(c echo.Context) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var obj json.RawMessage
 	if err := dec.Decode(&obj); err != nil {
-		return nil, models.Invalid("request.object", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
+		return nil, apperr.Invalid("request.object", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, models.Invalid("request.object", map[string]string{"body": "input.trailing"})
+		return nil, apperr.Invalid("request.object", map[string]string{"body": "input.trailing"})
 	}
 	if bytes.Contains(obj, []byte(`\u0000`)) { // maybe: a NUL, or an escaped backslash before "u0000"
 		var doc any
 		if err := json.Unmarshal(obj, &doc); err == nil {
 			if path, ok := nulAt(doc, ""); ok {
-				return nil, models.Invalid("request.nul", map[string]string{cmp.Or(path, "body"): "request.nul.field"})
+				return nil, apperr.Invalid("request.nul", map[string]string{cmp.Or(path, "body"): "request.nul.field"})
 			}
 		}
 	}
@@ -102,7 +101,7 @@ func nulAt(v any, path string) (string, bool) {
 // string or a number (EINVALID on "body").
 func startsObject(body []byte) error {
 	if body = bytes.TrimSpace(body); len(body) == 0 || body[0] != '{' {
-		return models.Invalid("request.object", map[string]string{"body": "request.object.field"})
+		return apperr.Invalid("request.object", map[string]string{"body": "request.object.field"})
 	}
 	return nil
 }
@@ -117,7 +116,7 @@ func decodeBody(c echo.Context, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return models.Invalid("request.shape", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
+		return apperr.Invalid("request.shape", map[string]string{"body": strings.TrimPrefix(err.Error(), "json: ")})
 	}
 	return nil
 }
@@ -148,7 +147,7 @@ func formText(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		if len(fields) > 0 {
-			return models.Invalid("request.text", fields)
+			return apperr.Invalid("request.text", fields)
 		}
 		return next(c)
 	}

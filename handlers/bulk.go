@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
@@ -296,7 +297,7 @@ func (h *BulkHandler) renderConfirm(c echo.Context, status int, r bulk.Request, 
 }
 
 // bulkProblems says in whole sentences why a bulk action from the list cannot start.
-func bulkProblems(l *i18n.Localizer, r bulk.Request, me *models.Error) []string {
+func bulkProblems(l *i18n.Localizer, r bulk.Request, me *apperr.Error) []string {
 	if me.Fields["ids"] != "" && len(r.IDs) == 0 && r.Filter == nil {
 		return []string{l.T("bulk.confirm.none")}
 	}
@@ -369,14 +370,14 @@ const maxConfirmItems = 20
 // resolve and skip, an admin's. An unknown action is left to the service's 422.
 func bulkRole(p *auth.Principal, action string) error {
 	if (action == bulk.Resolve || action == bulk.Skip) && !p.Can(models.RoleAdmin) {
-		return models.Errorf(models.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, models.RoleAdmin)
+		return apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, models.RoleAdmin)
 	}
 	return nil
 }
 
 // Cancel: POST /dlq/bulk/{id}/cancel from the progress page.
 func (h *BulkHandler) Cancel(c echo.Context) error {
-	if err := h.cancel(c); err != nil && models.ErrorCode(err) != models.ECONFLICT {
+	if err := h.cancel(c); err != nil && apperr.ErrorCode(err) != apperr.ECONFLICT {
 		return err
 	}
 	return redirect(c, h.s.url("dlq.bulk", c.Param("id")))
@@ -392,5 +393,5 @@ func prefixFields(err error, prefix string) error {
 	for k, v := range me.Fields {
 		fields[prefix+k] = v
 	}
-	return &models.Error{Code: me.Code, Message: me.Message, Fields: fields}
+	return &apperr.Error{Code: me.Code, Message: me.Message, Fields: fields}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/engine"
 	"lifeline/services/retry"
 )
@@ -69,7 +70,7 @@ type action struct {
 func (h *DLQActionsHandler) run(c echo.Context, dlqID string, a action, key string) (*engine.ReplayResult, error) {
 	p := principal(c)
 	if need := minRole(a); !p.Can(need) {
-		return nil, models.Errorf(models.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
+		return nil, apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
 	}
 	ctx := c.Request().Context()
 	if a.Settle != "" {
@@ -136,18 +137,18 @@ func (h *DLQActionsHandler) APIAction(c echo.Context) error {
 		}
 		if req.Action == "retry_modified" {
 			if len(bytes.TrimSpace(req.ModifiedInput)) == 0 || string(bytes.TrimSpace(req.ModifiedInput)) == "null" {
-				return models.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.required"})
+				return apperr.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.required"})
 			}
 			a.Input = req.ModifiedInput
 		} else if len(req.ModifiedInput) > 0 {
-			return models.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.only_modified"})
+			return apperr.Invalid("replay.invalid", map[string]string{"modifiedInput": "replay.input.only_modified"})
 		}
 	case "skip":
 		a.Settle = models.DLQSkipped
 	case "resolve":
 		a.Settle = models.DLQResolved
 	default:
-		return models.Invalid("replay.invalid", map[string]string{"action": "must be one of retry, retry_modified, skip, resolve"})
+		return apperr.Invalid("replay.invalid", map[string]string{"action": "must be one of retry, retry_modified, skip, resolve"})
 	}
 	res, err := h.run(c, id, a, key)
 	if err != nil {
@@ -191,7 +192,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 		if _, err := h.s.DB.GetExecution(c.Request().Context(), p.OrganizationID, id); err != nil {
 			return err
 		}
-		return &models.Error{Code: models.ECONFLICT, Message: "replay.notindlq"}
+		return &apperr.Error{Code: apperr.ECONFLICT, Message: "replay.notindlq"}
 	}
 	a := action{Mode: req.RetryType, FromStepID: req.FromStepID, Input: req.ModifiedInput, RetryPolicy: req.RetryPolicy,
 		LatestVersion: req.LatestVersion, Output: req.Output}
@@ -203,7 +204,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 	}
 	for _, s := range req.SkipSteps {
 		if s != dl.FailedStepID || a.Mode != engine.ReplaySkipFailed {
-			return models.Invalid("replay.invalid", map[string]string{"skipSteps": "replay.skipsteps"})
+			return apperr.Invalid("replay.invalid", map[string]string{"skipSteps": "replay.skipsteps"})
 		}
 	}
 	res, err := h.run(c, dl.ID, a, key)
@@ -217,7 +218,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 func idempotencyKey(c echo.Context) (string, error) {
 	key := c.Request().Header.Get("Idempotency-Key")
 	if len(key) > 255 || strings.IndexFunc(key, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
-		return "", models.Invalid("idemkey.unusable", map[string]string{"Idempotency-Key": "idemkey.unusable.field"})
+		return "", apperr.Invalid("idemkey.unusable", map[string]string{"Idempotency-Key": "idemkey.unusable.field"})
 	}
 	return key, nil
 }

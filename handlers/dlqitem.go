@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
@@ -274,8 +275,8 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		return h.refuse(c, http.StatusUnprocessableEntity, form)
 	}
 	_, err := h.run(c, id, a, "")
-	var me *models.Error
-	if errors.As(err, &me) && (me.Code == models.EINVALID || me.Code == models.ECONFLICT) {
+	var me *apperr.Error
+	if errors.As(err, &me) && (me.Code == apperr.EINVALID || me.Code == apperr.ECONFLICT) {
 		msg, fields := translated(l, me.Message, me.Fields)
 		for k, v := range fields {
 			if strings.HasPrefix(k, "retryPolicy.") { // one message under the policy's field
@@ -286,7 +287,7 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		}
 		form.FormError = msg
 		status := http.StatusUnprocessableEntity
-		if me.Code == models.ECONFLICT {
+		if me.Code == apperr.ECONFLICT {
 			status = http.StatusConflict
 		}
 		return h.refuse(c, status, form)

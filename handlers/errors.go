@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/views/pages"
 )
 
@@ -26,12 +26,12 @@ type apiErrorBody struct {
 // statusOf maps an error to its HTTP status, code and user-safe message. Internal errors
 // get a generic message; their cause is logged once, here.
 func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
-	var me *models.Error
+	var me *apperr.Error
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &me):
-		status := map[string]int{models.EINVALID: http.StatusUnprocessableEntity, models.ENOTFOUND: http.StatusNotFound,
-			models.EUNAUTHORIZED: http.StatusUnauthorized, models.EFORBIDDEN: http.StatusForbidden, models.ECONFLICT: http.StatusConflict}[me.Code]
+		status := map[string]int{apperr.EINVALID: http.StatusUnprocessableEntity, apperr.ENOTFOUND: http.StatusNotFound,
+			apperr.EUNAUTHORIZED: http.StatusUnauthorized, apperr.EFORBIDDEN: http.StatusForbidden, apperr.ECONFLICT: http.StatusConflict}[me.Code]
 		if status == 0 {
 			status = http.StatusInternalServerError
 		}
@@ -57,7 +57,7 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 		return he.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: msg}
 	}
 	s.Log.Error("request failed", "method", c.Request().Method, "path", logPath(c.Request().URL.Path), "err", err)
-	return http.StatusInternalServerError, apiErrorBody{Code: models.EINTERNAL, Message: "http.internal"}
+	return http.StatusInternalServerError, apiErrorBody{Code: apperr.EINTERNAL, Message: "http.internal"}
 }
 
 // handleError is the one HTTPErrorHandler: JSON for the API and webhooks, a short text for

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/definition"
 	"lifeline/services/steps"
@@ -265,8 +266,8 @@ func FuzzDefinition(f *testing.F) {
 func parseProperty(raw string, reg *steps.Registry) string {
 	d, err := definition.Parse([]byte(raw), reg)
 	if err != nil {
-		var me *models.Error
-		if !errors.As(err, &me) || me.Code != models.EINVALID || len(me.Fields) == 0 {
+		var me *apperr.Error
+		if !errors.As(err, &me) || me.Code != apperr.EINVALID || len(me.Fields) == 0 {
 			return fmt.Sprintf("Parse(%q) failed with %v, want EINVALID with field messages", raw, err)
 		}
 		return ""

@@ -10,7 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/views/i18n"
 )
 
@@ -204,5 +204,5 @@ func (q *listQuery) err() error {
 	if len(q.fields) == 0 {
 		return nil
 	}
-	return models.Invalid(q.l.T("lists.error.filter"), q.fields)
+	return apperr.Invalid(q.l.T("lists.error.filter"), q.fields)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/notify"
 )
@@ -145,7 +146,7 @@ func (h *NotificationsHandler) APIRead(c echo.Context) error {
 	}
 	p := principal(c)
 	if p.UserID == "" {
-		return models.NotFound("notification")
+		return apperr.NotFound("notification")
 	}
 	if err := h.ns.MarkRead(c.Request().Context(), p.OrganizationID, p.UserID, id); err != nil {
 		return err

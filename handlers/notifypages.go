@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/notify"
 	"lifeline/views/i18n"
 	"lifeline/views/layouts"
@@ -221,7 +222,7 @@ func (h *NotifyPagesHandler) Test(c echo.Context) error {
 	p, l := principal(c), localizer(c)
 	ch := c.FormValue("channel")
 	if !slices.Contains(notify.Channels, notify.Channel(ch)) {
-		return models.Invalid(l.T("notifications.err.channels"), map[string]string{"channel": l.T("notifications.err.channels")})
+		return apperr.Invalid(l.T("notifications.err.channels"), map[string]string{"channel": l.T("notifications.err.channels")})
 	}
 	t := pages.NotifyTest{Channel: ch, Label: channelLabel(l, ch), URL: h.s.url("notifications.test"), Live: true, Status: "ok"}
 	err := h.ns.Test(c.Request().Context(), p.OrganizationID, p.UserID, notify.Channel(ch))

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/breaker"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
@@ -75,9 +76,9 @@ func (s *Server) createWorkflow(c echo.Context) error {
 	return redirect(c, s.url("workflow", wf.ID))
 }
 
-func invalid(err error) *models.Error {
-	me, ok := err.(*models.Error)
-	if ok && me.Code == models.EINVALID {
+func invalid(err error) *apperr.Error {
+	me, ok := err.(*apperr.Error)
+	if ok && me.Code == apperr.EINVALID {
 		return me
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/definition"
 	"lifeline/views/i18n"
 )
@@ -22,7 +23,7 @@ import (
 // the same uuid or refuses with an error, and SQLite compares as different text.
 func checkID(id, what string) error {
 	if !isUUID(id) {
-		return models.NotFound(what)
+		return apperr.NotFound(what)
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
 	"lifeline/services/workflows"
@@ -48,7 +48,7 @@ func (s *Server) webhook(c echo.Context) error {
 	ctx := c.Request().Context()
 	token := c.Param("token")
 	if !validWebhookToken(token) {
-		return models.NotFound("webhook")
+		return apperr.NotFound("webhook")
 	}
 	body, err := readBody(c)
 	if err != nil {
@@ -68,16 +68,16 @@ func (s *Server) webhook(c echo.Context) error {
 	}
 	id := h.Get(HeaderWebhookID)
 	if len(id) > maxWebhookID || !printableASCII(id) {
-		return models.Invalid("The webhook-id header is not usable.",
+		return apperr.Invalid("The webhook-id header is not usable.",
 			map[string]string{HeaderWebhookID: fmt.Sprintf("must be 1-%d printable ASCII characters", maxWebhookID)})
 	}
 	ex, replayed, err := s.Engine.Start(ctx, engine.StartRequest{OrganizationID: wf.OrganizationID, WorkflowID: wf.ID, Input: body,
 		Trigger: engine.TriggerWebhook, Actor: audit.Actor{Type: audit.ActorSystem}, IdempotencyKey: webhookKeyPrefix + id})
-	var me *models.Error
-	if errors.As(err, &me) && me.Code == models.EINVALID && me.Fields["Idempotency-Key"] != "" {
+	var me *apperr.Error
+	if errors.As(err, &me) && me.Code == apperr.EINVALID && me.Fields["Idempotency-Key"] != "" {
 		// The engine refuses a reused key with a different request: here, the same
 		// webhook-id with another body.
-		return models.Errorf(models.ECONFLICT, "This webhook-id (%q) was already delivered with a different body; a new event needs a new webhook-id.", id)
+		return apperr.Errorf(apperr.ECONFLICT, "This webhook-id (%q) was already delivered with a different body; a new event needs a new webhook-id.", id)
 	}
 	if err != nil {
 		return err
@@ -94,13 +94,13 @@ func (s *Server) webhook(c echo.Context) error {
 func webhookAuthError(err error) error {
 	switch {
 	case errors.Is(err, standardwebhooks.ErrRequiredHeaders):
-		return models.Errorf(models.EUNAUTHORIZED, "Missing webhook-id, webhook-timestamp or webhook-signature header (Standard Webhooks signing is required).")
+		return apperr.Errorf(apperr.EUNAUTHORIZED, "Missing webhook-id, webhook-timestamp or webhook-signature header (Standard Webhooks signing is required).")
 	case errors.Is(err, standardwebhooks.ErrMessageTooOld), errors.Is(err, standardwebhooks.ErrMessageTooNew):
-		return models.Errorf(models.EUNAUTHORIZED, "The webhook-timestamp is more than 5 minutes away from the server's clock (server time: %d); sign every delivery with the current Unix time.", time.Now().Unix())
+		return apperr.Errorf(apperr.EUNAUTHORIZED, "The webhook-timestamp is more than 5 minutes away from the server's clock (server time: %d); sign every delivery with the current Unix time.", time.Now().Unix())
 	case errors.Is(err, standardwebhooks.ErrInvalidHeaders):
-		return models.Errorf(models.EUNAUTHORIZED, "The webhook-timestamp must be the Unix time in seconds.")
+		return apperr.Errorf(apperr.EUNAUTHORIZED, "The webhook-timestamp must be the Unix time in seconds.")
 	}
-	return models.Errorf(models.EUNAUTHORIZED, "The webhook-signature does not match (expected v1,<base64 HMAC-SHA256 of \"webhook-id.webhook-timestamp.body\"> under the workflow's whsec_ secret).")
+	return apperr.Errorf(apperr.EUNAUTHORIZED, "The webhook-signature does not match (expected v1,<base64 HMAC-SHA256 of \"webhook-id.webhook-timestamp.body\"> under the workflow's whsec_ secret).")
 }
 
 // Sign returns the Standard Webhooks headers (webhook-id, webhook-timestamp,

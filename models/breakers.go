@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"lifeline/models/apperr"
 	"slices"
 	"strings"
 	"time"
@@ -115,7 +116,7 @@ func (db *DB) GetBreaker(ctx context.Context, orgID, id string) (*BreakerRow, er
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, NotFound("circuit breaker")
+		return nil, apperr.NotFound("circuit breaker")
 	}
 	return &rows[0], db.breakerCounts(ctx, orgID, rows)
 }

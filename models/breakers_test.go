@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 )
 
@@ -144,7 +145,7 @@ func TestListBreakers(t *testing.T) {
 		if b, err := db.GetBreaker(ctx, org, open.ID); err != nil || b.Waiting != 2 || b.WorkflowName != "Wyciągi" {
 			t.Errorf("get: %+v %v", b, err)
 		}
-		if _, err := db.GetBreaker(ctx, org, foreign.ID); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := db.GetBreaker(ctx, org, foreign.ID); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("another organization's breaker: %v", err)
 		}
 		wb, err := db.WorkflowBreakers(ctx, org, wfB, nil)

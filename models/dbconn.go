@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"lifeline/models/apperr"
 	"strings"
 	"time"
 
@@ -110,7 +111,7 @@ func (db *DB) getDBConnection(q *gorm.DB) (*DBConnection, error) {
 	var c DBConnection
 	if err := q.First(&c).Error; err != nil {
 		if IsNotFound(err) {
-			return nil, NotFound("database connection")
+			return nil, apperr.NotFound("database connection")
 		}
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func (db *DB) getDBConnection(q *gorm.DB) (*DBConnection, error) {
 const DBConnectionNameTaken = "is already used by another connection"
 
 // CreateDBConnection inserts c with tx, its DSN sealed. A name the organization already
-// uses is EINVALID on "name".
+// uses is apperr.EINVALID on "name".
 func (db *DB) CreateDBConnection(tx *gorm.DB, c *DBConnection) error {
 	sealed, err := db.sealDSN(c.ID, c.DSN)
 	if err != nil {
@@ -132,7 +133,7 @@ func (db *DB) CreateDBConnection(tx *gorm.DB, c *DBConnection) error {
 	return nameTaken(tx.Create(c).Error)
 }
 
-// UpdateDBConnection writes every column of c with tx (the DSN sealed again), or ENOTFOUND
+// UpdateDBConnection writes every column of c with tx (the DSN sealed again), or apperr.ENOTFOUND
 // when the organization has no such connection.
 func (db *DB) UpdateDBConnection(tx *gorm.DB, c *DBConnection) error {
 	sealed, err := db.sealDSN(c.ID, c.DSN)
@@ -148,7 +149,7 @@ func (db *DB) UpdateDBConnection(tx *gorm.DB, c *DBConnection) error {
 		return err
 	}
 	if res.RowsAffected == 0 {
-		return NotFound("database connection")
+		return apperr.NotFound("database connection")
 	}
 	return nil
 }
@@ -160,7 +161,7 @@ func (db *DB) DeleteDBConnection(tx *gorm.DB, orgID, id string) error {
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return NotFound("database connection")
+		return apperr.NotFound("database connection")
 	}
 	return nil
 }
@@ -174,19 +175,19 @@ func (db *DB) RecordDBConnectionTest(ctx context.Context, orgID, id string, at t
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return NotFound("database connection")
+		return apperr.NotFound("database connection")
 	}
 	return nil
 }
 
-// nameTaken turns the violation of unique_db_connection_name into EINVALID on "name".
+// nameTaken turns the violation of unique_db_connection_name into apperr.EINVALID on "name".
 func nameTaken(err error) error {
 	if err == nil {
 		return nil
 	}
 	s := strings.ToLower(err.Error())
 	if strings.Contains(s, "unique_db_connection_name") || (strings.Contains(s, "unique constraint failed") && strings.Contains(s, "db_connections")) {
-		return Invalid("The connection has errors.", map[string]string{"name": DBConnectionNameTaken})
+		return apperr.Invalid("The connection has errors.", map[string]string{"name": DBConnectionNameTaken})
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"lifeline/models/apperr"
 	"time"
 
 	"gorm.io/gorm"
@@ -45,7 +46,7 @@ const dlqListColumns = "dead_letter_queue.id, dead_letter_queue.organization_id,
 // then id), and the next page's cursor ("" at the end). It reads the dead letters' own
 // columns and their workflows' names, nothing else; every filter but the search and the
 // failed step has an index that ends in the list's order (migration 00007). A cursor
-// this server did not make is an EINVALID error on the "cursor" field.
+// this server did not make is an apperr.EINVALID error on the "cursor" field.
 func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow, string, error) {
 	limit := clampLimit(f.Limit)
 	q := db.Conn(ctx).Table("dead_letter_queue").
@@ -145,7 +146,7 @@ func (db *DB) GetDLQ(ctx context.Context, orgID, id string) (*DLQRow, error) {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, NotFound("dead letter")
+		return nil, apperr.NotFound("dead letter")
 	}
 	return &rows[0], nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 )
 
@@ -228,7 +229,7 @@ func TestListDLQPages(t *testing.T) {
 				t.Errorf("limit %d status %q: pages %v, want %v", f.Limit, f.Status, got, want)
 			}
 		}
-		if _, _, err := db.ListDLQ(ctx, fx.org, models.DLQFilter{Cursor: "garbage"}); models.ErrorCode(err) != models.EINVALID {
+		if _, _, err := db.ListDLQ(ctx, fx.org, models.DLQFilter{Cursor: "garbage"}); apperr.ErrorCode(err) != apperr.EINVALID {
 			t.Errorf("bad cursor: %v", err)
 		}
 	})
@@ -259,7 +260,7 @@ func TestDLQCountsAndItem(t *testing.T) {
 			r.ErrorType != "timeout" || r.Reason != "no answer in 30 s" || string(r.OriginalInput) == "" || r.WorkflowName != "VAT" {
 			t.Errorf("item: %+v", r)
 		}
-		if _, err := db.GetDLQ(ctx, mkOrg(t, db, "Inne"), fx.dls[1].ID); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := db.GetDLQ(ctx, mkOrg(t, db, "Inne"), fx.dls[1].ID); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("another organization's item: %v", err)
 		}
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"lifeline/models/apperr"
 	"strings"
 	"time"
 
@@ -265,12 +266,12 @@ func (db *DB) Notifications(ctx context.Context, orgID, userID string, limit int
 }
 
 // MarkNotificationRead marks the user's notification id read (again is a no-op), or
-// ENOTFOUND when it is not the user's in the organization.
+// apperr.ENOTFOUND when it is not the user's in the organization.
 func (db *DB) MarkNotificationRead(ctx context.Context, orgID, userID, id string, at time.Time) error {
 	var n Notification
 	if err := db.Conn(ctx).Where("organization_id = ? AND user_id = ? AND id = ?", orgID, userID, id).First(&n).Error; err != nil {
 		if IsNotFound(err) {
-			return NotFound("notification")
+			return apperr.NotFound("notification")
 		}
 		return err
 	}

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"lifeline/models/apperr"
 	"time"
 
 	"gorm.io/gorm"
@@ -48,12 +49,12 @@ func (db *DB) QuarantinedRows(ctx context.Context, orgID string, limit int) ([]Q
 }
 
 // ReleaseQuarantined removes the organization's quarantined row id with tx, so the next
-// reconciler pass tries it again: ENOTFOUND for another organization's or an unknown id.
+// reconciler pass tries it again: apperr.ENOTFOUND for another organization's or an unknown id.
 func (db *DB) ReleaseQuarantined(tx *gorm.DB, orgID, id string) (*QuarantinedRow, error) {
 	var q QuarantinedRow
 	if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&q).Error; err != nil {
 		if IsNotFound(err) {
-			return nil, NotFound("quarantined row")
+			return nil, apperr.NotFound("quarantined row")
 		}
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func (db *DB) ReleaseQuarantined(tx *gorm.DB, orgID, id string) (*QuarantinedRow
 		return nil, r.Error
 	}
 	if r.RowsAffected == 0 {
-		return nil, NotFound("quarantined row")
+		return nil, apperr.NotFound("quarantined row")
 	}
 	return &q, nil
 }

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"encoding/base64"
+	"lifeline/models/apperr"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +19,7 @@ func (db *DB) GetWorkflow(ctx context.Context, orgID, id string) (*Workflow, err
 	var wf Workflow
 	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&wf).Error; err != nil {
 		if IsNotFound(err) {
-			return nil, NotFound("workflow")
+			return nil, apperr.NotFound("workflow")
 		}
 		return nil, err
 	}
@@ -30,7 +31,7 @@ func (db *DB) WorkflowByWebhookToken(ctx context.Context, token string) (*Workfl
 	var wf Workflow
 	if err := db.Conn(ctx).Where("webhook_token = ?", token).First(&wf).Error; err != nil {
 		if IsNotFound(err) {
-			return nil, NotFound("webhook")
+			return nil, apperr.NotFound("webhook")
 		}
 		return nil, err
 	}
@@ -120,7 +121,7 @@ const executionListColumns = "workflow_executions.id, workflow_executions.organi
 	"workflow_executions.rollback_status"
 
 // ListExecutions returns executions newest first (created_at, then id), and the cursor of
-// the next page ("" at the end). A cursor this server did not make is an EINVALID error on
+// the next page ("" at the end). A cursor this server did not make is an apperr.EINVALID error on
 // the "cursor" field.
 func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilter) ([]ExecutionRow, string, error) {
 	limit := clampLimit(f.Limit)
@@ -214,7 +215,7 @@ func (db *DB) GetExecution(ctx context.Context, orgID, id string) (*Execution, e
 	var ex Execution
 	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&ex).Error; err != nil {
 		if IsNotFound(err) {
-			return nil, NotFound("execution")
+			return nil, apperr.NotFound("execution")
 		}
 		return nil, err
 	}
@@ -254,13 +255,13 @@ const maxCursor = 200
 // decodeCursor reads a cursor made by encodeCursor. An empty cursor is the first page (zero
 // time, empty id). Anything else that encodeCursor could not have made (bad base64, no
 // separator, a time that is not RFC 3339 or outside years 1-9999, an id that is not a
-// canonical UUID) is an EINVALID error on the "cursor" field, the same on every database.
+// canonical UUID) is an apperr.EINVALID error on the "cursor" field, the same on every database.
 func decodeCursor(c string) (time.Time, string, error) {
 	if c == "" {
 		return time.Time{}, "", nil
 	}
 	bad := func(why string) (time.Time, string, error) {
-		return time.Time{}, "", Invalid("The page cursor is not valid.",
+		return time.Time{}, "", apperr.Invalid("The page cursor is not valid.",
 			map[string]string{"cursor": why + "; use the \"next\" value of the previous page, or leave it out for the first page"})
 	}
 	if len(c) > maxCursor {

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/definition"
@@ -199,7 +200,7 @@ func parseExpiry(v string) (time.Duration, error) {
 
 // userError spells out field errors for the command line.
 func userError(err error) error {
-	var me *models.Error
+	var me *apperr.Error
 	if errors.As(err, &me) {
 		msg := me.Message
 		for k, v := range me.Fields {

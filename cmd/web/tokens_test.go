@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/auth"
 )
@@ -86,7 +87,7 @@ func TestTokenSubcommands(t *testing.T) {
 			if out, err := runCmd("revoke-token", "--token", forever); err != nil || !strings.HasPrefix(out, "revoked ") {
 				t.Fatalf("revoke --token: %q %v", out, err)
 			}
-			if _, err := as.TokenPrincipal(ctx, forever); models.ErrorCode(err) != models.EUNAUTHORIZED || !strings.Contains(err.Error(), "revoked") {
+			if _, err := as.TokenPrincipal(ctx, forever); apperr.ErrorCode(err) != apperr.EUNAUTHORIZED || !strings.Contains(err.Error(), "revoked") {
 				t.Fatalf("revoked token still works: %v", err)
 			}
 			m := byName("month")
@@ -99,7 +100,7 @@ func TestTokenSubcommands(t *testing.T) {
 			if out, err := runCmd("revoke-token", "--org", org, "--id", m.ID); err != nil || !strings.Contains(out, m.ID) {
 				t.Fatalf("revoke --org --id: %q %v", out, err)
 			}
-			if _, err := as.TokenPrincipal(ctx, month); models.ErrorCode(err) != models.EUNAUTHORIZED {
+			if _, err := as.TokenPrincipal(ctx, month); apperr.ErrorCode(err) != apperr.EUNAUTHORIZED {
 				t.Fatalf("revoked token still works: %v", err)
 			}
 			var revoked int64

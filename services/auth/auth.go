@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 )
 
@@ -96,7 +97,7 @@ func (p *Principal) Can(min string) bool { return p != nil && models.RoleAtLeast
 func (s *Service) CreateOrg(ctx context.Context, name string) (*models.Organization, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 200 {
-		return nil, models.Invalid("Invalid organization.", map[string]string{"name": "is required, at most 200 characters"})
+		return nil, apperr.Invalid("Invalid organization.", map[string]string{"name": "is required, at most 200 characters"})
 	}
 	org := models.Organization{ID: models.NewID(), Name: name, CreatedAt: time.Now().UTC()}
 	return &org, s.DB.Conn(ctx).Create(&org).Error
@@ -117,14 +118,14 @@ func (s *Service) CreateUser(ctx context.Context, orgID, email, password, role s
 		fields["role"] = "must be one of owner, admin, accountant, viewer"
 	}
 	if len(fields) > 0 {
-		return nil, models.Invalid("Invalid user.", fields)
+		return nil, apperr.Invalid("Invalid user.", fields)
 	}
 	var user models.User
 	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		var org models.Organization
 		if err := tx.First(&org, "id = ?", orgID).Error; err != nil {
 			if models.IsNotFound(err) {
-				return models.NotFound("organization")
+				return apperr.NotFound("organization")
 			}
 			return err
 		}
@@ -216,12 +217,12 @@ func (s *Service) IssueToken(ctx context.Context, r TokenRequest) (string, *mode
 		fields["expires"] = "must be between 1 day and 5 years, or never"
 	}
 	if len(fields) > 0 {
-		return "", nil, models.Invalid("Invalid token.", fields)
+		return "", nil, apperr.Invalid("Invalid token.", fields)
 	}
 	var org models.Organization
 	if err := s.DB.Conn(ctx).First(&org, "id = ?", r.OrganizationID).Error; err != nil {
 		if models.IsNotFound(err) {
-			return "", nil, models.NotFound("organization")
+			return "", nil, apperr.NotFound("organization")
 		}
 		return "", nil, err
 	}
@@ -267,7 +268,7 @@ func (s *Service) RevokeToken(ctx context.Context, orgID, id string, actor audit
 	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&t).Error; err != nil {
 			if models.IsNotFound(err) {
-				return models.NotFound("API token")
+				return apperr.NotFound("API token")
 			}
 			return err
 		}
@@ -293,7 +294,7 @@ func (s *Service) RevokePlainToken(ctx context.Context, plain string) (*models.A
 	var t models.APIToken
 	if err := s.DB.Conn(ctx).Where("token_hash = ?", hashToken(strings.TrimSpace(plain))).First(&t).Error; err != nil {
 		if models.IsNotFound(err) {
-			return nil, models.NotFound("API token")
+			return nil, apperr.NotFound("API token")
 		}
 		return nil, err
 	}
@@ -314,7 +315,7 @@ func hashToken(plain string) string {
 	return hex.EncodeToString(h[:])
 }
 
-var errBadCredentials = models.Errorf(models.EUNAUTHORIZED, "auth.badcredentials")
+var errBadCredentials = apperr.Errorf(apperr.EUNAUTHORIZED, "auth.badcredentials")
 
 // Login checks an email and password and returns the user's principal in its first
 // organization (by membership age). EUNAUTHORIZED when they do not match.
@@ -373,7 +374,7 @@ func (s *Service) UserPrincipal(ctx context.Context, userID, orgID string) (*Pri
 		return nil, err
 	}
 	if row.OrganizationID == "" {
-		return nil, models.Errorf(models.EUNAUTHORIZED, "auth.notmember")
+		return nil, apperr.Errorf(apperr.EUNAUTHORIZED, "auth.notmember")
 	}
 	return &Principal{OrganizationID: row.OrganizationID, OrgName: row.OrgName, Role: row.Role, UserID: userID, Email: row.Email,
 		Language: deref(row.Language), TimeZone: deref(row.TimeZone), OrgLanguage: deref(row.OrgLanguage), OrgTimeZone: deref(row.OrgTimeZone)}, nil
@@ -424,7 +425,7 @@ func checkLocale(language, timeZone string, supported func(string) bool) error {
 		}
 	}
 	if len(fields) > 0 {
-		return models.Invalid("locale.invalid", fields)
+		return apperr.Invalid("locale.invalid", fields)
 	}
 	return nil
 }
@@ -439,12 +440,12 @@ func nullIfEmpty(s string) *string {
 // TokenPrincipal returns the principal of a plain API token; EUNAUTHORIZED if unknown.
 func (s *Service) TokenPrincipal(ctx context.Context, plain string) (*Principal, error) {
 	if !strings.HasPrefix(plain, TokenPrefix) {
-		return nil, models.Errorf(models.EUNAUTHORIZED, "Invalid API token.")
+		return nil, apperr.Errorf(apperr.EUNAUTHORIZED, "Invalid API token.")
 	}
 	var t models.APIToken
 	err := s.DB.Conn(ctx).Where("token_hash = ?", hashToken(plain)).First(&t).Error
 	if models.IsNotFound(err) {
-		return nil, models.Errorf(models.EUNAUTHORIZED, "Invalid API token.")
+		return nil, apperr.Errorf(apperr.EUNAUTHORIZED, "Invalid API token.")
 	}
 	if err != nil {
 		return nil, err
@@ -452,9 +453,9 @@ func (s *Service) TokenPrincipal(ctx context.Context, plain string) (*Principal,
 	now := s.now()
 	switch {
 	case t.RevokedAt != nil:
-		return nil, models.Errorf(models.EUNAUTHORIZED, "This API token was revoked on %s; ask an admin for a new one.", t.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))
+		return nil, apperr.Errorf(apperr.EUNAUTHORIZED, "This API token was revoked on %s; ask an admin for a new one.", t.RevokedAt.UTC().Format("2006-01-02 15:04 UTC"))
 	case t.ExpiresAt != nil && !now.Before(*t.ExpiresAt):
-		return nil, models.Errorf(models.EUNAUTHORIZED, "This API token expired on %s; ask an admin for a new one.", t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+		return nil, apperr.Errorf(apperr.EUNAUTHORIZED, "This API token expired on %s; ask an admin for a new one.", t.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
 	}
 	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) > time.Minute {
 		s.DB.Conn(ctx).Model(&t).Update("last_used_at", now)

@@ -13,6 +13,7 @@ import (
 	"github.com/alexedwards/argon2id"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 )
 
@@ -25,7 +26,7 @@ func TestDummyHashIsLazy(t *testing.T) {
 		if s.dummy != "" {
 			t.Fatal("a new service already holds a dummy hash")
 		}
-		if _, err := s.Login(context.Background(), "nobody@example.com", "whatever password"); models.ErrorCode(err) != models.EUNAUTHORIZED {
+		if _, err := s.Login(context.Background(), "nobody@example.com", "whatever password"); apperr.ErrorCode(err) != apperr.EUNAUTHORIZED {
 			t.Fatalf("unknown email: %v", err)
 		}
 		p, _, _, err := argon2id.DecodeHash(s.dummy)
@@ -73,7 +74,7 @@ func TestPasswordHashParameters(t *testing.T) {
 		if _, err := s.Login(ctx, "stara@hash.example", "old password"); err != nil {
 			t.Fatalf("a hash with other parameters no longer verifies: %v", err)
 		}
-		if _, err := s.Login(ctx, "stara@hash.example", "wrong password"); models.ErrorCode(err) != models.EUNAUTHORIZED {
+		if _, err := s.Login(ctx, "stara@hash.example", "wrong password"); apperr.ErrorCode(err) != apperr.EUNAUTHORIZED {
 			t.Fatalf("wrong password: %v", err)
 		}
 	})

@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
 )
@@ -117,7 +118,7 @@ func (s *Service) CreateOnce(ctx context.Context, r Request) (job *models.BulkJo
 		return job, false, err
 	}
 	if len(r.IdempotencyKey) > 255 {
-		return nil, false, models.Invalid("bulk.invalid", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
+		return nil, false, apperr.Invalid("bulk.invalid", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
 	}
 	hash := requestHash(r)
 	if job, err := s.byKey(ctx, r, hash); job != nil || err != nil {
@@ -146,7 +147,7 @@ func (s *Service) byKey(ctx context.Context, r Request, hash string) (*models.Bu
 	case !job.CreatedAt.Add(IdempotencyTTL).After(s.now()):
 		return nil, s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("id = ?", job.ID).Update("idem_key", nil).Error
 	case job.RequestHash == nil || *job.RequestHash != hash:
-		return nil, models.Invalid("This Idempotency-Key was already used with a different request body.",
+		return nil, apperr.Invalid("This Idempotency-Key was already used with a different request body.",
 			map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
 	}
 	return &job, nil
@@ -185,7 +186,7 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 		fields["filter.status"] = "bulk actions apply to pending items; leave the status out or choose pending"
 	}
 	if len(fields) > 0 {
-		return nil, nil, models.Invalid("bulk.invalid", fields)
+		return nil, nil, apperr.Invalid("bulk.invalid", fields)
 	}
 	ids := r.IDs
 	var filterJSON models.JSON
@@ -197,7 +198,7 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 			return nil, nil, err
 		}
 		if len(ids) > MaxItems {
-			return nil, nil, models.Invalid("bulk.invalid", map[string]string{"filter": fmt.Sprintf("matches more than %d items; narrow it", MaxItems)})
+			return nil, nil, apperr.Invalid("bulk.invalid", map[string]string{"filter": fmt.Sprintf("matches more than %d items; narrow it", MaxItems)})
 		}
 		filterJSON = models.MustJSON(f)
 	} else {
@@ -208,7 +209,7 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 			}
 		}
 		if len(fields) > 0 {
-			return nil, nil, models.Invalid("bulk.invalid", fields)
+			return nil, nil, apperr.Invalid("bulk.invalid", fields)
 		}
 		known, err := s.DB.DLQOwned(ctx, r.OrganizationID, ids)
 		if err != nil {
@@ -220,11 +221,11 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 			}
 		}
 		if len(fields) > 0 {
-			return nil, nil, models.Invalid("bulk.invalid", fields)
+			return nil, nil, apperr.Invalid("bulk.invalid", fields)
 		}
 	}
 	if len(ids) == 0 {
-		return nil, nil, models.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
+		return nil, nil, apperr.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
 	}
 	return ids, filterJSON, nil
 }
@@ -324,7 +325,7 @@ func (s *Service) Step(ctx context.Context, id string) (more bool, err error) {
 		switch {
 		case aerr == nil:
 			exID = &res.ExecutionID
-		case models.ErrorCode(aerr) == models.EINTERNAL:
+		case apperr.ErrorCode(aerr) == apperr.EINTERNAL:
 			return false, aerr // the database: run the batch again
 		default:
 			status, msg = ItemFailed, messageOf(aerr)
@@ -359,7 +360,7 @@ func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, ac
 		return s.Engine.Settle(ctx, engine.SettleRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Status: status,
 			Notes: notes, Actor: actor, IdempotencyKey: key})
 	}
-	return nil, models.Errorf(models.EINVALID, "unknown bulk action %q", job.Action)
+	return nil, apperr.Errorf(apperr.EINVALID, "unknown bulk action %q", job.Action)
 }
 
 // record stores an item's result and counts it on the job, in one transaction.
@@ -406,7 +407,7 @@ func (s *Service) Cancel(ctx context.Context, orgID, id string, actor audit.Acto
 			if _, err := s.get(tx, orgID, id); err != nil {
 				return err
 			}
-			return models.Errorf(models.ECONFLICT, "bulk.finished")
+			return apperr.Errorf(apperr.ECONFLICT, "bulk.finished")
 		}
 		msg := "cancelled"
 		if err := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND status = ?", id, ItemPending).
@@ -435,7 +436,7 @@ func (s *Service) get(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
 	var job models.BulkJob
 	if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&job).Error; err != nil {
 		if models.IsNotFound(err) {
-			return nil, models.NotFound("bulk job")
+			return nil, apperr.NotFound("bulk job")
 		}
 		return nil, err
 	}
@@ -458,7 +459,7 @@ func (s *Service) Repair(ctx context.Context) error {
 }
 
 func messageOf(err error) string {
-	var me *models.Error
+	var me *apperr.Error
 	if errors.As(err, &me) {
 		return me.Message
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
@@ -35,7 +36,7 @@ func (r *recorder) record(what, id, key string) (*engine.ReplayResult, error) {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, what+" "+id+" "+key)
 	if r.conflict[id] {
-		return nil, &models.Error{Code: models.ECONFLICT, Message: "dlq.conflict.resolved"}
+		return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.conflict.resolved"}
 	}
 	return &engine.ReplayResult{DeadLetterID: id, ExecutionID: models.NewID()}, nil
 }
@@ -125,7 +126,7 @@ func TestBulkBatchesResultsAndCancel(t *testing.T) {
 			t.Errorf("items %+v", items[:4])
 		}
 		// Another organization sees nothing; cancelling stops the rest.
-		if err := svc.Cancel(ctx, models.NewID(), job.ID, actor); models.ErrorCode(err) != models.ENOTFOUND {
+		if err := svc.Cancel(ctx, models.NewID(), job.ID, actor); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("cancel from another organization: %v", err)
 		}
 		if err := svc.Cancel(ctx, org, job.ID, actor); err != nil {
@@ -138,7 +139,7 @@ func TestBulkBatchesResultsAndCancel(t *testing.T) {
 		if got.Status != models.BulkCancelled || items[6].Status != bulk.ItemSkipped {
 			t.Errorf("cancelled: %s, last item %s", got.Status, items[6].Status)
 		}
-		if err := svc.Cancel(ctx, org, job.ID, actor); models.ErrorCode(err) != models.ECONFLICT {
+		if err := svc.Cancel(ctx, org, job.ID, actor); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("cancel twice: %v", err)
 		}
 

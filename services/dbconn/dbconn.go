@@ -10,7 +10,7 @@
 //     characters, naming its host and user, with only the settings host, port, dbname, user,
 //     password, sslmode, connect_timeout and application_name (no setting that reads a file
 //     of this server), and a key table (below; DefaultKeyTable unless given). Create and
-//     Update answer models.Invalid with messages on "name", "driver", "dsn", "description"
+//     Update answer apperr.Invalid with messages on "name", "driver", "dsn", "description"
 //     and "keyTable"; Update with an empty DSN, or no key table, keeps the stored one.
 //   - The DSN is stored sealed (models.DB.Sealer, bound to the row) and never leaves this
 //     package: Connection carries it masked ("postgres://user:•••@host:5432/db"), and error
@@ -20,7 +20,7 @@
 //     server's port counts on every address its host resolves to and, when that is an
 //     address of this machine, on every address of this machine: all of 127.0.0.0/8, ::1,
 //     0.0.0.0, ::, IPv4-mapped forms, and every interface's address (net.InterfaceAddrs).
-//     Create and Update refuse a DSN whose hosts resolve to one (models.Invalid on "dsn");
+//     Create and Update refuse a DSN whose hosts resolve to one (apperr.Invalid on "dsn");
 //     and since a name can resolve elsewhere later, every dial checks again, on the very
 //     address it then connects to (it resolves the name itself and dials the address it
 //     checked, so DNS rebinding cannot slip past): OWN_SERVER, before any connection is
@@ -54,7 +54,7 @@
 //   - Exec's errors are *Error, typed for services/classify (validation for SQL and data
 //     errors, transient for connection, serialization and deadlock failures, timeout for
 //     the statement timeout…), except an unknown connection name, which is
-//     models.NotFound("database connection").
+//     apperr.NotFound("database connection").
 //   - Database errors are not a channel: an *Error's message (what the engine stores and
 //     pages show) is the SQLSTATE and its condition name from PostgreSQL's Appendix A
 //     ("22P02 invalid_text_representation"), never the server's message text, which can
@@ -87,6 +87,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/outbound"
@@ -228,7 +229,7 @@ func (s *Service) Get(ctx context.Context, orgID, id string) (*Connection, error
 
 func (s *Service) get(ctx context.Context, orgID, id string) (*models.DBConnection, error) {
 	if u, err := uuid.Parse(id); err != nil || u.String() != id {
-		return nil, models.NotFound("database connection")
+		return nil, apperr.NotFound("database connection")
 	}
 	return s.db.GetDBConnection(ctx, orgID, id)
 }
@@ -238,7 +239,7 @@ func (s *Service) get(ctx context.Context, orgID, id string) (*models.DBConnecti
 // servers included). Audit connection.created.
 func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, in Input) (*Connection, error) {
 	if fields := s.validate(ctx, &in, true); len(fields) > 0 {
-		return nil, models.Invalid("The connection has errors.", fields)
+		return nil, apperr.Invalid("The connection has errors.", fields)
 	}
 	now := s.now()
 	c := models.DBConnection{ID: models.NewID(), OrganizationID: orgID, Name: in.Name, Driver: in.Driver, DSN: in.DSN,
@@ -276,7 +277,7 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 		return nil, err
 	}
 	if fields := s.validate(ctx, &in, false); len(fields) > 0 {
-		return nil, models.Invalid("The connection has errors.", fields)
+		return nil, apperr.Invalid("The connection has errors.", fields)
 	}
 	before := *c
 	c.Name, c.Driver, c.Description, c.UpdatedAt = in.Name, in.Driver, in.Description, s.now()
@@ -343,7 +344,7 @@ func nameFree(tx *gorm.DB, orgID, name, id string) error {
 		return err
 	}
 	if n > 0 {
-		return models.Invalid("The connection has errors.", map[string]string{"name": models.DBConnectionNameTaken})
+		return apperr.Invalid("The connection has errors.", map[string]string{"name": models.DBConnectionNameTaken})
 	}
 	return nil
 }
@@ -515,7 +516,7 @@ type Result struct {
 // is waited for (within the timeout): when it commits, this one is a replay; when it rolls
 // back, this one runs the statement.
 //
-// Errors: models.NotFound("database connection") for an unknown name; otherwise an *Error
+// Errors: apperr.NotFound("database connection") for an unknown name; otherwise an *Error
 // (classify.Classified): validation for an empty statement (EMPTY_STATEMENT), an empty or
 // too long key (KEY), for several statements in one string or a syntax error, an unknown
 // table or column, bad data or a violated constraint (SQLSTATE_42601, …), for a number of

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/classify"
 	"lifeline/services/dbconn"
@@ -78,8 +79,8 @@ func TestDBConnOwnServer(t *testing.T) {
 			fmt.Sprintf("postgres://%s@127.0.0.1:%s/x", office.Role, webPort), fmt.Sprintf("postgres://%s@localhost:%s/x", office.Role, webPort))
 		for i, dsn := range dsns {
 			_, err := s.Create(ctx, o, admin, dbconn.Input{Name: fmt.Sprintf("own-%d", i), DSN: dsn})
-			var me *models.Error
-			if !errors.As(err, &me) || me.Code != models.EINVALID || me.Fields["dsn"] != "must not reach Lifeline's own database server or web server" {
+			var me *apperr.Error
+			if !errors.As(err, &me) || me.Code != apperr.EINVALID || me.Fields["dsn"] != "must not reach Lifeline's own database server or web server" {
 				t.Errorf("save %s: %v", dsn, err)
 			}
 			// Stored past the check: refused when dialled, before connecting, by its code
@@ -108,7 +109,7 @@ func TestDBConnOwnServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = s.Update(ctx, o, c.ID, admin, dbconn.Input{Name: "office", DSN: dsns[0]})
-		if me, ok := err.(*models.Error); !ok || me.Fields["dsn"] == "" {
+		if me, ok := err.(*apperr.Error); !ok || me.Fields["dsn"] == "" {
 			t.Errorf("update to the own server: %v", err)
 		}
 		// The office database, the same server behind another port: allowed.

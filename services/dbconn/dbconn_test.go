@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
@@ -112,8 +113,8 @@ func TestDBConnValidation(t *testing.T) {
 			{"key table space", dbconn.Input{Name: "ledger", DSN: good, KeyTable: ptr("ledger keys")}, "keyTable", "must be a table name"},
 		} {
 			_, err := s.Create(ctx, o, admin, c.in)
-			var me *models.Error
-			if !errors.As(err, &me) || me.Code != models.EINVALID || !strings.HasPrefix(me.Fields[c.field], c.msg) {
+			var me *apperr.Error
+			if !errors.As(err, &me) || me.Code != apperr.EINVALID || !strings.HasPrefix(me.Fields[c.field], c.msg) {
 				t.Errorf("%s: %v, want %s: %q", c.name, err, c.field, c.msg)
 			} else if strings.Contains(me.Fields[c.field], password) || strings.Contains(me.Message, password) {
 				t.Errorf("%s: the message shows the password", c.name)
@@ -134,7 +135,7 @@ func TestDBConnValidation(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := s.Create(ctx, o, admin, dbconn.Input{Name: "ledger", DSN: good})
-		if me, ok := err.(*models.Error); !ok || me.Fields["name"] != models.DBConnectionNameTaken {
+		if me, ok := err.(*apperr.Error); !ok || me.Fields["name"] != models.DBConnectionNameTaken {
 			t.Errorf("duplicate name: %v", err)
 		}
 		if _, err := s.Create(ctx, org(t, db, "Inne biuro"), admin, dbconn.Input{Name: "ledger", DSN: good}); err != nil {
@@ -255,24 +256,24 @@ func TestDBConnCRUD(t *testing.T) {
 			t.Errorf("created %+v", z)
 		}
 		for _, id := range []string{z.ID, "not-a-uuid", models.NewID()} {
-			if _, err := s.Get(ctx, other, id); models.ErrorCode(err) != models.ENOTFOUND {
+			if _, err := s.Get(ctx, other, id); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 				t.Errorf("get %s from another organization: %v", id, err)
 			}
-			if _, err := s.Update(ctx, other, id, admin, dbconn.Input{Name: "x"}); models.ErrorCode(err) != models.ENOTFOUND {
+			if _, err := s.Update(ctx, other, id, admin, dbconn.Input{Name: "x"}); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 				t.Errorf("update %s from another organization: %v", id, err)
 			}
-			if err := s.Delete(ctx, other, id, admin); models.ErrorCode(err) != models.ENOTFOUND {
+			if err := s.Delete(ctx, other, id, admin); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 				t.Errorf("delete %s from another organization: %v", id, err)
 			}
-			if _, err := s.Test(ctx, other, id); models.ErrorCode(err) != models.ENOTFOUND {
+			if _, err := s.Test(ctx, other, id); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 				t.Errorf("test %s from another organization: %v", id, err)
 			}
 		}
-		if _, err := s.Exec(ctx, other, statement("zeta", "SELECT 1", nil, 0)); models.ErrorCode(err) != models.ENOTFOUND || err.Error() != "not_found: database connection not found" {
+		if _, err := s.Exec(ctx, other, statement("zeta", "SELECT 1", nil, 0)); apperr.ErrorCode(err) != apperr.ENOTFOUND || err.Error() != "not_found: database connection not found" {
 			t.Errorf("exec by another organization's name: %v", err)
 		}
 		now = now.Add(time.Hour)
-		if _, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "alfa", DSN: ""}); models.ErrorCode(err) != models.EINVALID {
+		if _, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "alfa", DSN: ""}); apperr.ErrorCode(err) != apperr.EINVALID {
 			t.Errorf("rename onto another's name: %v", err)
 		}
 		u, err := s.Update(ctx, o, z.ID, admin, dbconn.Input{Name: "omega", DSN: "postgres://u:q@h2/db", Description: "Nowa", KeyTable: ptr(" ledger.keys ")})
@@ -293,7 +294,7 @@ func TestDBConnCRUD(t *testing.T) {
 		if err := s.Delete(ctx, o, a.ID, admin); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Get(ctx, o, a.ID); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := s.Get(ctx, o, a.ID); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("deleted: %v", err)
 		}
 		var entries []models.AuditEntry
@@ -349,7 +350,7 @@ func TestDBConnSSRF(t *testing.T) {
 			name := fmt.Sprintf("target-%d", i)
 			conn, err := c.s.Create(ctx, o, admin, dbconn.Input{Name: name, DSN: c.dsn})
 			if err != nil {
-				t.Fatalf("%s: %v %v", c.dsn, err, err.(*models.Error).Fields)
+				t.Fatalf("%s: %v %v", c.dsn, err, err.(*apperr.Error).Fields)
 			}
 			start := time.Now()
 			tested, err := c.s.Test(ctx, o, conn.ID)

@@ -1,7 +1,7 @@
 // Package definition parses and validates workflow definitions: the JSON users write.
 //
 // Parse never returns a half-valid definition: either every field is valid, or the result
-// is a *models.Error with code EINVALID and a message per field path ("steps[1].config.url").
+// is a *apperr.Error with code EINVALID and a message per field path ("steps[1].config.url").
 package definition
 
 import (
@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/breaker"
 	"lifeline/services/retry"
 	"lifeline/services/steps"
@@ -152,16 +152,16 @@ type Check func(d *Definition) map[string]string
 // out of the range of a float64 (1e1000000).
 func Parse(raw []byte, reg *steps.Registry, checks ...Check) (*Definition, error) {
 	if field, problem := unstorable(raw); problem != "" {
-		return nil, models.Invalid("The definition cannot be stored.", map[string]string{field: problem})
+		return nil, apperr.Invalid("The definition cannot be stored.", map[string]string{field: problem})
 	}
 	var d Definition
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return nil, models.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": jsonProblem(err)})
+		return nil, apperr.Invalid("The definition is not valid JSON of the expected shape.", map[string]string{"definition": jsonProblem(err)})
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, models.Invalid("The definition must be one JSON object.", map[string]string{"definition": "has data after the JSON object"})
+		return nil, apperr.Invalid("The definition must be one JSON object.", map[string]string{"definition": "has data after the JSON object"})
 	}
 	errs := d.Validate(reg)
 	for _, check := range checks {
@@ -173,7 +173,7 @@ func Parse(raw []byte, reg *steps.Registry, checks ...Check) (*Definition, error
 		}
 	}
 	if len(errs) > 0 {
-		return nil, models.Invalid("The workflow definition has errors.", errs)
+		return nil, apperr.Invalid("The workflow definition has errors.", errs)
 	}
 	return &d, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/definition"
 	"lifeline/services/steps"
 )
@@ -110,8 +110,8 @@ func TestParse(t *testing.T) {
 				}
 				return
 			}
-			var me *models.Error
-			if !errors.As(err, &me) || me.Code != models.EINVALID {
+			var me *apperr.Error
+			if !errors.As(err, &me) || me.Code != apperr.EINVALID {
 				t.Fatalf("want EINVALID, got %v", err)
 			}
 			for field, sub := range c.want {

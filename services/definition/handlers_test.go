@@ -3,12 +3,12 @@ package definition_test
 import (
 	"errors"
 
-	"lifeline/models"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
+	"lifeline/models/apperr"
 	"lifeline/services/definition"
 	"lifeline/services/steps"
 )
@@ -99,9 +99,9 @@ func TestHandlerRouting(t *testing.T) {
 	}
 }
 
-// fields returns the field messages of a *models.Error (nil for any other error).
+// fields returns the field messages of a *apperr.Error (nil for any other error).
 func fields(err error) map[string]string {
-	var me *models.Error
+	var me *apperr.Error
 	if errors.As(err, &me) {
 		return me.Fields
 	}

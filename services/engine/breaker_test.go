@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
@@ -219,10 +220,10 @@ func TestBreakerCountsOnlyItsErrorsInTheWindow(t *testing.T) {
 
 		// An admin forces it open (with a reason), then resets it; both are audited.
 		actor := audit.Actor{Type: audit.ActorSystem}
-		if _, err := h.eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: h.org, BreakerID: b.ID, Open: true, Actor: actor}); models.ErrorCode(err) != models.EINVALID {
+		if _, err := h.eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: h.org, BreakerID: b.ID, Open: true, Actor: actor}); apperr.ErrorCode(err) != apperr.EINVALID {
 			t.Errorf("no reason: %v", err)
 		}
-		if _, err := h.eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: models.NewID(), BreakerID: b.ID, Open: true, Reason: "x", Actor: actor}); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := h.eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: models.NewID(), BreakerID: b.ID, Open: true, Reason: "x", Actor: actor}); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("another organization: %v", err)
 		}
 		forced, err := h.eng.ActOnBreaker(ctx, engine.BreakerAction{OrganizationID: h.org, BreakerID: b.ID, Open: true, Reason: "bank maintenance", Actor: actor})

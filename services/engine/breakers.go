@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
 	"lifeline/services/classify"
@@ -229,9 +230,9 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 	reason := strings.TrimSpace(r.Reason)
 	switch {
 	case reason == "":
-		return nil, models.Invalid("breaker.reason", map[string]string{"reason": "is required"})
+		return nil, apperr.Invalid("breaker.reason", map[string]string{"reason": "is required"})
 	case len([]rune(reason)) > MaxNotes:
-		return nil, models.Invalid("breaker.reason", map[string]string{"reason": fmt.Sprintf("must be at most %d characters", MaxNotes)})
+		return nil, apperr.Invalid("breaker.reason", map[string]string{"reason": fmt.Sprintf("must be at most %d characters", MaxNotes)})
 	}
 	var out *models.CircuitBreaker
 	var rest *releasing
@@ -239,7 +240,7 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 		var b models.CircuitBreaker
 		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.BreakerID).First(&b).Error; err != nil {
 			if models.IsNotFound(err) {
-				return nil, models.NotFound("circuit breaker")
+				return nil, apperr.NotFound("circuit breaker")
 			}
 			return nil, err
 		}
@@ -254,7 +255,7 @@ func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.Cir
 			return nil, err
 		}
 		if !won { // deleted since it was read
-			return nil, models.NotFound("circuit breaker")
+			return nil, apperr.NotFound("circuit breaker")
 		}
 		if err := audit.Record(tx, breakerEntry(&b, action, r.Actor, now, map[string]any{"manual": true, "reason": reason})); err != nil {
 			return nil, err

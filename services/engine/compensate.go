@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
 	"lifeline/services/dbconn"
@@ -245,13 +246,13 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 	from := map[string][]string{"retry": {models.CompFailed}, "skip": {models.CompFailed, models.CompWaiting, models.CompPending},
 		"confirm": {models.CompWaiting}}[r.Action]
 	if from == nil {
-		return models.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
+		return apperr.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
 	}
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		var c models.CompensationAction
 		if err := tx.Where("organization_id = ? AND id = ?", r.OrganizationID, r.CompensationID).First(&c).Error; err != nil {
 			if models.IsNotFound(err) {
-				return nil, models.NotFound("compensation")
+				return nil, apperr.NotFound("compensation")
 			}
 			return nil, err
 		}
@@ -273,7 +274,7 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 			return nil, res.Error
 		}
 		if res.RowsAffected == 0 {
-			return nil, &models.Error{Code: models.ECONFLICT, Message: "compensation.conflict"}
+			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "compensation.conflict"}
 		}
 		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
 			r.Actor, now, nil); err != nil {

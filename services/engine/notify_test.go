@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
@@ -132,12 +133,12 @@ func TestFailuresAreNotified(t *testing.T) {
 		  "steps": [{"id": "file", "name": "Wysyłka JPK", "type": "http", "config": {"method": "POST", "url": "%s/bank"}}]}`, settings, srv.URL)
 		// The settings are validated at save: a webhook on a private address is refused.
 		if _, err := wfs.Create(ctx, org.ID, audit.System, []byte(strings.Replace(def, hookSrv.URL+"/slack", "https://10.0.0.7/slack", 1))); err == nil ||
-			!strings.Contains(fmt.Sprint(err.(*models.Error).Fields), "settings.errorNotifications.slackWebhookUrl") {
+			!strings.Contains(fmt.Sprint(err.(*apperr.Error).Fields), "settings.errorNotifications.slackWebhookUrl") {
 			t.Fatalf("private webhook accepted: %v", err)
 		}
 		wf, err := wfs.Create(ctx, org.ID, audit.System, []byte(def))
 		if err != nil {
-			t.Fatal(err, err.(*models.Error).Fields)
+			t.Fatal(err, err.(*apperr.Error).Fields)
 		}
 		ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID, Input: []byte(`{"client": "Kwiaciarnia Róża"}`)})
 		if err != nil {
@@ -223,7 +224,7 @@ func TestFailuresAreNotified(t *testing.T) {
 		    {"id": "post", "type": "http", "config": {"method": "POST", "url": "%[2]s/{{ input.path }}"}, "onFailure": {"byErrorType": {"transient": "task"}}},
 		    {"id": "task", "type": "http", "handler": true, "config": {"method": "POST", "url": "%[2]s/task", "body": {"title": "x"}}}]}`, appOnly, srv.URL)))
 		if err != nil {
-			t.Fatal(err, err.(*models.Error).Fields)
+			t.Fatal(err, err.(*apperr.Error).Fields)
 		}
 		waitFor := func(id string, statuses ...string) {
 			t.Helper()

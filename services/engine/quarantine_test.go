@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/engine"
 	"lifeline/services/steps"
@@ -98,8 +99,8 @@ func TestPoisonedRowIsQuarantined(t *testing.T) {
 }
 
 func isNotFoundErr(err error) bool {
-	me, ok := err.(*models.Error)
-	return ok && me.Code == models.ENOTFOUND
+	me, ok := err.(*apperr.Error)
+	return ok && me.Code == apperr.ENOTFOUND
 }
 
 // TestCompensationBacklogKeepsItsPlace: a compensation due long ago whose job still waits

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
@@ -111,8 +112,8 @@ func TestReplayAndRollbackTogether(t *testing.T) {
 				replays++
 				lost = rollbackErr
 			}
-			var me *models.Error
-			if !errors.As(lost, &me) || me.Code != models.ECONFLICT {
+			var me *apperr.Error
+			if !errors.As(lost, &me) || me.Code != apperr.ECONFLICT {
 				t.Fatalf("round %d: the loser got %v, want a conflict", i, lost)
 			}
 		}

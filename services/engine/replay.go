@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
 	"lifeline/services/retry"
@@ -78,7 +79,7 @@ type ReplayResult struct {
 // ECONFLICT when the item is not pending (someone else acted on it first).
 func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
 	if !slices.Contains(ReplayModes, r.Mode) {
-		return nil, models.Invalid("replay.mode", map[string]string{"retryType": "must be one of " + strings.Join(ReplayModes, ", ")})
+		return nil, apperr.Invalid("replay.mode", map[string]string{"retryType": "must be one of " + strings.Join(ReplayModes, ", ")})
 	}
 	fields := map[string]string{}
 	if utf8.RuneCountInString(r.Notes) > MaxNotes {
@@ -138,7 +139,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		index = def.First()
 	}
 	if index < 0 && fields["fromStepId"] == "" {
-		return nil, models.Errorf(models.ECONFLICT, "The failed step %q is no longer in the workflow's version %d; retry the entire workflow instead.", dl.FailedStepID, version)
+		return nil, apperr.Errorf(apperr.ECONFLICT, "The failed step %q is no longer in the workflow's version %d; retry the entire workflow instead.", dl.FailedStepID, version)
 	}
 	if ex.RollbackStatus != nil && r.Mode != ReplayFull {
 		// Its completed steps were undone: their outputs must not feed the steps after them.
@@ -150,7 +151,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		fields["modifiedInput"] = err.Error()
 	}
 	if len(fields) > 0 {
-		return nil, models.Invalid("replay.invalid", fields)
+		return nil, apperr.Invalid("replay.invalid", fields)
 	}
 	reqHash := hashOf(r.Mode, r.FromStepID, string(r.Input), string(r.Output), fmt.Sprint(r.LatestVersion), specJSON(r.RetryPolicy), r.Notes)
 
@@ -304,7 +305,7 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 var replayable = []string{models.ExecDLQPending, models.ExecFailed}
 
 // errRolledBack: the execution's completed steps were (or are being) undone.
-var errRolledBack = models.Errorf(models.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
+var errRolledBack = apperr.Errorf(apperr.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
 
 // startReplay is the transition StartReplay: it changes ex (upd) only while it is
 // dead-lettered or failed and no rollback has started on it, and is ECONFLICT (errRolledBack,
@@ -323,7 +324,7 @@ func startReplay(tx *gorm.DB, ex *models.Execution, upd map[string]any) error {
 	if cur.RollbackStatus != nil {
 		return errRolledBack
 	}
-	return models.Errorf(models.ECONFLICT, "The execution is %s now; it can be replayed only when it has failed.", cur.Status)
+	return apperr.Errorf(apperr.ECONFLICT, "The execution is %s now; it can be replayed only when it has failed.", cur.Status)
 }
 
 // replayFull starts a new execution of the workflow (at wf.Version) with the original's input

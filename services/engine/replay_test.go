@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
@@ -356,8 +357,8 @@ func TestReplayConflictsAndRules(t *testing.T) {
 		for _, b := range bad {
 			b.r.OrganizationID, b.r.DeadLetterID, b.r.Actor = h.org, dl.ID, actor
 			_, err := h.eng.Replay(ctx, b.r)
-			var me *models.Error
-			if !asModelError(err, &me) || me.Code != models.EINVALID || me.Fields[b.field] == "" {
+			var me *apperr.Error
+			if !asModelError(err, &me) || me.Code != apperr.EINVALID || me.Fields[b.field] == "" {
 				t.Errorf("%+v: error %v, want a message on %s", b.r.Mode, err, b.field)
 			}
 		}
@@ -366,7 +367,7 @@ func TestReplayConflictsAndRules(t *testing.T) {
 		}
 
 		// Another organization's item does not exist.
-		if _, err := h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: models.NewID(), DeadLetterID: dl.ID, Mode: engine.ReplayFromFailed}); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: models.NewID(), DeadLetterID: dl.ID, Mode: engine.ReplayFromFailed}); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("other organization: %v", err)
 		}
 
@@ -393,7 +394,7 @@ func TestReplayConflictsAndRules(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case models.ErrorCode(err) == models.ECONFLICT:
+			case apperr.ErrorCode(err) == apperr.ECONFLICT:
 				conflicts++
 			}
 		}
@@ -422,7 +423,7 @@ func TestReplayConflictsAndRules(t *testing.T) {
 		if got := h.wait(done.ExecutionID, time.Second); got.Status != models.ExecFailed {
 			t.Errorf("execution after resolve: %s", got.Status)
 		}
-		if _, err := h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: h.org, DeadLetterID: dl.ID, Status: models.DLQSkipped, Actor: actor}); models.ErrorCode(err) != models.ECONFLICT {
+		if _, err := h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: h.org, DeadLetterID: dl.ID, Status: models.DLQSkipped, Actor: actor}); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("skip after resolve: %v", err)
 		}
 		if n := strings.Count(strings.Join(h.auditActions(), ","), "dlq.resolved"); n != 1 {
@@ -431,8 +432,8 @@ func TestReplayConflictsAndRules(t *testing.T) {
 	})
 }
 
-func asModelError(err error, target **models.Error) bool {
-	me, ok := err.(*models.Error)
+func asModelError(err error, target **apperr.Error) bool {
+	me, ok := err.(*apperr.Error)
 	if ok {
 		*target = me
 	}

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/redact"
 	"lifeline/services/retry"
 )
@@ -57,7 +58,7 @@ func (e *Engine) replayInput(ex *models.Execution, edited json.RawMessage) ([]by
 	}
 	norm, err := normalizeInput(edited)
 	if err != nil {
-		if me, ok := err.(*models.Error); ok && len(me.Fields) > 0 {
+		if me, ok := err.(*apperr.Error); ok && len(me.Fields) > 0 {
 			return nil, false, fmt.Errorf("%s", me.Fields["input"])
 		}
 		return nil, false, err
@@ -104,7 +105,7 @@ func (e *Engine) idempotent(tx *gorm.DB, dl *models.DeadLetter, key, reqHash str
 	switch {
 	case err == nil && k.ExpiresAt.After(now):
 		if k.RequestHash != reqHash {
-			return false, models.Invalid("This Idempotency-Key was already used with a different request body.",
+			return false, apperr.Invalid("This Idempotency-Key was already used with a different request body.",
 				map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
 		}
 		res.ExecutionID, res.Replayed = k.ExecutionID, true

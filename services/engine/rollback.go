@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
 )
@@ -54,9 +55,9 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 		// Said first, as the transition would (startRollback decides, guarded).
 		switch {
 		case ex.RollbackStatus != nil:
-			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
+			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
 		case !slices.Contains(rollbackable, ex.Status):
-			return nil, &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
+			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
 		}
 		return e.startRollbackTx(tx, ex, def, r.Actor, now)
 	})
@@ -89,13 +90,13 @@ func startRollback(tx *gorm.DB, ex *models.Execution, now time.Time) error {
 		return err
 	}
 	if cur.RollbackStatus != nil {
-		return &models.Error{Code: models.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
+		return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
 	}
-	return &models.Error{Code: models.ECONFLICT, Message: "rollback.notfailed"}
+	return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
 }
 
 // errNothingToUndo: no completed step of the execution has a compensation to run.
-var errNothingToUndo = &models.Error{Code: models.ECONFLICT, Message: "rollback.nothing"}
+var errNothingToUndo = &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.nothing"}
 
 // startRollbackTx records the rollback of ex in tx (errNothingToUndo when no completed
 // step has a compensation other than none): a row per completed step with a

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
@@ -155,13 +156,13 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		actor := h.user()
 		// An admin starts it by hand; a second start, another organization and a succeeded
 		// execution are refused.
-		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: models.NewID(), ExecutionID: ex.ID, Actor: actor}); models.ErrorCode(err) != models.ENOTFOUND {
+		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: models.NewID(), ExecutionID: ex.ID, Actor: actor}); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("another organization: %v", err)
 		}
 		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: h.org, ExecutionID: ex.ID, Actor: actor}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: h.org, ExecutionID: ex.ID, Actor: actor}); models.ErrorCode(err) != models.ECONFLICT {
+		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: h.org, ExecutionID: ex.ID, Actor: actor}); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("second start: %v", err)
 		}
 		// The manual compensation (reserve) waits for an admin; the rest has not run.
@@ -176,7 +177,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		if *cs[1].Status != models.CompPending || *cs[2].Status != models.CompPending {
 			t.Fatalf("later compensations ran before the manual one was confirmed: %s %s", *cs[1].Status, *cs[2].Status)
 		}
-		if err := h.eng.ActOnCompensation(ctx, engine.CompensationAction{OrganizationID: h.org, CompensationID: cs[0].ID, Action: "retry", Actor: actor}); models.ErrorCode(err) != models.ECONFLICT {
+		if err := h.eng.ActOnCompensation(ctx, engine.CompensationAction{OrganizationID: h.org, CompensationID: cs[0].ID, Action: "retry", Actor: actor}); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("retry of a waiting compensation: %v", err)
 		}
 		if err := h.eng.ActOnCompensation(ctx, engine.CompensationAction{OrganizationID: h.org, CompensationID: cs[0].ID, Action: "confirm", Actor: actor}); err != nil {
@@ -205,7 +206,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		// A succeeded execution has nothing to roll back.
 		ok := h.start(h.workflow(fmt.Sprintf(`{"name": "Ok %d", "steps": [{"id": "a", "type": "transform", "config": {"output": 1}}]}`, time.Now().UnixNano())), `{}`)
 		h.wait(ok.ID, 10*time.Second)
-		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: h.org, ExecutionID: ok.ID, Actor: audit.System}); models.ErrorCode(err) != models.ECONFLICT {
+		if _, err := h.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: h.org, ExecutionID: ok.ID, Actor: audit.System}); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("rollback of a succeeded execution: %v", err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 )
 
@@ -34,7 +35,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 		fields["resolutionNotes"] = fmt.Sprintf("must be at most %d characters", MaxNotes)
 	}
 	if len(fields) > 0 {
-		return nil, models.Invalid("replay.invalid", fields)
+		return nil, apperr.Invalid("replay.invalid", fields)
 	}
 	dl, ex, err := e.deadLetterOf(ctx, r.OrganizationID, r.DeadLetterID)
 	if err != nil {
@@ -91,7 +92,7 @@ func (e *Engine) deadLetterOf(ctx context.Context, orgID, id string) (*models.De
 	var dl models.DeadLetter
 	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
 		if models.IsNotFound(err) {
-			return nil, nil, models.NotFound("dead letter")
+			return nil, nil, apperr.NotFound("dead letter")
 		}
 		return nil, nil, err
 	}
@@ -120,7 +121,7 @@ func claimDeadLetter(tx *gorm.DB, dl *models.DeadLetter, status string, now time
 	if err := tx.Select("status").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
 		return err
 	}
-	return &models.Error{Code: models.ECONFLICT, Message: "dlq.conflict." + cur.Status}
+	return &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.conflict." + cur.Status}
 }
 
 // replaySucceeded settles the dead letter a replay served when its execution succeeds: the

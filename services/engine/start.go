@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
 	"lifeline/services/redact"
@@ -54,7 +55,7 @@ func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, 
 		return nil, false, err
 	}
 	if len(r.IdempotencyKey) > 255 {
-		return nil, false, models.Invalid("The Idempotency-Key is too long.", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
+		return nil, false, apperr.Invalid("The Idempotency-Key is too long.", map[string]string{"Idempotency-Key": "must be at most 255 characters"})
 	}
 	for attempt := 0; ; attempt++ {
 		ex, replayed, err := e.start(ctx, r, input)
@@ -90,7 +91,7 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 			switch {
 			case err == nil && k.ExpiresAt.After(now):
 				if k.RequestHash != reqHash {
-					return nil, models.Invalid("This Idempotency-Key was already used with a different request body.",
+					return nil, apperr.Invalid("This Idempotency-Key was already used with a different request body.",
 						map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
 				}
 				replayed = true
@@ -234,19 +235,19 @@ func normalizeInput(raw []byte) ([]byte, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, models.Invalid("input.notjson", map[string]string{"input": "is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
+		return nil, apperr.Invalid("input.notjson", map[string]string{"input": "is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: ")})
 	}
 	if dec.More() {
-		return nil, models.Invalid("input.notjson", map[string]string{"input": "input.trailing"})
+		return nil, apperr.Invalid("input.notjson", map[string]string{"input": "input.trailing"})
 	}
 	if _, ok := v.(map[string]any); !ok {
-		return nil, models.Invalid("input.notobject", map[string]string{"input": "input.notobject.field"})
+		return nil, apperr.Invalid("input.notobject", map[string]string{"input": "input.notobject.field"})
 	}
 	if problem := unstorable(v, "input"); problem != "" {
-		return nil, models.Invalid("input.unstorable", map[string]string{"input": problem})
+		return nil, apperr.Invalid("input.unstorable", map[string]string{"input": problem})
 	}
 	if len(raw) > 1<<20 {
-		return nil, models.Invalid("input.toolarge", map[string]string{"input": "input.toolarge.field"})
+		return nil, apperr.Invalid("input.toolarge", map[string]string{"input": "input.toolarge.field"})
 	}
 	return json.Marshal(v)
 }

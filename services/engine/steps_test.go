@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/classify"
 	"lifeline/services/outbound"
@@ -45,7 +46,7 @@ func TestCustomStepTypeAndSSRF(t *testing.T) {
 
 		// A definition with an invalid config for the custom type is rejected with its message.
 		_, err := h.wfs.Create(context.Background(), h.org, auditSystem, []byte(`{"name": "K", "steps": [{"id": "k", "type": "ksef", "config": {}}]}`))
-		var me *models.Error
+		var me *apperr.Error
 		if !errors.As(err, &me) || me.Fields["steps[0].config.invoice"] != "is required" {
 			t.Fatalf("custom validation: %v", err)
 		}

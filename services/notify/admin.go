@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 )
 
@@ -27,12 +28,12 @@ func (s *Service) OrgSettings(ctx context.Context, orgID string) (Settings, erro
 // stored one) and stores it as the organization's defaults, with the audit event
 // notifications.updated. raw replaces the stored settings: a key it leaves out takes its
 // default. raw must be a JSON object: anything else (empty, null, an array…) changes
-// nothing. Invalid settings are models.Invalid with field messages keyed by the setting
+// nothing. Invalid settings are apperr.Invalid with field messages keyed by the setting
 // ("slackWebhookUrl"), or "settings" for raw itself.
 func (s *Service) SaveOrgSettings(ctx context.Context, orgID string, actor audit.Actor, raw json.RawMessage) (Settings, error) {
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(raw, &doc) != nil || doc == nil {
-		return Settings{}, models.Invalid("The notification settings have errors.", map[string]string{"settings": "must be an object"})
+		return Settings{}, apperr.Invalid("The notification settings have errors.", map[string]string{"settings": "must be an object"})
 	}
 	old, err := s.OrgSettings(ctx, orgID)
 	if err != nil {
@@ -48,7 +49,7 @@ func (s *Service) SaveOrgSettings(ctx context.Context, orgID string, actor audit
 	raw, _ = json.Marshal(doc)
 	st, fields := ParseOrgSettings(raw, s.cfg.Allow...)
 	if fields != nil {
-		return Settings{}, models.Invalid("The notification settings have errors.", fields)
+		return Settings{}, apperr.Invalid("The notification settings have errors.", fields)
 	}
 	row := &models.NotificationSettings{OrganizationID: orgID, Enabled: st.Enabled, Recipients: st.Recipients,
 		SlackWebhookURL: st.SlackWebhookURL, TeamsWebhookURL: st.TeamsWebhookURL, NotifyOnFirstFailure: st.NotifyOnFirstFailure,
@@ -102,7 +103,7 @@ func (s *Service) Deliveries(ctx context.Context, orgID, executionID string, lim
 			return nil, err
 		}
 		if n == 0 {
-			return nil, models.NotFound("execution")
+			return nil, apperr.NotFound("execution")
 		}
 		q = q.Where("execution_id = ?", executionID)
 	}
@@ -136,12 +137,12 @@ func (s *Service) Resend(ctx context.Context, orgID, id string, actor audit.Acto
 		var d models.NotificationDelivery
 		if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&d).Error; err != nil {
 			if models.IsNotFound(err) {
-				return models.NotFound("delivery")
+				return apperr.NotFound("delivery")
 			}
 			return err
 		}
 		if d.Status != models.DeliverySent && d.Status != models.DeliveryFailed {
-			return models.Errorf(models.ECONFLICT, "The delivery is %s; only sent or failed deliveries can be sent again.", d.Status)
+			return apperr.Errorf(apperr.ECONFLICT, "The delivery is %s; only sent or failed deliveries can be sent again.", d.Status)
 		}
 		res := tx.Model(&models.NotificationDelivery{}).Where("id = ? AND status = ?", id, d.Status).Updates(map[string]any{
 			"status": models.DeliveryPending, "attempts": 0, "next_attempt_at": now, "claim_token": nil, "lease_until": nil, "updated_at": now})
@@ -149,7 +150,7 @@ func (s *Service) Resend(ctx context.Context, orgID, id string, actor audit.Acto
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return models.Errorf(models.ECONFLICT, "The delivery changed meanwhile; reload.")
+			return apperr.Errorf(apperr.ECONFLICT, "The delivery changed meanwhile; reload.")
 		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "notification.resent",
 			EntityType: "notification_delivery", EntityID: id, Details: map[string]any{"channel": d.Channel, "recipient": d.Recipient}, At: now})
@@ -162,11 +163,11 @@ var ErrTestFailed = errors.New("the test notification was not delivered")
 // Test sends a test message on a channel now, with the organization's saved settings: email
 // to the user's address, app to the user, slack and teams to the saved webhook. It records
 // the delivery (event "test") in the log. It returns nil when it was delivered, an error
-// wrapping ErrTestFailed with the exact cause when it was not, and models.Invalid for an
+// wrapping ErrTestFailed with the exact cause when it was not, and apperr.Invalid for an
 // unknown channel or one with no webhook saved.
 func (s *Service) Test(ctx context.Context, orgID, userID string, ch Channel) error {
 	if !slices.Contains(Channels, ch) {
-		return models.Invalid("Unknown channel.", map[string]string{"channel": "use email, app, slack or teams"})
+		return apperr.Invalid("Unknown channel.", map[string]string{"channel": "use email, app, slack or teams"})
 	}
 	st, err := s.OrgSettings(ctx, orgID)
 	if err != nil {
@@ -174,7 +175,7 @@ func (s *Service) Test(ctx context.Context, orgID, userID string, ch Channel) er
 	}
 	var u models.User
 	if err := s.db.Conn(ctx).Where("id = ?", userID).First(&u).Error; err != nil && ch != Slack && ch != Teams {
-		return models.Invalid("A test email or in-app notification is sent to a signed-in user.", map[string]string{"channel": "needs a user, not an API token"})
+		return apperr.Invalid("A test email or in-app notification is sent to a signed-in user.", map[string]string{"channel": "needs a user, not an API token"})
 	}
 	now := s.now()
 	d := models.NotificationDelivery{ID: models.NewID(), OrganizationID: orgID, Channel: string(ch), EventKind: string(Test),
@@ -190,7 +191,7 @@ func (s *Service) Test(ctx context.Context, orgID, userID string, ch Channel) er
 			url = st.TeamsWebhookURL
 		}
 		if url == "" {
-			return models.Invalid("No webhook URL is saved for this channel.", map[string]string{string(ch) + "WebhookUrl": "save a webhook URL first"})
+			return apperr.Invalid("No webhook URL is saved for this channel.", map[string]string{string(ch) + "WebhookUrl": "save a webhook URL first"})
 		}
 		d.Recipient, d.Target = models.MaskWebhookURL(url), url
 	}

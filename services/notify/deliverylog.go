@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 )
 
 // DeliveryFilter selects deliveries for the log page. Empty fields select everything.
@@ -49,7 +50,7 @@ func (s *Service) DeliveryLog(ctx context.Context, orgID string, f DeliveryFilte
 			return DeliveryPage{}, err
 		}
 		if n == 0 {
-			return DeliveryPage{}, models.NotFound("execution")
+			return DeliveryPage{}, apperr.NotFound("execution")
 		}
 		q = q.Where("execution_id = ?", f.ExecutionID)
 	}
@@ -62,7 +63,7 @@ func (s *Service) DeliveryLog(ctx context.Context, orgID string, f DeliveryFilte
 	if f.After != "" {
 		at, id, ok := parseCursor(f.After)
 		if !ok {
-			return DeliveryPage{}, models.Invalid("The page cursor is not valid.", map[string]string{"after": "is not a page of this list"})
+			return DeliveryPage{}, apperr.Invalid("The page cursor is not valid.", map[string]string{"after": "is not a page of this list"})
 		}
 		q = q.Where("(created_at < ? OR (created_at = ? AND id < ?))", at, at, id)
 	}

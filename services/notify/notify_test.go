@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/notify"
@@ -335,7 +336,7 @@ func TestNotifyEveryChannel(t *testing.T) {
 			}
 		}
 		items, _, _ := e.svc.Inbox(ctx, e.org.id, e.org.admin.ID, 10)
-		if err := e.svc.MarkRead(ctx, other.id, other.admin.ID, items[0].ID); models.ErrorCode(err) != models.ENOTFOUND {
+		if err := e.svc.MarkRead(ctx, other.id, other.admin.ID, items[0].ID); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("another organization's user marked it read: %v", err)
 		}
 		if err := e.svc.MarkRead(ctx, e.org.id, e.org.admin.ID, items[0].ID); err != nil {
@@ -451,13 +452,13 @@ func TestRetryAfterAndPermanentFailures(t *testing.T) {
 
 		// Resend: a failed delivery goes again, attempts start over.
 		ctx := context.Background()
-		if err := e.svc.Resend(ctx, newOrg(t, db, "Biuro Trzecie").id, ds["teams"].ID, audit.System); models.ErrorCode(err) != models.ENOTFOUND {
+		if err := e.svc.Resend(ctx, newOrg(t, db, "Biuro Trzecie").id, ds["teams"].ID, audit.System); apperr.ErrorCode(err) != apperr.ENOTFOUND {
 			t.Errorf("resend across organizations: %v", err)
 		}
 		if err := e.svc.Resend(ctx, e.org.id, ds["teams"].ID, audit.System); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.svc.Resend(ctx, e.org.id, ds["teams"].ID, audit.System); models.ErrorCode(err) != models.ECONFLICT {
+		if err := e.svc.Resend(ctx, e.org.id, ds["teams"].ID, audit.System); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("resend while pending: %v", err)
 		}
 		e.dispatch(t)

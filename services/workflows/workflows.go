@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/definition"
 	"lifeline/services/notify"
@@ -84,7 +85,7 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&wf).Error; err != nil {
 			if models.IsNotFound(err) {
-				return models.NotFound("workflow")
+				return apperr.NotFound("workflow")
 			}
 			return err
 		}

@@ -98,8 +98,8 @@ var (
 )
 
 // serviceTexts finds the English messages the services and handlers give users: the
-// messages of models.Errorf, models.Invalid and models.Error, the field messages of
-// models.Invalid and of the maps of field messages, echo.NewHTTPError's texts and
+// messages of apperr.Errorf, apperr.Invalid and apperr.Error, the field messages of
+// apperr.Invalid and of the maps of field messages, echo.NewHTTPError's texts and
 // classify.New's messages (shown with an attempt and a dead letter).
 func serviceTexts(t *testing.T) []serviceText {
 	t.Helper()
@@ -224,7 +224,7 @@ func isIdent(e ast.Expr, name string) bool {
 var notForUsers = []string{
 	"csrf: cross-site request",                  // handleError answers http.csrf
 	"csrf: token missing or not this session's", // idem
-	"x not found", // models.NotFound itself: its callers are checked one by one
+	"x not found", // apperr.NotFound itself: its callers are checked one by one
 }
 
 // dynamicID matches a message id the code completes with a value ("dlq.conflict." + status).

@@ -1,4 +1,7 @@
-package models
+// Package apperr is Lifeline's one error type: a code a handler maps to an HTTP status in one
+// place, and a message safe to show to the user. It imports nothing of ours, so any layer
+// (definitions, services, the persistence layer) can return it.
+package apperr
 
 import (
 	"errors"

@@ -4,7 +4,7 @@
 # dead-letter list's worst 95th percentiles against issue 8's targets.
 awk '
 /^Benchmark/ {
-  name=$1; sub(/-[0-9]+$/, "", name); line=sprintf("%-45s", name)
+  name=$1; sub(/-[0-9]+$/, "", name); line=sprintf("%-64s", name)
   for (i=3; i<NF; i+=2) {
     line=line sprintf("  %12s %-14s", $i, $(i+1))
     if ($(i+1) == "steps/s") steps[name]=$i
@@ -17,8 +17,13 @@ awk '
 END {
   split("sqlite postgres", dbs, " ")
   for (k=1; k<=2; k++) {
-    d=dbs[k]; l=steps["BenchmarkExecutions/" d]; r=steps["BenchmarkRiverChains/" d]
-    if (l != "" && r != "" && r > 0) printf("Lifeline / River-only chains (%s): %.0f / %.0f steps/s = %.2fx\n", d, l, r, l/r)
+    # The River figure is the best point of its sweep (BenchmarkRiverChains/<db>/<settings>).
+    d=dbs[k]; l=steps["BenchmarkExecutions/" d]; r=""; best=""
+    for (name in steps) {
+      q=name; if (!sub("^BenchmarkRiverChains/" d "/", "", q)) continue
+      if (r == "" || steps[name] + 0 > r + 0) { r=steps[name]; best=q }
+    }
+    if (l != "" && r != "" && r > 0) printf("Lifeline / River-only chains at River best (%s, %s): %.0f / %.0f steps/s = %.2fx\n", d, best, l, r, l/r)
   }
   # BenchmarkBreakerCost/<db>/breakers-{on,off}: on must keep at least 90 % of off.
   for (k=1; k<=2; k++) {

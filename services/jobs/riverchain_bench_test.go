@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -66,43 +67,77 @@ func (w *chainWorker[TTx, TDriver]) Work(ctx context.Context, job *river.Job[cha
 	return nil
 }
 
-// BenchmarkRiverChains measures River alone: chainBatch chains of chainLen no-op jobs.
+// riverSettings is one point of the sweep of River's queue settings: how many jobs run at
+// once, and how often (and how soon after a fetch) a producer looks for new jobs.
+type riverSettings struct {
+	workers        int
+	poll, cooldown time.Duration
+}
+
+func (r riverSettings) String() string {
+	return fmt.Sprintf("workers=%d,poll=%s,cooldown=%s", r.workers, r.poll, r.cooldown)
+}
+
+// riverSweep is what BenchmarkRiverChains tries, so that the baseline is River at its best on
+// this machine, not at our settings: worker counts up to River's maximum (10,000) against
+// fetch settings from River's defaults (1 s poll, 100 ms cooldown) down to its floor (1 ms).
+// LIFELINE_RIVER_SWEEP=short tries only the settings that came out best before.
+func riverSweep() []riverSettings {
+	if os.Getenv("LIFELINE_RIVER_SWEEP") == "short" {
+		return []riverSettings{{100, 10 * time.Millisecond, time.Millisecond}}
+	}
+	var out []riverSettings
+	for _, w := range []int{20, 100, 1000, 10000} {
+		for _, f := range [][2]time.Duration{{time.Second, 100 * time.Millisecond}, {50 * time.Millisecond, 10 * time.Millisecond}, {10 * time.Millisecond, time.Millisecond}, {time.Millisecond, time.Millisecond}} {
+			out = append(out, riverSettings{w, f[0], f[1]})
+		}
+	}
+	return out
+}
+
+// BenchmarkRiverChains measures River alone: chainBatch chains of chainLen no-op jobs, once
+// per point of riverSweep, each on a database of its own. scripts/bench-table.sh reports the
+// best point of each database as the baseline.
 func BenchmarkRiverChains(b *testing.B) {
 	for _, dialect := range modeltest.Dialects {
 		b.Run(dialect, func(b *testing.B) {
 			if dialect == models.Postgres && os.Getenv("TEST_DATABASE_URL") == "" {
 				b.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make bench` starts a throwaway server")
 			}
-			db := modeltest.New(b, dialect)
-			var done atomic.Int64
-			if db.Dialect == models.Postgres {
-				w := &chainWorker[pgx.Tx, *riverpgxv5.Driver]{done: &done, begin: func(ctx context.Context) (pgx.Tx, func() error, func(), error) {
-					tx, err := db.Pool.Begin(ctx)
-					if err != nil {
-						return nil, nil, nil, err
-					}
-					return tx, func() error { return tx.Commit(ctx) }, func() { _ = tx.Rollback(ctx) }, nil
-				}}
-				runChains(b, riverpgxv5.New(db.Pool), w, &done)
-				return
+			for _, set := range riverSweep() {
+				b.Run(set.String(), func(b *testing.B) { benchRiverChains(b, dialect, set) })
 			}
-			w := &chainWorker[*sql.Tx, *riversqlite.Driver]{done: &done, begin: func(ctx context.Context) (*sql.Tx, func() error, func(), error) {
-				tx, err := db.SQL.BeginTx(ctx, nil)
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				return tx, tx.Commit, func() { _ = tx.Rollback() }, nil
-			}}
-			runChains(b, riversqlite.New(db.SQL), w, &done)
 		})
 	}
 }
 
-func runChains[TTx any, TDriver riverdriver.Driver[TTx]](b *testing.B, driver TDriver, w *chainWorker[TTx, TDriver], done *atomic.Int64) {
+func benchRiverChains(b *testing.B, dialect string, set riverSettings) {
+	db := modeltest.New(b, dialect)
+	var done atomic.Int64
+	if db.Dialect == models.Postgres {
+		w := &chainWorker[pgx.Tx, *riverpgxv5.Driver]{done: &done, begin: func(ctx context.Context) (pgx.Tx, func() error, func(), error) {
+			tx, err := db.Pool.Begin(ctx)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			return tx, func() error { return tx.Commit(ctx) }, func() { _ = tx.Rollback(ctx) }, nil
+		}}
+		runChains(b, riverpgxv5.New(db.Pool), w, &done, set)
+		return
+	}
+	w := &chainWorker[*sql.Tx, *riversqlite.Driver]{done: &done, begin: func(ctx context.Context) (*sql.Tx, func() error, func(), error) {
+		tx, err := db.SQL.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return tx, tx.Commit, func() { _ = tx.Rollback() }, nil
+	}}
+	runChains(b, riversqlite.New(db.SQL), w, &done, set)
+}
+
+func runChains[TTx any, TDriver riverdriver.Driver[TTx]](b *testing.B, driver TDriver, w *chainWorker[TTx, TDriver], done *atomic.Int64, set riverSettings) {
 	ctx := context.Background()
-	// River gets the queue settings that suit it best on this machine (as measured): many
-	// workers and a fetch as soon as possible, since every step of a chain waits for one.
-	rc := Config{Workers: 100, FetchPollInterval: 10 * time.Millisecond, FetchCooldown: time.Millisecond}.withDefaults(models.SQLite).queue() // Workers is set
+	rc := Config{Workers: set.workers, FetchPollInterval: set.poll, FetchCooldown: set.cooldown}.withDefaults(models.SQLite).queue() // Workers is set
 	rc.Workers = river.NewWorkers()
 	river.AddWorker(rc.Workers, w)
 	rc.Logger = slog.New(slog.DiscardHandler)

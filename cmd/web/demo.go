@@ -77,34 +77,21 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 	return d, nil
 }
 
-// kickoff starts, on the first run, one execution that recovers after retries, one that
-// lands in the DLQ early, and one that fails at its 4th step and is rolled back, so a
-// newcomer sees them at once.
+// kickoff starts, on the first run, the demo's morning (demo.Morning): one bank import that
+// goes through, two that land in the DLQ (a NIP that lost a digit; a client's address that
+// lost its "@", found at the 4th step and rolled back) and a VAT filing whose NIP the tax
+// office refuses, sent back to its preparer by an on-failure handler, so a newcomer sees them
+// at once.
 func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 	if !d.created {
 		return nil
 	}
-	id, ok := d.wfIDs[demo.BankImport]
-	if !ok {
-		return nil
-	}
-	inputs := []string{
-		`{"clientNip": "5260250274", "clientName": "Kowalski Sp. z o.o.", "clientEmail": "ksiegowosc@kowalski.pl", "account": "PL61109010140000071219812874", "period": "2026-10", "scenario": {"import_statement": "flaky"}}`,
-		`{"clientNip": "7010002137", "clientName": "Nowak i Wspólnicy", "clientEmail": "biuro@nowak.pl", "account": "PL27114020040000300201355387", "period": "2026-10", "scenario": {"match_invoices": "invalid"}}`,
-		// Fails at its 4th step: the rollback undoes steps 3, 2 and 1, in that order.
-		`{"clientNip": "5213017228", "clientName": "Piekarnia Zawada", "clientEmail": "zawada@piekarnia.pl", "account": "PL10105000997603123456789123", "period": "2026-10", "scenario": {"send_report": "invalid"}}`,
-	}
-	for _, in := range inputs {
-		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: id, Input: []byte(in),
-			Trigger: engine.TriggerDemo, Actor: audit.System}); err != nil {
-			return err
+	for _, s := range demo.Morning() {
+		id, ok := d.wfIDs[s.Workflow]
+		if !ok {
+			continue
 		}
-	}
-	// A VAT file with a NIP one digit short: the tax office refuses it, and the failure goes
-	// back to its preparer as a task (an on-failure handler): the execution ends PARTIAL.
-	if vat, ok := d.wfIDs[demo.VAT]; ok {
-		in := `{"clientNip": "526025027", "clientName": "Kwiaciarnia Róża", "clientEmail": "biuro@kwiaciarnia-roza.pl", "period": "2026-10", "salesTotal": 48210.50, "purchaseTotal": 19877.12}`
-		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: vat, Input: []byte(in),
+		if _, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: d.OrgID, WorkflowID: id, Input: models.MustJSON(s.Input),
 			Trigger: engine.TriggerDemo, Actor: audit.System}); err != nil {
 			return err
 		}

@@ -139,7 +139,7 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 					t.Fatal("no PARTIAL execution in the demo")
 				}
 			}
-			if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Subject, "Kwiaciarnia Róża") {
+			if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Subject, "Apteka Pod Lipami") {
 				t.Fatalf("partial executions %+v", list.Items)
 			}
 			var ex struct {
@@ -174,11 +174,11 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 				link[1] != "/notifications/deliveries?executionId="+list.Items[0].ID {
 				t.Errorf("the execution page's link to its deliveries: %v", link)
 			}
-			// The kickoff's bank import for Piekarnia Zawada fails at its 4th step (the report)
+			// The kickoff's bank import for Piekarnia Zielińscy fails at its 4th step (the report)
 			// and rolls back: steps 3, 2 and 1 undone in that order, in the API and on the page
 			// (issue 10).
 			var found struct{ Items []struct{ ID string } }
-			if err := json.Unmarshal([]byte(get("/api/v1/executions?q=Piekarnia+Zawada&status=DLQ_PENDING")), &found); err != nil || len(found.Items) != 1 {
+			if err := json.Unmarshal([]byte(get("/api/v1/executions?q=Piekarnia+Zieli%C5%84scy&status=DLQ_PENDING")), &found); err != nil || len(found.Items) != 1 {
 				t.Fatalf("the rolled-back bank import: %+v %v", found, err)
 			}
 			var rb struct {

@@ -51,7 +51,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		if demoInfo, err = seedDemo(ctx, db, as, wfs, cfg.SandboxBase()); err != nil {
 			return fmt.Errorf("demo data: %w", err)
 		}
-		sb := sandbox.New(sandbox.Options{})
+		sb := sandbox.New(sandbox.Options{Office: true})
 		sandboxHandler, hooks = sb, sb.Hooks()
 		jcfg.Periodic = append(jcfg.Periodic, jobs.DemoTraffic(demoInfo.OrgID, cfg.DemoTrafficEvery))
 	}

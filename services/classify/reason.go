@@ -14,7 +14,8 @@ const maxReason = 300
 
 // Reason is what a person can act on: the message the service gave, then the status, e.g.
 // "NIP must have 10 digits (400 Bad Request)". The message comes from the first of the
-// fields error, message, detail, title of a JSON body (also one level down, as in
+// fields error, message, detail, title of a JSON body that is a sentence (else the first
+// that is a word, a code like "validation") (also one level down, as in
 // {"error": {"message": …}}), else from the first line of a text body; a body that is HTML
 // or empty gives the status alone. The URL is left out: it is in the trace.
 func (e *HTTPError) Reason() string {
@@ -40,7 +41,8 @@ func serviceMessage(body string) string {
 		switch {
 		case fields == "":
 			return clip(msg)
-		case msg == "" || !strings.ContainsRune(msg, ' '): // "validation", "BAD_REQUEST": a code, not a sentence
+		case msg == "" || !strings.ContainsRune(msg, ' ') || strings.Contains(fields, msg):
+			// "validation", "BAD_REQUEST": a code, not a sentence; or the sentence is a field's
 			return clip(fields)
 		}
 		return clip(msg + ": " + fields)
@@ -61,17 +63,25 @@ func fromJSON(doc any, depth int) string {
 		}
 		return ""
 	}
+	// The first sentence of these; else the first word (a code like "validation").
+	code := ""
 	for _, k := range []string{"error", "message", "detail", "title", "error_description", "errorMessage"} {
+		var s string
 		switch v := obj[k].(type) {
 		case string:
-			if s := strings.TrimSpace(v); s != "" {
-				return s
-			}
+			s = strings.TrimSpace(v)
 		case map[string]any:
-			if s := fromJSON(v, depth+1); s != "" {
-				return s
-			}
+			s = fromJSON(v, depth+1)
 		}
+		if strings.ContainsRune(s, ' ') {
+			return s
+		}
+		if code == "" {
+			code = s
+		}
+	}
+	if code != "" {
+		return code
 	}
 	// {"errors": [{"message": …}]} (GraphQL, JSON:API)
 	if list, ok := obj["errors"].([]any); ok && len(list) > 0 {

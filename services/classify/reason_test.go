@@ -28,6 +28,10 @@ func TestHTTPErrorReason(t *testing.T) {
 		{"field messages under a code", `{"error": "validation", "fields": {"clientNip": "NIP must have 10 digits"}}`, 400, "clientNip: NIP must have 10 digits (400 Bad Request)"},
 		{"field messages after a sentence", `{"message": "The declaration is invalid", "errors": {"period": ["is closed"], "amount": "must be positive"}}`, 422,
 			"The declaration is invalid: amount: must be positive; period: is closed (422 Unprocessable Entity)"},
+		{"a code, then the sentence", `{"error": "gateway_maintenance", "message": "Bramka e-Deklaracje: przerwa techniczna do 08:04:00"}`, 503,
+			"Bramka e-Deklaracje: przerwa techniczna do 08:04:00 (503 Service Unavailable)"},
+		{"the sentence is a field's", `{"error": "validation", "message": "NIP „526” ma 3 cyfry", "fields": {"clientNip": "NIP „526” ma 3 cyfry"}}`, 400,
+			"clientNip: NIP „526” ma 3 cyfry (400 Bad Request)"},
 		{"whitespace collapsed", "{\"error\": \"a\\n\\n  b\"}", 400, "a b (400 Bad Request)"},
 	}
 	for _, c := range cases {

@@ -6,15 +6,14 @@
 //
 //   - [Definitions] returns one JSON document per workflow, in the engine's
 //     definition format, in the order of [Names]. Every http step calls the
-//     sandbox and picks its scenario with the query parameter
-//     scenario={{ input.scenario?.<stepId> ?? 'ok' }}, so an input without a
-//     "scenario" object, or without an entry for that step, gets "ok".
+//     sandbox with the step's data only: what fails, fails because of the data
+//     (a NIP typed wrong) or the sandbox's weather (the office's services going
+//     down and coming back, an invoice not yet in KSeF, a used-up quota; see
+//     package sandbox, Options.Office), never because the input asked to.
 //   - [Input] returns a fresh input map for a workflow named in [Names], and
-//     nil for any other name. Its "scenario" object has an entry for every
-//     http step: about 60% of inputs are all "ok", about 25% have one step
-//     "flaky" or "rate_limited" (recovers after retries), about 15% have one
-//     step "invalid", "notfound" or "down" (ends in the dead-letter queue).
-//     The result depends only on the draws from rnd.
+//     nil for any other name: one of the office's clients, always with the
+//     same NIP and account, except that [ShareTypo] of the inputs carry the
+//     NIP typed wrong. The result depends only on the draws from rnd.
 package demo
 
 import (
@@ -84,7 +83,8 @@ type onFailure struct {
 }
 
 // tolerant is the breaker of the demo's steps other than the bank import: the sandbox's
-// scripted 503s (flaky, down) must not trip them every minute; the bank's outage does.
+// passing failures (a busy ledger or mail server, the tax gateway's break) must not trip them
+// every minute; the bank's outage does.
 var tolerant = &circuitBreaker{FailureThreshold: 20, ResetTimeoutMs: 30_000, HalfOpenRequests: 3}
 
 // subject titles every demo execution with its client and period.
@@ -150,9 +150,7 @@ type delayConfig struct {
 	Ms int `json:"ms"`
 }
 
-// httpStep builds a POST to the sandbox whose scenario is read from
-// input.scenario.<id>, defaulting to "ok". The optional chain matters: with
-// a plain input.scenario.<id>, expr fails when "scenario" is absent.
+// httpStep builds a POST to one of the sandbox's services.
 func httpStep(base, id, name, path string, body map[string]any, requestTimeoutMs int) step {
 	return step{
 		ID:   id,
@@ -160,7 +158,7 @@ func httpStep(base, id, name, path string, body map[string]any, requestTimeoutMs
 		Type: "http",
 		Config: httpConfig{
 			Method:    "POST",
-			URL:       base + path + "?scenario={{ input.scenario?." + id + " ?? 'ok' }}",
+			URL:       base + path,
 			Headers:   map[string]string{"Content-Type": "application/json"},
 			Body:      body,
 			TimeoutMs: requestTimeoutMs,
@@ -180,9 +178,8 @@ func bankImport(base string) definition {
 		"period":    "{{ input.period }}",
 	}, 10_000)
 	importStep.RetryPolicy = &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 8000, BackoffMultiplier: 2}
-	// The bank's API goes down for a minute every three (the sandbox's "outage" scenario, the
-	// import's default in demo traffic): its breaker opens, the imports wait instead of
-	// hammering it, and it closes when the bank is back.
+	// The bank's API goes down for a minute every three (the sandbox's weather): its breaker
+	// opens, the imports wait instead of hammering it, and it closes when the bank is back.
 	importStep.CircuitBreaker = &circuitBreaker{FailureThreshold: 5, ResetTimeoutMs: 20_000, HalfOpenRequests: 1}
 
 	match := httpStep(base, "match_invoices", "Dopasowanie transakcji do faktur", "/invoices/match", map[string]any{

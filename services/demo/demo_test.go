@@ -450,16 +450,15 @@ func TestTemplatesRender(t *testing.T) {
 		name := def["name"].(string)
 		t.Run(name, func(t *testing.T) {
 			input := demo.Input(name, rnd)
-			sc := input["scenario"].(map[string]any)
 			rendered := run(t, def, input)
 			for _, s := range steps(def) {
 				if s["type"] != "http" || s["handler"] == true {
 					continue
 				}
 				id := s["id"].(string)
-				u, _ := url.Parse(rendered[id]["url"].(string))
-				if got := u.Query().Get("scenario"); got != sc[id] {
-					t.Errorf("%s: scenario=%q, want %q", id, got, sc[id])
+				// Nothing but the step's data tells the sandbox what to do.
+				if u, _ := url.Parse(rendered[id]["url"].(string)); u.RawQuery != "" {
+					t.Errorf("%s: url %q has a query", id, u)
 				}
 				if body, ok := rendered[id]["body"].(map[string]any); ok {
 					if nip, ok := body["clientNip"]; ok && nip != input["clientNip"] {
@@ -486,35 +485,6 @@ func TestTemplatesRender(t *testing.T) {
 	}
 	if subj := p["notify_accountant"]["body"].(map[string]any)["subject"].(string); !strings.Contains(subj, "LP-202610-0A1B2C") {
 		t.Errorf("subject %q", subj)
-	}
-}
-
-// TestScenarioDefaultsToOK checks the ?? fallback with expr-lang as pinned.
-func TestScenarioDefaultsToOK(t *testing.T) {
-	t.Parallel()
-	for _, def := range definitions(t) {
-		name := def["name"].(string)
-		for _, tc := range []struct {
-			name     string
-			scenario any // nil: no "scenario" key at all
-			want     func(id string) string
-		}{
-			{"no scenario key", nil, func(string) string { return "ok" }},
-			{"empty scenario", map[string]any{}, func(string) string { return "ok" }},
-			{"other step only", map[string]any{"elsewhere": "down"}, func(string) string { return "ok" }},
-		} {
-			input := demo.Input(name, rand.New(rand.NewPCG(3, 4)))
-			delete(input, "scenario")
-			if tc.scenario != nil {
-				input["scenario"] = tc.scenario
-			}
-			rendered := run(t, def, input)
-			for id, cfg := range rendered {
-				if u, ok := cfg["url"].(string); ok && !strings.HasSuffix(u, "?scenario="+tc.want(id)) {
-					t.Errorf("%s/%s with %s: url %q", name, id, tc.name, u)
-				}
-			}
-		}
 	}
 }
 
@@ -584,8 +554,8 @@ func TestInputRealistic(t *testing.T) {
 	for _, name := range demo.Names() {
 		for range 200 {
 			in := demo.Input(name, rnd)
-			if nip, _ := in["clientNip"].(string); !validNIP(nip) {
-				t.Fatalf("%s: bad NIP %v", name, in["clientNip"])
+			if nip, _ := in["clientNip"].(string); len(nip) < 9 || len(nip) > 10 || strings.Trim(nip, "0123456789") != "" {
+				t.Fatalf("%s: bad NIP %v (valid or a typo: TestInputTypos)", name, in["clientNip"])
 			}
 			if p, _ := in["period"].(string); !period.MatchString(p) {
 				t.Fatalf("%s: bad period %v", name, in["period"])
@@ -629,68 +599,64 @@ func TestInputRealistic(t *testing.T) {
 	}
 }
 
-func TestInputScenarioProportions(t *testing.T) {
+// TestInputTypos: an input carries no script of its failures; one client always has one NIP
+// and one account; about ShareTypo of the inputs have the NIP typed wrong (a digit left out,
+// or two swapped), which the check digit catches, and the rest a valid one.
+func TestInputTypos(t *testing.T) {
 	t.Parallel()
-	recoverable := []string{"flaky", "rate_limited"}
-	failing := []string{"invalid", "notfound", "down"}
-	for _, def := range definitions(t) {
-		name := def["name"].(string)
-		var httpIDs []string
-		for _, s := range steps(def) {
-			if s["type"] == "http" && s["handler"] != true {
-				httpIDs = append(httpIDs, s["id"].(string))
-			}
-		}
+	for _, name := range demo.Names() {
 		rnd := rand.New(rand.NewPCG(2026, 10))
-		counts := map[string]int{}
-		perScenario := map[string]int{}
-		const draws = 1000
+		nips := map[string]string{}
+		typos := 0
+		const draws = 2000
 		for range draws {
-			sc := demo.Input(name, rnd)["scenario"].(map[string]any)
-			keys := make([]string, 0, len(sc))
-			nonOK := 0
-			class := "ok"
-			for id, v := range sc {
-				keys = append(keys, id)
-				s := v.(string)
-				perScenario[s]++
-				switch {
-				case s == "ok":
-				case s == "outage" && id == "import_statement": // the bank's recurring outage: ok most of the time
-				case slices.Contains(recoverable, s):
-					nonOK++
-					class = "recoverable"
-				case slices.Contains(failing, s):
-					nonOK++
-					class = "failing"
-				default:
-					t.Fatalf("%s: unexpected scenario %q", name, s)
-				}
+			in := demo.Input(name, rnd)
+			if _, ok := in["scenario"]; ok {
+				t.Fatalf("%s: the input scripts its failures: %v", name, in["scenario"])
 			}
-			slices.Sort(keys)
-			want := slices.Clone(httpIDs)
-			slices.Sort(want)
-			if !slices.Equal(keys, want) {
-				t.Fatalf("%s: scenario keys %v, want the http steps %v", name, keys, want)
+			client, nip := in["clientName"].(string), in["clientNip"].(string)
+			if !validNIP(nip) {
+				typos++
+				continue
 			}
-			if nonOK > 1 {
-				t.Fatalf("%s: %d non-ok steps in one input: %v", name, nonOK, sc)
+			if was, ok := nips[client]; ok && was != nip {
+				t.Fatalf("%s: %s has two NIPs, %s and %s", name, client, was, nip)
 			}
-			counts[class]++
+			nips[client] = nip
 		}
-		for class, want := range map[string]float64{"ok": 0.60, "recoverable": 0.25, "failing": 0.15} {
-			got := float64(counts[class]) / draws
-			if got < want-0.05 || got > want+0.05 {
-				t.Errorf("%s: %s share %.3f, want about %.2f", name, class, got, want)
+		if got := float64(typos) / draws; got < demo.ShareTypo-0.03 || got > demo.ShareTypo+0.03 {
+			t.Errorf("%s: typo share %.3f, want about %.2f", name, got, demo.ShareTypo)
+		}
+		// A typo is near the right NIP: the accountant can see which it was meant to be.
+		rnd = rand.New(rand.NewPCG(1, 2))
+		for range 500 {
+			in := demo.Input(name, rnd)
+			client, nip := in["clientName"].(string), in["clientNip"].(string)
+			if right := nips[client]; !validNIP(nip) && !nearTypo(nip, right) {
+				t.Fatalf("%s: %q is not a typo of %s's NIP %q", name, nip, client, right)
 			}
 		}
-		for _, s := range append(recoverable, failing...) {
-			if perScenario[s] == 0 {
-				t.Errorf("%s: scenario %q never drawn", name, s)
-			}
-		}
-		t.Logf("%s: %v %v", name, counts, perScenario)
 	}
+}
+
+// nearTypo reports whether got is want with one digit left out or two neighbours swapped.
+func nearTypo(got, want string) bool {
+	if len(got) == len(want)-1 {
+		for i := range want {
+			if want[:i]+want[i+1:] == got {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i+1 < len(want); i++ {
+		b := []byte(want)
+		b[i], b[i+1] = b[i+1], b[i]
+		if string(b) == got {
+			return true
+		}
+	}
+	return false
 }
 
 func TestDefinitionsSnapshotIsStable(t *testing.T) {
@@ -701,8 +667,7 @@ func TestDefinitionsSnapshotIsStable(t *testing.T) {
 			t.Errorf("definition %d differs between calls", i)
 		}
 	}
-	// Spot-check the placeholder the brief asks for.
-	if !strings.Contains(string(a[0]), `/bank/statements/import?scenario={{ input.scenario?.import_statement ?? 'ok' }}`) {
+	if !strings.Contains(string(a[0]), `"url":"`+base+`/bank/statements/import"`) {
 		t.Errorf("import URL: %s", a[0])
 	}
 }

@@ -7,20 +7,31 @@ import (
 	"strings"
 )
 
-// Scenario outcome classes of an input, with their shares.
-const (
-	shareOK          = 0.60 // every step "ok"
-	shareRecoverable = 0.25 // one step "flaky" or "rate_limited"
-	// the remaining 0.15: one step "invalid", "notfound" or "down"
-)
-
-// Scenarios that recover after retries, and scenarios that end in the DLQ.
-func recoverableScenarios() []string { return []string{"flaky", "rate_limited"} }
-func failingScenarios() []string     { return []string{"invalid", "notfound", "down"} }
+// ShareTypo is the share of inputs whose NIP was typed wrong: a digit left out, or two
+// neighbouring digits swapped. The services refuse it, saying so; editing the input cures it.
+// Every other failure of the demo comes from the sandbox's weather (the bank's outage, the
+// tax gateway's maintenance break, an invoice not yet in KSeF, a used-up quota), not from
+// the input.
+const ShareTypo = 0.10
 
 type client struct {
 	name   string
 	domain string
+}
+
+// NIP is a client's NIP: always the same for one client, with a valid check digit.
+func (c client) NIP() string { return nip(rand.New(rand.NewPCG(seedOf(c.name), 1))) }
+
+// Account is a client's bank account: always the same for one client.
+func (c client) Account() string { return iban(rand.New(rand.NewPCG(seedOf(c.name), 2))) }
+
+func seedOf(s string) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 func clients() []client {
@@ -91,14 +102,18 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 	}
 
 	c := pick(rnd, clients())
+	clientNip := c.NIP()
+	if rnd.Float64() < ShareTypo {
+		clientNip = typo(rnd, clientNip)
+	}
 	in := map[string]any{
 		"clientName": c.name,
-		"clientNip":  nip(rnd),
+		"clientNip":  clientNip,
 		"period":     fmt.Sprintf("2026-%02d", 1+rnd.IntN(12)),
 	}
 	switch workflowName {
 	case BankImport:
-		in["account"] = iban(rnd)
+		in["account"] = c.Account()
 		in["clientEmail"] = "ksiegowosc@" + c.domain
 	case VAT:
 		sales := float64(50_000_00+rnd.IntN(750_000_00)) / 100
@@ -109,43 +124,39 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 		in["accountantEmail"] = pick(rnd, accountants())
 		in["employees"] = employees(rnd)
 	}
-	sc := scenarios(rnd, httpStepIDs(*def))
-	if workflowName == BankImport && sc["import_statement"] == "ok" {
-		sc["import_statement"] = "outage" // the bank's recurring outage (see bankImport)
-	}
-	in["scenario"] = sc
 	return in
 }
 
-// scenarios gives every step "ok", then possibly one step a failing scenario.
-func scenarios(rnd *rand.Rand, stepIDs []string) map[string]any {
-	out := make(map[string]any, len(stepIDs))
-	for _, id := range stepIDs {
-		out[id] = "ok"
+// typo returns nip typed wrong, as people do: a digit left out, or two neighbouring digits
+// swapped (when they differ, so the check digit no longer matches).
+func typo(rnd *rand.Rand, nip string) string {
+	if rnd.IntN(2) == 0 {
+		i := rnd.IntN(len(nip))
+		return nip[:i] + nip[i+1:]
 	}
-	var choice string
-	switch p := rnd.Float64(); {
-	case p < shareOK:
-		return out
-	case p < shareOK+shareRecoverable:
-		choice = pick(rnd, recoverableScenarios())
-	default:
-		choice = pick(rnd, failingScenarios())
-	}
-	if len(stepIDs) > 0 {
-		out[pick(rnd, stepIDs)] = choice
-	}
-	return out
-}
-
-func httpStepIDs(d definition) []string {
-	var ids []string
-	for _, s := range d.Steps {
-		if s.Type == "http" && !s.Handler { // a handler runs only when a failure is handed to it
-			ids = append(ids, s.ID)
+	for {
+		i := rnd.IntN(len(nip) - 1)
+		if nip[i] != nip[i+1] {
+			b := []byte(nip)
+			b[i], b[i+1] = b[i+1], b[i]
+			if validNIP(string(b)) {
+				continue // this swap kept the check digit right: a different one
+			}
+			return string(b)
 		}
 	}
-	return ids
+}
+
+// validNIP reports whether s is 10 digits with a matching check digit.
+func validNIP(s string) bool {
+	if len(s) != 10 || strings.Trim(s, "0123456789") != "" {
+		return false
+	}
+	sum := 0
+	for i, w := range []int{6, 5, 7, 2, 3, 4, 5, 6, 7} {
+		sum += w * int(s[i]-'0')
+	}
+	return sum%11 != 10 && sum%11 == int(s[9]-'0')
 }
 
 func employees(rnd *rand.Rand) []any {

@@ -1,6 +1,9 @@
 // Package sandbox serves fake external services (bank, invoice matching,
-// ledger, VAT/JPK_V7, payroll, mail) with scripted failures, so the demo shows
-// retries and dead-letter items without any real integration.
+// ledger, VAT/JPK_V7, payroll, mail) with failures a request scripts (a
+// scenario, for tests) or, with Options.Office, the failures an office meets
+// (office.go: wrong data, outages and breaks by the clock, a late invoice, a
+// used-up quota), so the demo shows retries and dead-letter items without any
+// real integration.
 //
 // Contract:
 //
@@ -71,6 +74,10 @@ type Options struct {
 	// Sleep waits d or until ctx is done, returning ctx.Err() in that case.
 	// Default: a timer that honours ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Office turns on the office's weather (office.go): failures that come from the data and
+	// the clock, each with its true cause, for requests that name no scenario. The demo runs
+	// with it; tests that script failures run without.
+	Office bool
 }
 
 // Handler serves the fake services. It is safe for concurrent use.
@@ -82,6 +89,13 @@ type Handler struct {
 	calls   *store[int]   // logical operation → calls so far
 	answers *store[reply] // scope + full Idempotency-Key → 2xx answer
 	hooks   *Hooks
+
+	// The office's weather (nil seen: off): its cycles count from started; seen remembers
+	// when a late invoice or a used-up quota was first met; zone is the office's clock.
+	office  bool
+	started time.Time
+	seen    *store[time.Time]
+	zone    *time.Location
 }
 
 type reply struct {
@@ -106,6 +120,10 @@ func New(opts Options) *Handler {
 	}
 	if h.sleep == nil {
 		h.sleep = sleepCtx
+	}
+	if opts.Office {
+		h.office, h.started, h.zone = true, h.now(), loadZone(officeTimeZone)
+		h.seen = newStore[time.Time](defaultMaxEntries, defaultTTL)
 	}
 	return h
 }
@@ -177,6 +195,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	n := h.count(counterKey(scope, idemKey, sc.name, canonical))
 	if h.fail(w, r, sc, n) {
+		return
+	}
+	if h.office && scName == "" && h.weather(w, path, req, n) {
 		return
 	}
 

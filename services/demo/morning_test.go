@@ -114,4 +114,3 @@ func rightNIP(t *testing.T, client string) string {
 	t.Fatalf("no input for %s", client)
 	return ""
 }
-

@@ -159,7 +159,9 @@ func TestOfficeBusyOnceAndOptOut(t *testing.T) {
 		return share(fmt.Sprint("/ledger/postings", map[string]any{"statementId": s, "matched": 3.0})) < shareBusyOnce
 	}, "WB-202610-%06X")
 	body := `{"statementId":"` + busy + `","matched":3}`
-	key := func(n int) map[string]string { return map[string]string{"Idempotency-Key": fmt.Sprintf("wf:e1:step:post_ledger:attempt:%d", n)} }
+	key := func(n int) map[string]string {
+		return map[string]string{"Idempotency-Key": fmt.Sprintf("wf:e1:step:post_ledger:attempt:%d", n)}
+	}
 	if r := do(t, h, call{target: "/ledger/postings", body: body, header: key(1)}); r.status != 503 {
 		t.Errorf("first posting: %d, want 503", r.status)
 	}

@@ -77,11 +77,10 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 	return d, nil
 }
 
-// kickoff starts, on the first run, the demo's morning (demo.Morning): one bank import that
-// goes through, two that land in the DLQ (a NIP that lost a digit; a client's address that
-// lost its "@", found at the 4th step and rolled back) and a VAT filing whose NIP the tax
-// office refuses, sent back to its preparer by an on-failure handler, so a newcomer sees them
-// at once.
+// kickoff starts, on the first run, the demo's morning (demo.Morning): the night's failures of
+// four kinds (NIPs typed wrong, an address without "@", invoices not yet in KSeF, used-up
+// payroll quotas), a VAT filing sent back to its preparer, and an import that goes through, so
+// whoever opens the demo first finds what an accountant finds at 8 a.m.
 func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 	if !d.created {
 		return nil

@@ -251,12 +251,13 @@ const fastPolicy = `{"maxRetries": 3, "initialDelayMs": 1000, "backoffMultiplier
 func TestFailsTwiceThenSucceeds(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarness(t, db)
 		svc := &scripted{script: []int{503, 503}}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{"nip": "5260250274"}`)
-		got := h.wait(ex.ID, 20*time.Second)
+		got := h.waitMoving(clock, ex.ID, 10*time.Second)
 		if got.Status != models.ExecSucceeded {
 			t.Fatalf("status %s, want SUCCEEDED", got.Status)
 		}
@@ -341,12 +342,13 @@ func TestValidationErrorGoesToDLQWithoutRetry(t *testing.T) {
 func TestAlways503ExhaustsRetriesIntoDLQ(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarness(t, db)
 		svc := &scripted{script: []int{-503}}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{"nip": "5260250274", "password": "hunter2"}`)
-		got := h.wait(ex.ID, 20*time.Second)
+		got := h.waitMoving(clock, ex.ID, 10*time.Second)
 		if got.Status != models.ExecDLQPending {
 			t.Fatalf("status %s", got.Status)
 		}
@@ -392,12 +394,13 @@ func TestAlways503ExhaustsRetriesIntoDLQ(t *testing.T) {
 func TestRetryAfterIsHonoured(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarness(t, db)
-		svc := &scripted{script: []int{429}, headers: map[int]http.Header{429: {"Retry-After": {"3"}}}}
+		svc := &scripted{now: clock.Now, script: []int{429}, headers: map[int]http.Header{429: {"Retry-After": {"3"}}}}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		ex := h.start(h.workflow(httpDef(srv.URL, fastPolicy)), `{}`)
-		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecSucceeded {
+		if got := h.waitMoving(clock, ex.ID, 10*time.Second); got.Status != models.ExecSucceeded {
 			t.Fatalf("status %s", got.Status)
 		}
 		calls := svc.Calls()

@@ -115,9 +115,8 @@ func (h *harness) wait(id string, timeout time.Duration) *models.Execution {
 	}
 }
 
-// waitMoving is wait for a test that moves the clock instead of waiting for schedules:
-// whenever the execution's next attempt is due later than the clock reads, it moves the
-// clock to that attempt's time, and polls again briefly.
+// waitMoving is wait for a test that moves the clock instead of waiting for retries: it
+// moves the clock to each retry's time (moveToNextRetry) and polls again briefly.
 func (h *harness) waitMoving(clock *modeltest.MovableClock, id string, timeout time.Duration) *models.Execution {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -130,18 +129,46 @@ func (h *harness) waitMoving(clock *modeltest.MovableClock, id string, timeout t
 		case models.ExecSucceeded, models.ExecFailed, models.ExecDLQPending, models.ExecPartial:
 			return &ex
 		}
-		var next models.StepAttempt
-		err := h.db.Conn(context.Background()).Where("execution_id = ? AND status = ?", id, models.StepPending).
-			Order("scheduled_at").First(&next).Error
-		if err == nil && next.ScheduledAt.After(clock.Now()) {
-			clock.Set(next.ScheduledAt)
-		} else if err != nil && !models.IsNotFound(err) {
-			h.t.Fatal(err)
-		}
+		moveToNextRetry(h.t, h.db, clock, id)
 		if time.Now().After(deadline) {
 			h.t.Fatalf("execution %s still %s after %s", id, ex.Status, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// moveToNextRetry moves the clock to the time of the execution's next retry, or of its
+// next compensation, when that is later than the clock reads. An attempt waiting for an
+// open breaker is left to wait.
+func moveToNextRetry(t testing.TB, db *models.DB, clock *modeltest.MovableClock, execID string) {
+	t.Helper()
+	ctx := context.Background()
+	var at []time.Time
+	var a models.StepAttempt
+	err := db.Conn(ctx).Where("execution_id = ? AND status = ? AND waiting_breaker_id IS NULL", execID, models.StepPending).
+		Order("scheduled_at").First(&a).Error
+	if err == nil {
+		at = append(at, a.ScheduledAt)
+	} else if !models.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	var c models.CompensationAction
+	err = db.Conn(ctx).Where("execution_id = ? AND status = ? AND scheduled_at IS NOT NULL", execID, models.CompPending).
+		Order("scheduled_at").First(&c).Error
+	if err == nil {
+		at = append(at, *c.ScheduledAt)
+	} else if !models.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if len(at) == 0 {
+		return
+	}
+	next := at[0]
+	if len(at) == 2 && at[1].Before(next) {
+		next = at[1]
+	}
+	if next.After(clock.Now()) {
+		clock.Set(next)
 	}
 }
 

@@ -115,6 +115,7 @@ func TestCanariesAreNowhereInClear(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		var logBuf syncBuffer
+		clock := modeltest.Clock(t, db)
 		a := newCanaryApp(t, db, &logBuf)
 		ctx := context.Background()
 		rs := a.recoverySetup("Biuro Kanarek")
@@ -187,12 +188,18 @@ func TestCanariesAreNowhereInClear(t *testing.T) {
 			}
 			return r.json(t)["id"].(string)
 		}
+		// wait polls for cond, moving the clock to each retry's time instead of waiting for it.
 		wait := func(what string, cond func() bool) {
 			t.Helper()
 			deadline := time.Now().Add(30 * time.Second)
 			for !cond() {
 				if time.Now().After(deadline) {
 					t.Fatalf("waiting for %s", what)
+				}
+				var next models.StepAttempt
+				if db.Conn(ctx).Where("status = ? AND waiting_breaker_id IS NULL", models.StepPending).Order("scheduled_at").
+					First(&next).Error == nil && next.ScheduledAt.After(clock.Now()) {
+					clock.Set(next.ScheduledAt)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}

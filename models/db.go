@@ -45,6 +45,10 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Now returns the database clock. Tests may replace it.
 	Now func(ctx context.Context) (time.Time, error)
+	// TestClock is nil in production. On a test database whose clock a test moves
+	// (modeltest.Clock) it is that clock as this process reads it without a query: River
+	// reads it on SQLite, which has no clock of its own that a test could shift.
+	TestClock func() time.Time
 	// Sealer, when set, keeps secret values of workflow definitions encrypted at rest;
 	// the queries here return them decrypted.
 	Sealer Sealer

@@ -2,6 +2,9 @@
 // test, and a fresh PostgreSQL database per test (cloned from a migrated template) on the
 // server named by TEST_DATABASE_URL.
 //
+// Each test database has a clock the test can move (Clock) instead of waiting for a
+// schedule; a benchmark's databases have the real clock only.
+//
 // Without TEST_DATABASE_URL the PostgreSQL half of a test is skipped with a message, except
 // under CI=true, where it fails: `make test` always provides a server.
 package modeltest
@@ -47,7 +50,17 @@ func New(t testing.TB, dialect string) *models.DB {
 		t.Fatalf("open %s: %v", dialect, err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	if !isBenchmark(t) {
+		install(t, db)
+	}
 	return db
+}
+
+// isBenchmark reports whether t is a benchmark's. Benchmarks get databases with the real
+// clock only, as in production: their figures measure production's SQL.
+func isBenchmark(t testing.TB) bool {
+	_, ok := t.(*testing.B)
+	return ok
 }
 
 // URL returns the DATABASE_URL of a fresh migrated database of the dialect (for tests that
@@ -117,11 +130,19 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
+// pgTemplate is a migrated template database on the server of TEST_DATABASE_URL, made once
+// per test binary and cloned for each test.
+type pgTemplate struct {
+	once sync.Once
+	name string
+	err  error
+}
+
 var (
-	pgOnce sync.Once
-	pgTpl  string
-	pgErr  error
-	pgSeq  atomic.Int64
+	// pgTpl has a movable clock (clockSchema), installed before the migrations so that
+	// column defaults of now() read it too; pgPlainTpl has none (benchmarks).
+	pgTpl, pgPlainTpl pgTemplate
+	pgSeq             atomic.Int64
 )
 
 func postgresURL(t testing.TB) string {
@@ -133,29 +154,32 @@ func postgresURL(t testing.TB) string {
 		t.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make test` starts a throwaway server")
 	}
 	ctx := context.Background()
-	pgOnce.Do(func() {
-		pgTpl = fmt.Sprintf("lifeline_tpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
-		if pgErr = adminExec(ctx, base, "CREATE DATABASE "+pgTpl); pgErr != nil {
-			return
-		}
-		db, err := models.Open(ctx, withDB(base, pgTpl))
-		if err != nil {
-			pgErr = err
-			return
-		}
-		pgErr = db.Migrate(ctx)
-		db.Close()
-	})
-	if pgErr != nil {
-		t.Fatalf("postgres template: %v", pgErr)
+	clocked := !isBenchmark(t)
+	tpl := &pgTpl
+	if !clocked {
+		tpl = &pgPlainTpl
 	}
-	name := fmt.Sprintf("%s_t%d", pgTpl, pgSeq.Add(1))
+	tpl.once.Do(func() {
+		tpl.name = fmt.Sprintf("lifeline_tpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+		if !clocked {
+			tpl.name += "_plain"
+		}
+		tpl.err = makeTemplate(ctx, base, tpl.name, clocked)
+	})
+	if tpl.err != nil {
+		t.Fatalf("postgres template: %v", tpl.err)
+	}
+	name := fmt.Sprintf("%s_t%d", tpl.name, pgSeq.Add(1))
 	var err error
 	for i := 0; i < 20; i++ { // the template must have no other session while it is copied
-		if err = adminExec(ctx, base, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgTpl)); err == nil {
+		if err = adminExec(ctx, base, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tpl.name)); err == nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if err == nil && clocked {
+		// A database's settings are not copied from its template.
+		err = adminExec(ctx, base, fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", name, clockSearchPath))
 	}
 	if err != nil {
 		t.Fatalf("create test database: %v", err)
@@ -164,6 +188,28 @@ func postgresURL(t testing.TB) string {
 		_ = adminExec(context.Background(), base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return withDB(base, name)
+}
+
+// makeTemplate creates and migrates the template database name; clocked, with the movable
+// clock installed first and in its search_path.
+func makeTemplate(ctx context.Context, base, name string, clocked bool) error {
+	if err := adminExec(ctx, base, "CREATE DATABASE "+name); err != nil {
+		return err
+	}
+	if clocked {
+		if err := adminExec(ctx, withDB(base, name), clockSQL); err != nil {
+			return fmt.Errorf("movable clock: %w", err)
+		}
+		if err := adminExec(ctx, base, fmt.Sprintf("ALTER DATABASE %s SET search_path = %s", name, clockSearchPath)); err != nil {
+			return fmt.Errorf("movable clock: %w", err)
+		}
+	}
+	db, err := models.Open(ctx, withDB(base, name))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
 }
 
 func withDB(base, name string) string {

@@ -77,6 +77,7 @@ func TestFailuresAreNotified(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		ctx := context.Background()
+		clock := modeltest.Clock(t, db)
 		sink, err := email.StartSink("127.0.0.1:0", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -149,6 +150,7 @@ func TestFailuresAreNotified(t *testing.T) {
 			if err := db.Conn(ctx).First(&got, "id = ?", ex.ID).Error; err != nil || time.Now().After(deadline) {
 				t.Fatalf("execution %s %v", got.Status, err)
 			}
+			moveToNextRetry(t, db, clock, ex.ID)
 			time.Sleep(50 * time.Millisecond)
 		}
 		// Two events (first failure, DLQ) × (email to the address and to the admin and accountant
@@ -234,6 +236,7 @@ func TestFailuresAreNotified(t *testing.T) {
 				if ex.Status == statuses[0] && (len(statuses) == 1 || ex.RollbackStatus != nil && *ex.RollbackStatus == statuses[1]) {
 					return
 				}
+				moveToNextRetry(t, db, clock, id)
 				if time.Now().After(deadline) {
 					var as []models.StepAttempt
 					db.Conn(ctx).Where("execution_id = ?", id).Order("created_at").Find(&as)
@@ -300,12 +303,13 @@ func (refusedNotifier) Emit(tx *gorm.DB, _ notify.Event) error {
 func TestANotificationNeverAffectsTheWorkflow(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarnessConfig(t, db, loopbackSteps(), engine.Config{Notifier: refusedNotifier{}})
 		svc := &scripted{script: []int{-503}}
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		ex := h.start(h.workflow(httpDef(srv.URL, `{"maxRetries": 1, "initialDelayMs": 1000, "jitterRatio": 0}`)), `{"nip": "1"}`)
-		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecDLQPending {
+		if got := h.waitMoving(clock, ex.ID, 10*time.Second); got.Status != models.ExecDLQPending {
 			t.Fatalf("status %s", got.Status)
 		}
 		if n := len(svc.Calls()); n != 2 {

@@ -75,6 +75,13 @@ func rollbackDef(url string, rollbackOnFailure bool, reserveComp string) string 
 
 func (h *harness) waitRollback(execID string) *models.Execution {
 	h.t.Helper()
+	return h.waitRollbackMoving(nil, execID)
+}
+
+// waitRollbackMoving is waitRollback that moves clock (when not nil) to each retry and
+// compensation's time instead of waiting for it.
+func (h *harness) waitRollbackMoving(clock *modeltest.MovableClock, execID string) *models.Execution {
+	h.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var ex models.Execution
@@ -84,6 +91,9 @@ func (h *harness) waitRollback(execID string) *models.Execution {
 		}
 		if time.Now().After(deadline) {
 			h.t.Fatalf("rollback of %s still %v: %+v", execID, ex.RollbackStatus, h.compensations(execID))
+		}
+		if clock != nil {
+			moveToNextRetry(h.t, h.db, clock, execID)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -142,6 +152,7 @@ func TestRollbackRunsCompensationsInReverse(t *testing.T) {
 func TestRollbackManualAndFailures(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarness(t, db)
 		ctx := context.Background()
 		svc := &bookings{failCancels: 100} // cancellations fail until the bank is back
@@ -150,7 +161,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		manual := `{"compensationType": "manual", "config": {"instructions": "Cancel the reservation by phone."}}`
 		wf := h.workflow(rollbackDef(srv.URL, false, manual))
 		ex := h.start(wf, `{"client": "Nowak"}`)
-		if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecDLQPending || got.RollbackStatus != nil {
+		if got := h.waitMoving(clock, ex.ID, 10*time.Second); got.Status != models.ExecDLQPending || got.RollbackStatus != nil {
 			t.Fatalf("without rollbackOnFailure: %s %v", got.Status, got.RollbackStatus)
 		}
 		actor := h.user()
@@ -184,7 +195,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 		// book's cancellation fails (3 tries), is reported, and the rollback ends failed.
-		done := h.waitRollback(ex.ID)
+		done := h.waitRollbackMoving(clock, ex.ID)
 		cs = h.compensations(ex.ID)
 		if *done.RollbackStatus != models.RollbackFailed || *cs[2].Status != models.CompFailed || cs[2].Attempts != 3 || cs[2].ErrorMessage == nil ||
 			!strings.Contains(*cs[2].ErrorMessage, "try later") {
@@ -197,7 +208,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 		if err := h.eng.ActOnCompensation(ctx, engine.CompensationAction{OrganizationID: h.org, CompensationID: cs[2].ID, Action: "retry", Actor: actor}); err != nil {
 			t.Fatal(err)
 		}
-		if done := h.waitRollback(ex.ID); *done.RollbackStatus != models.RolledBack {
+		if done := h.waitRollbackMoving(clock, ex.ID); *done.RollbackStatus != models.RolledBack {
 			t.Fatalf("after the retry: %s %+v", *done.RollbackStatus, h.compensations(ex.ID))
 		}
 		if got := svc.cancelled(); len(got) != 1 || !strings.HasSuffix(got[0], engine.CompensationKey(ex.ID, "book")) {
@@ -218,6 +229,7 @@ func TestRollbackManualAndFailures(t *testing.T) {
 func TestRollbackSurvivesAKill(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
 		h := newHarness(t, db)
 		ctx := context.Background()
 		var mu sync.Mutex
@@ -286,7 +298,15 @@ func TestRollbackSurvivesAKill(t *testing.T) {
 			defer cancel()
 			_ = runner2.Stop(sctx)
 		}()
-		if done := h.waitRollback(ex.ID); *done.RollbackStatus != models.RolledBack {
+		// The killed worker hands its compensation back, with no job: the reconciler queues it
+		// again once it has waited the stack's PendingGrace (1 s), which the clock skips.
+		for deadline := time.Now().Add(10 * time.Second); *h.compensations(ex.ID)[0].Status != models.CompPending; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the killed compensation was never handed back: %+v", h.compensations(ex.ID))
+			}
+		}
+		clock.Advance(2 * time.Second)
+		if done := h.waitRollbackMoving(clock, ex.ID); *done.RollbackStatus != models.RolledBack {
 			t.Fatalf("after the kill: %s %+v", *done.RollbackStatus, h.compensations(ex.ID))
 		}
 		mu.Lock()

@@ -297,8 +297,13 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 	rc.Logger = slog.New(levelFilter{log.Handler(), slog.LevelWarn, eng.Health().Down})
 	rc.JobTimeout = 15 * time.Minute
 	rc.Middleware = []rivertype.Middleware{&onTime{}}
-	if cfg.Clock != nil {
+	switch {
+	case cfg.Clock != nil:
 		rc.Test.Time = clock(cfg.Clock)
+	case db.Dialect == models.SQLite && db.TestClock != nil:
+		// A test moves this SQLite database's clock (db.Now): River must compare due times
+		// with the same clock. (On PostgreSQL the moved clock is the database's now().)
+		rc.Test.Time = clock(db.TestClock)
 	}
 	var err error
 	if db.Dialect == models.Postgres {

@@ -1,0 +1,59 @@
+package handlers_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// TestBrowserSearchAsYouType: on the dead-letter list and the executions list, typing in the
+// search field filters the rows without Enter (debounced), the field keeps its focus and what
+// was typed, and the address bar follows (issue 21).
+func TestBrowserSearchAsYouType(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	s := a.listSeed("Biuro Szukaj")
+	base := a.srv.URL
+	step := stepper(t, ctx, 15*time.Second)
+	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	rows := func(sel string) []string {
+		t.Helper()
+		out, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sel+`')].map(r => r.textContent.replace(/\s+/g, ' ').trim())`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, c := range []struct{ path, row string }{{"/dlq", "[data-testid=dlq-row]"}, {"/executions", "[data-testid=execution-row]"}} {
+		step(c.path, chromedp.Navigate(base+c.path), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded)
+		if n := len(rows(c.row)); n < 2 {
+			t.Fatalf("%s: %d rows before searching", c.path, n)
+		}
+		step(c.path+" type", chromedp.Click(`[data-testid=filter-q]`), chromedp.SendKeys(`[data-testid=filter-q]`, "Nowak"))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := rows(c.row)
+			if len(got) == 1 && strings.Contains(got[0], "Nowak") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: rows after typing %q without Enter: %q", c.path, "Nowak", got)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		focus, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.name + '=' + document.activeElement.value`))
+		href, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.search`))
+		if focus != "q=Nowak" || !strings.Contains(href, "q=Nowak") {
+			t.Errorf("%s: focus on %q, address %q", c.path, focus, href)
+		}
+	}
+}

@@ -41,7 +41,7 @@ var (
 // (POST …/{id}/reset, …/{id}/open): another organization's breaker is a 404, a missing
 // reason a 422 on "reason".
 type BreakersHandler struct {
-	s     *Server
+	*chrome
 	store breakerStore
 	eng   breakerActor
 	// Now is the clock of relative times ("in 42 seconds", "3 minutes ago").
@@ -49,8 +49,8 @@ type BreakersHandler struct {
 }
 
 // NewBreakersHandler returns the handler.
-func NewBreakersHandler(s *Server, store breakerStore, eng breakerActor) *BreakersHandler {
-	return &BreakersHandler{s: s, store: store, eng: eng, Now: time.Now}
+func newBreakersHandler(ch *chrome, store breakerStore, eng breakerActor) *BreakersHandler {
+	return &BreakersHandler{chrome: ch, store: store, eng: eng, Now: time.Now}
 }
 
 // breakerFilterOf reads a breakers filter from query keys; an EINVALID error names every
@@ -131,7 +131,7 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 	if err != nil {
 		return err
 	}
-	vf := pages.BreakersFilter{Action: h.s.url("breakers"), State: f.State, WorkflowID: f.WorkflowID}
+	vf := pages.BreakersFilter{Action: h.url("breakers"), State: f.State, WorkflowID: f.WorkflowID}
 	t := pages.BreakersTable{Filtered: f.State != "" || f.WorkflowID != "", CanAct: p.Can(models.RoleAdmin)}
 	if me := invalid(ferr); me != nil {
 		status, t.Error, t.FieldErrors, vf.Errors = http.StatusUnprocessableEntity, me.Message, me.Fields, me.Fields
@@ -147,7 +147,7 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 			t.Rows = append(t.Rows, h.row(l, &rows[i], steps, now))
 		}
 		q := breakerQuery(f)
-		t.RefreshURL = h.s.url("breakers")
+		t.RefreshURL = h.url("breakers")
 		if len(q) > 0 {
 			t.RefreshURL += "?" + q.Encode()
 		}
@@ -174,7 +174,7 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 	vf.States = options(models.BreakerStates, vf.State, func(s string) string { return l.TOr("breakers.state."+s, s) })
 	vf.Workflows = workflowChoices(wfs, vf.WorkflowID)
 	vm := pages.BreakersVM{Filter: vf, Table: t, Done: done, FormError: formError}
-	return render(c, status, pages.Breakers(h.s.page(c, "breakers.title", "breakers"), vm))
+	return render(c, status, pages.Breakers(h.page(c, "breakers.title", "breakers"), vm))
 }
 
 // row is one breaker for the page.
@@ -187,7 +187,7 @@ func (h *BreakersHandler) row(l *i18n.Localizer, b *models.BreakerRow, steps wor
 	case b.Host != nil:
 		r.Scope, r.Host = breaker.ScopeHost, *b.Host
 	case b.WorkflowID != nil:
-		r.Workflow, r.WorkflowURL = b.WorkflowName, h.s.url("workflow", *b.WorkflowID)
+		r.Workflow, r.WorkflowURL = b.WorkflowName, h.url("workflow", *b.WorkflowID)
 		r.StepID = deref(b.StepID)
 		r.Step = steps.name(*b.WorkflowID, r.StepID)
 	}
@@ -209,7 +209,7 @@ func (h *BreakersHandler) row(l *i18n.Localizer, b *models.BreakerRow, steps wor
 	// Both actions in every state (a reset of a closed breaker clears its failures; forcing
 	// a forced one again records the new reason): the row's actions are kept across the
 	// list's refreshes, and must not depend on a state that has changed since.
-	r.ResetURL, r.OpenURL = h.s.url("breakers.reset", b.ID), h.s.url("breakers.open", b.ID)
+	r.ResetURL, r.OpenURL = h.url("breakers.reset", b.ID), h.url("breakers.open", b.ID)
 	return r
 }
 
@@ -271,7 +271,7 @@ func (h *BreakersHandler) submit(c echo.Context, open bool) error {
 		return err
 	}
 	back.Set("done", map[bool]string{false: "reset", true: "open"}[open])
-	return redirect(c, h.s.url("breakers")+"?"+back.Encode())
+	return redirect(c, h.url("breakers")+"?"+back.Encode())
 }
 
 // act resets or force-opens the organization's breaker id: ENOTFOUND for any other id

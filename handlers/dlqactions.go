@@ -12,7 +12,9 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/services/retry"
+	"lifeline/services/workflows"
 )
 
 // recoverer is what the DLQ actions need from the engine.
@@ -29,17 +31,37 @@ type deadLetters interface {
 	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 }
 
+// maskedExecutions reads an execution, its input masked as users may see it
+// (executions.Service).
+type maskedExecutions interface {
+	Execution(ctx context.Context, orgID, id string) (*models.Execution, error)
+}
+
+// workflowVersions reads a workflow and its versions' definitions (workflows.Service).
+type workflowVersions interface {
+	Get(ctx context.Context, orgID, id string) (*models.Workflow, error)
+	Version(ctx context.Context, orgID, id string, version int) (models.JSON, error)
+}
+
+var (
+	_ recoverer        = (*engine.Engine)(nil)
+	_ maskedExecutions = (*executions.Service)(nil)
+	_ workflowVersions = (*workflows.Service)(nil)
+)
+
 // DLQActionsHandler serves the recovery actions on dead letters: retry, edit the input and
 // retry, resume from a step, skip the failed step, retry the entire workflow, resolve, skip.
 type DLQActionsHandler struct {
-	s   *Server
-	eng recoverer
-	dlq deadLetters
+	*chrome
+	eng   recoverer
+	dlq   deadLetters
+	execs maskedExecutions
+	wfs   workflowVersions
 }
 
 // NewDLQActionsHandler returns the handler.
-func NewDLQActionsHandler(s *Server, eng recoverer, dlq deadLetters) *DLQActionsHandler {
-	return &DLQActionsHandler{s: s, eng: eng, dlq: dlq}
+func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, execs maskedExecutions, wfs workflowVersions) *DLQActionsHandler {
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs, wfs: wfs}
 }
 
 // Roles: viewers read; accountants may retry unmodified and resume; admins may do everything
@@ -102,7 +124,7 @@ func (h *DLQActionsHandler) respond(c echo.Context, name string, a action, res *
 		status = http.StatusOK
 		c.Response().Header().Set("Idempotency-Replayed", "true")
 	}
-	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.execution", res.ExecutionID))
+	c.Response().Header().Set(echo.HeaderLocation, h.url("api.execution", res.ExecutionID))
 	return c.JSON(status, out)
 }
 
@@ -189,7 +211,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 		return err
 	}
 	if dl == nil {
-		if _, err := h.s.DB.GetExecution(c.Request().Context(), p.OrganizationID, id); err != nil {
+		if _, err := h.execs.Execution(c.Request().Context(), p.OrganizationID, id); err != nil {
 			return err
 		}
 		return &apperr.Error{Code: apperr.ECONFLICT, Message: "replay.notindlq"}

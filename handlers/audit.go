@@ -20,14 +20,14 @@ import (
 	"lifeline/views/pages"
 )
 
-// auditStore is what the audit log page needs.
+// auditStore is what the audit log page needs (audit.Reader).
 type auditStore interface {
-	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+	List(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 	Members(ctx context.Context, orgID string) ([]models.Member, error)
-	AuditEntityTypes(ctx context.Context, orgID string) ([]string, error)
+	EntityTypes(ctx context.Context, orgID string) ([]string, error)
 }
 
-var _ auditStore = (*models.DB)(nil)
+var _ auditStore = (*audit.Reader)(nil)
 
 // AuditHandler serves the admins' audit log: filters, pages and a CSV export.
 type AuditHandler struct {
@@ -35,7 +35,7 @@ type AuditHandler struct {
 	store auditStore
 }
 
-// NewAuditHandler returns the handler.
+// newAuditHandler returns the handler.
 func newAuditHandler(ch *chrome, store auditStore) *AuditHandler {
 	return &AuditHandler{chrome: ch, store: store}
 }
@@ -78,7 +78,7 @@ func (h *AuditHandler) List(c echo.Context) error {
 	var rows []models.AuditRow
 	var next string
 	if ferr == nil { // a cursor this server did not make is EINVALID too, shown as the filter's
-		rows, next, ferr = h.store.ListAudit(ctx, p.OrganizationID, f)
+		rows, next, ferr = h.store.List(ctx, p.OrganizationID, f)
 	}
 	if me := invalid(ferr); me != nil {
 		status = http.StatusUnprocessableEntity
@@ -112,7 +112,7 @@ func (h *AuditHandler) options(c echo.Context, vf *pages.AuditFilter) error {
 	for _, m := range members {
 		vf.Actors = append(vf.Actors, pages.Option{Value: m.UserID, Label: m.Email, Selected: vf.Actor == m.UserID})
 	}
-	types, err := h.store.AuditEntityTypes(ctx, p.OrganizationID)
+	types, err := h.store.EntityTypes(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (h *AuditHandler) Export(c echo.Context) error {
 	_ = cw.Write([]string{"time_utc", "event", "label", "actor_type", "actor", "entity_type", "entity_id", "details"})
 	f.Limit, f.Cursor = 1000, ""
 	for {
-		rows, next, err := h.store.ListAudit(ctx, p.OrganizationID, f)
+		rows, next, err := h.store.List(ctx, p.OrganizationID, f)
 		if err != nil {
 			h.log.Error("audit export stopped", "err", err)
 			break

@@ -14,15 +14,15 @@ import (
 	"lifeline/services/breaker"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
-// breakerStore is what the breakers page and API read.
+// breakerStore is what the breakers page and API read (executions.Service).
 type breakerStore interface {
 	ListBreakers(ctx context.Context, orgID string, f models.BreakerFilter) ([]models.BreakerRow, error)
 	GetBreaker(ctx context.Context, orgID, id string) (*models.BreakerRow, error)
-	Workflows(ctx context.Context, orgID string) ([]models.Workflow, error)
 }
 
 // breakerActor resets or force-opens a breaker.
@@ -31,7 +31,7 @@ type breakerActor interface {
 }
 
 var (
-	_ breakerStore = (*models.DB)(nil)
+	_ breakerStore = (*executions.Service)(nil)
 	_ breakerActor = (*engine.Engine)(nil)
 )
 
@@ -43,14 +43,15 @@ var (
 type BreakersHandler struct {
 	*chrome
 	store breakerStore
+	wfs   workflowLister
 	eng   breakerActor
 	// Now is the clock of relative times ("in 42 seconds", "3 minutes ago").
 	Now func() time.Time
 }
 
-// NewBreakersHandler returns the handler.
-func newBreakersHandler(ch *chrome, store breakerStore, eng breakerActor) *BreakersHandler {
-	return &BreakersHandler{chrome: ch, store: store, eng: eng, Now: time.Now}
+// newBreakersHandler returns the handler.
+func newBreakersHandler(ch *chrome, store breakerStore, wfs workflowLister, eng breakerActor) *BreakersHandler {
+	return &BreakersHandler{chrome: ch, store: store, wfs: wfs, eng: eng, Now: time.Now}
 }
 
 // breakerFilterOf reads a breakers filter from query keys; an EINVALID error names every
@@ -127,7 +128,7 @@ type refusal struct {
 func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done string, refused *refusal) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	f, ferr := breakerFilterOf(l, v)
-	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}
@@ -331,7 +332,7 @@ func (h *BreakersHandler) API(c echo.Context) error {
 		return err
 	}
 	if f.WorkflowID != "" {
-		wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+		wfs, err := h.wfs.All(ctx, p.OrganizationID)
 		if err != nil {
 			return err
 		}

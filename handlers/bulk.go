@@ -51,7 +51,7 @@ type BulkHandler struct {
 	briefs deadLetterBriefs
 }
 
-// NewBulkHandler returns the handler.
+// newBulkHandler returns the handler.
 func newBulkHandler(ch *chrome, svc bulkService, briefs deadLetterBriefs) *BulkHandler {
 	return &BulkHandler{chrome: ch, svc: svc, briefs: briefs}
 }

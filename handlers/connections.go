@@ -37,7 +37,7 @@ type ConnectionsHandler struct {
 	Now func() time.Time
 }
 
-// NewConnectionsHandler returns the handler.
+// newConnectionsHandler returns the handler.
 func newConnectionsHandler(ch *chrome, conns connectionService) *ConnectionsHandler {
 	return &ConnectionsHandler{chrome: ch, conns: conns, Now: time.Now}
 }

@@ -27,7 +27,7 @@ type DemoInboxHandler struct {
 	inbox DemoInbox
 }
 
-// NewDemoInboxHandler returns the handler.
+// newDemoInboxHandler returns the handler.
 func newDemoInboxHandler(ch *chrome, inbox DemoInbox) *DemoInboxHandler {
 	return &DemoInboxHandler{chrome: ch, inbox: inbox}
 }

@@ -15,18 +15,18 @@ import (
 	"lifeline/models"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
-// dlqStore is what the dead-letter list needs.
+// dlqStore is what the dead-letter list needs (executions.Service).
 type dlqStore interface {
 	ListDLQ(ctx context.Context, orgID string, f models.DLQFilter) ([]models.DLQRow, string, error)
 	DLQStatusCounts(ctx context.Context, orgID string) (map[string]int, error)
-	Workflows(ctx context.Context, orgID string) ([]models.Workflow, error)
 }
 
-var _ dlqStore = (*models.DB)(nil)
+var _ dlqStore = (*executions.Service)(nil)
 
 // expiringWithin is how close to its expiry an open dead letter is flagged.
 const expiringWithin = 3 * 24 * time.Hour
@@ -38,13 +38,14 @@ const expiringWithin = 3 * 24 * time.Hour
 type DLQHandler struct {
 	*chrome
 	store dlqStore
+	wfs   workflowLister
 	// Now is the clock of ages, expiries and the expiring flag.
 	Now func() time.Time
 }
 
-// NewDLQHandler returns the handler.
-func newDLQHandler(ch *chrome, store dlqStore) *DLQHandler {
-	return &DLQHandler{chrome: ch, store: store, Now: time.Now}
+// newDLQHandler returns the handler.
+func newDLQHandler(ch *chrome, store dlqStore, wfs workflowLister) *DLQHandler {
+	return &DLQHandler{chrome: ch, store: store, wfs: wfs, Now: time.Now}
 }
 
 // errorTypes are the classifier's nine error types (seed 000).
@@ -96,7 +97,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
 	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit})}
 	status := http.StatusOK
-	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
+	"lifeline/services/audit"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
 	"lifeline/services/retry"
@@ -23,12 +24,15 @@ type recoverer interface {
 	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
 }
 
-// deadLetters finds a dead letter (by id, or an execution's), and what was done to one (its
-// audit entries, for the item's history).
+// deadLetters finds a dead letter, by id or an execution's (executions.Service).
 type deadLetters interface {
 	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
-	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+}
+
+// auditHistory reads audit entries, for a dead letter's history (audit.Reader).
+type auditHistory interface {
+	List(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 }
 
 // maskedExecutions reads an execution, its input masked as users may see it
@@ -45,6 +49,8 @@ type workflowVersions interface {
 
 var (
 	_ recoverer        = (*engine.Engine)(nil)
+	_ deadLetters      = (*executions.Service)(nil)
+	_ auditHistory     = (*audit.Reader)(nil)
 	_ maskedExecutions = (*executions.Service)(nil)
 	_ workflowVersions = (*workflows.Service)(nil)
 )
@@ -57,11 +63,13 @@ type DLQActionsHandler struct {
 	dlq   deadLetters
 	execs maskedExecutions
 	wfs   workflowVersions
+	audit auditHistory // a dead letter's history
 }
 
-// NewDLQActionsHandler returns the handler.
-func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, execs maskedExecutions, wfs workflowVersions) *DLQActionsHandler {
-	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs, wfs: wfs}
+// newDLQActionsHandler returns the handler.
+func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, execs maskedExecutions, wfs workflowVersions,
+	history auditHistory) *DLQActionsHandler {
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs, wfs: wfs, audit: history}
 }
 
 // Roles: viewers read; accountants may retry unmodified and resume; admins may do everything

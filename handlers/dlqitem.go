@@ -154,7 +154,7 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 // historyRows are a dead letter's audit entries, oldest first (at most historyLimit, the
 // newest).
 func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.AuditRow, error) {
-	rows, _, err := h.dlq.ListAudit(c.Request().Context(), principal(c).OrganizationID,
+	rows, _, err := h.audit.List(c.Request().Context(), principal(c).OrganizationID,
 		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
 	if err != nil {
 		return nil, err

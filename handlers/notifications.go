@@ -37,7 +37,7 @@ type NotificationsHandler struct {
 	ns notificationService
 }
 
-// NewNotificationsHandler returns the handler.
+// newNotificationsHandler returns the handler.
 func newNotificationsHandler(ch *chrome, ns notificationService) *NotificationsHandler {
 	return &NotificationsHandler{chrome: ch, ns: ns}
 }

@@ -55,7 +55,7 @@ type NotifyPagesHandler struct {
 	Now func() time.Time
 }
 
-// NewNotifyPagesHandler returns the handler.
+// newNotifyPagesHandler returns the handler.
 func newNotifyPagesHandler(ch *chrome, ns notifyPagesService, wfs workflowEditor) *NotifyPagesHandler {
 	return &NotifyPagesHandler{chrome: ch, ns: ns, wfs: wfs, Now: time.Now}
 }

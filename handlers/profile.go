@@ -30,7 +30,7 @@ type ProfileHandler struct {
 	now    func() time.Time
 }
 
-// NewProfileHandler returns the handler.
+// newProfileHandler returns the handler.
 func newProfileHandler(ch *chrome, locale localeService) *ProfileHandler {
 	return &ProfileHandler{chrome: ch, locale: locale, now: time.Now}
 }

@@ -32,7 +32,7 @@ type HealthHandler struct {
 	svc quarantineService
 }
 
-// NewHealthHandler returns the handler.
+// newHealthHandler returns the handler.
 func newHealthHandler(ch *chrome, svc quarantineService) *HealthHandler {
 	return &HealthHandler{chrome: ch, svc: svc}
 }

@@ -33,6 +33,7 @@ type executionDetails interface {
 
 var (
 	_ rollbacks        = (*engine.Engine)(nil)
+	_ rollbackReads    = (*executions.Service)(nil)
 	_ executionDetails = (*executions.Service)(nil)
 )
 
@@ -45,7 +46,7 @@ type RollbackHandler struct {
 	execs executionDetails
 }
 
-// NewRollbackHandler returns the handler.
+// newRollbackHandler returns the handler.
 func newRollbackHandler(ch *chrome, eng rollbacks, dlq rollbackReads, execs executionDetails) *RollbackHandler {
 	return &RollbackHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs}
 }

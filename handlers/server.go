@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"lifeline/models"
+	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
 	"lifeline/services/dbconn"
@@ -67,6 +68,7 @@ type Server struct {
 	*chrome
 	// reads is the read side of executions, shared by the handlers that show them.
 	reads    *executions.Service
+	auditLog *audit.Reader
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -98,7 +100,7 @@ func New(d Deps) *echo.Echo {
 	if d.Notify != nil {
 		ch.unread = d.Notify
 	}
-	s := &Server{Deps: d, chrome: ch, reads: reads, e: e, throttle: d.LoginThrottle}
+	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

@@ -31,7 +31,7 @@ type TokensHandler struct {
 	now    func() time.Time
 }
 
-// NewTokensHandler returns the handler.
+// newTokensHandler returns the handler.
 func newTokensHandler(ch *chrome, tokens tokenService) *TokensHandler {
 	return &TokensHandler{chrome: ch, tokens: tokens, now: time.Now}
 }

@@ -1,6 +1,7 @@
 // Package executions builds the read side of executions for pages and the API: an
-// execution with its definition, attempts, dead letter and rollback (Detail), the lists, and
-// what a workflow's steps run under (retry policy, breakers). What it returns is masked as
+// execution with its definition, attempts, dead letter and rollback (Detail), the lists of
+// executions, dead letters and breakers, and what a workflow's steps run under (retry
+// policy, breakers). What it returns of an execution is masked as
 // users may see it: inputs and outputs have the values under secret-looking keys redacted.
 // It changes nothing; the engine and the other services own the writes.
 package executions
@@ -211,3 +212,35 @@ func (s *Service) Mask(j []byte) json.RawMessage {
 }
 
 func (s *Service) mask(j models.JSON) models.JSON { return models.JSON(s.Mask(j)) }
+
+// ListDLQ is a page of the organization's dead letters matching f and the next page's
+// cursor ("" at the end). Errors: EINVALID for a cursor this server did not make.
+func (s *Service) ListDLQ(ctx context.Context, orgID string, f models.DLQFilter) ([]models.DLQRow, string, error) {
+	return s.db.ListDLQ(ctx, orgID, f)
+}
+
+// DLQStatusCounts counts the organization's dead letters in each status (above
+// models.DLQCountCap: DLQCountCap+1, "more than").
+func (s *Service) DLQStatusCounts(ctx context.Context, orgID string) (map[string]int, error) {
+	return s.db.DLQStatusCounts(ctx, orgID)
+}
+
+// GetDLQ reads a dead letter of the organization with its error record. Errors: ENOTFOUND.
+func (s *Service) GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error) {
+	return s.db.GetDLQ(ctx, orgID, id)
+}
+
+// DLQForExecution reads an execution's dead letter. Errors: ENOTFOUND.
+func (s *Service) DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error) {
+	return s.db.DLQForExecution(ctx, orgID, executionID)
+}
+
+// ListBreakers lists the organization's breakers matching f with their counts.
+func (s *Service) ListBreakers(ctx context.Context, orgID string, f models.BreakerFilter) ([]models.BreakerRow, error) {
+	return s.db.ListBreakers(ctx, orgID, f)
+}
+
+// GetBreaker reads one breaker of the organization with its counts. Errors: ENOTFOUND.
+func (s *Service) GetBreaker(ctx context.Context, orgID, id string) (*models.BreakerRow, error) {
+	return s.db.GetBreaker(ctx, orgID, id)
+}

@@ -99,7 +99,7 @@ func statusText(l *i18n.Localizer) func(string) string {
 	return func(s string) string { return l.TOr("status."+s, strings.ReplaceAll(s, "_", " ")) }
 }
 
-// executionsPage lists executions. A filter that is not valid answers 422 with the form's
+// List lists executions. A filter that is not valid answers 422 with the form's
 // field messages (the table, for htmx, says what to fix).
 func (h *ExecutionsHandler) List(c echo.Context) error {
 	p, l := principal(c), localizer(c)
@@ -155,6 +155,8 @@ func set(q url.Values, key, v string) {
 	}
 }
 
+// Show: GET /executions/{id}, an execution's page (for htmx, its body alone: it refreshes
+// while the execution or its rollback runs).
 func (h *ExecutionsHandler) Show(c echo.Context) error {
 	p := principal(c)
 	d, err := h.detail(c)
@@ -324,6 +326,7 @@ func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
 	return f, q.err()
 }
 
+// APIList: GET /api/v1/executions, filtered and paged as the page is.
 func (h *ExecutionsHandler) APIList(c echo.Context) error {
 	f, err := executionFilter(c)
 	if err != nil {
@@ -340,6 +343,7 @@ func (h *ExecutionsHandler) APIList(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
 }
 
+// APIGet: GET /api/v1/executions/{id}, with its steps, attempts and compensations.
 func (h *ExecutionsHandler) APIGet(c echo.Context) error {
 	d, err := h.detail(c)
 	if err != nil {

@@ -28,10 +28,13 @@ import (
 	"lifeline/services/workflows"
 )
 
-// Deps are what the handlers need.
+// Deps are what the handlers need. New wires DB into the read services (sessions,
+// executions, the audit log); no handler gets it.
 type Deps struct {
-	DB        *models.DB
-	Engine    *engine.Engine
+	DB     *models.DB
+	Engine *engine.Engine
+	// Workflows saves and reads the workflows (required: the workflow pages, the API and
+	// inbound webhooks read through it).
 	Workflows *workflows.Service
 	Auth      *auth.Service
 	Log       *slog.Logger
@@ -126,9 +129,9 @@ func New(d Deps) *echo.Echo {
 	return e
 }
 
-// connectionsOf returns the service behind the connections page and API: Depd.Databases (the
-// one the engine's compensations use, with LIFELINE_DBCONN_ALLOW and Lifeline's own servers
-// refused), or without it one that reaches public addresses only.
+// connectionsOf returns the service behind the connections page and API: Deps.Databases
+// (the one the engine's compensations use, with LIFELINE_DBCONN_ALLOW and Lifeline's own
+// servers refused), or without it one that reaches public addresses only.
 func connectionsOf(d Deps) *dbconn.Service {
 	if d.Databases != nil {
 		return d.Databases

@@ -75,6 +75,7 @@ func newWorkflowsHandler(ch *chrome, wfs workflowService, runs workflowRuns, eng
 	return &WorkflowsHandler{chrome: ch, wfs: wfs, runs: runs, eng: eng, baseURL: baseURL}
 }
 
+// List: GET /workflows, the organization's workflows with the "New workflow" form.
 func (h *WorkflowsHandler) List(c echo.Context) error {
 	vm, err := h.listVM(c)
 	if err != nil {
@@ -103,7 +104,7 @@ func (h *WorkflowsHandler) listVM(c echo.Context) (pages.WorkflowsVM, error) {
 	return vm, nil
 }
 
-// createWorkflow handles the "New workflow" form: 422 re-renders the form with field errors.
+// Create handles the "New workflow" form: 422 re-renders the form with field errors.
 func (h *WorkflowsHandler) Create(c echo.Context) error {
 	p := principal(c)
 	raw := c.FormValue("definition")
@@ -160,6 +161,7 @@ func policyLine(l *i18n.Localizer, p retry.Policy) string {
 	return b.String()
 }
 
+// Show: GET /workflows/{id}, a workflow's steps, policies, breakers and recent executions.
 func (h *WorkflowsHandler) Show(c echo.Context) error {
 	return h.renderShow(c, http.StatusOK, pages.StartForm{Input: "{}"})
 }
@@ -264,7 +266,7 @@ func stepSummary(l *i18n.Localizer, st definition.Step) string {
 	return st.Type
 }
 
-// startFromForm starts an execution from the workflow page's JSON input.
+// Start starts an execution from the workflow page's JSON input.
 func (h *WorkflowsHandler) Start(c echo.Context) error {
 	p := principal(c)
 	id := c.Param("id")
@@ -360,6 +362,7 @@ func (h *WorkflowsHandler) apiOf(c echo.Context, wf *models.Workflow, full bool)
 	return out, nil
 }
 
+// APIList: GET /api/v1/workflows.
 func (h *WorkflowsHandler) APIList(c echo.Context) error {
 	wfs, err := h.wfs.All(c.Request().Context(), principal(c).OrganizationID)
 	if err != nil {
@@ -373,6 +376,8 @@ func (h *WorkflowsHandler) APIList(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"items": items})
 }
 
+// APIGet: GET /api/v1/workflows/{id}, with its effective retry policy (and, for admins,
+// its webhook URL and signing secret).
 func (h *WorkflowsHandler) APIGet(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "workflow"); err != nil {
@@ -389,12 +394,14 @@ func (h *WorkflowsHandler) APIGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// APICreate: POST /api/v1/workflows with a definition → 201 and the workflow.
 func (h *WorkflowsHandler) APICreate(c echo.Context) error {
 	return h.save(c, http.StatusCreated, func(p *auth.Principal, body []byte) (*models.Workflow, error) {
 		return h.wfs.Create(c.Request().Context(), p.OrganizationID, actorOf(p), body)
 	})
 }
 
+// APIUpdate: PUT /api/v1/workflows/{id} with a definition → its new version.
 func (h *WorkflowsHandler) APIUpdate(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "workflow"); err != nil {
@@ -405,7 +412,7 @@ func (h *WorkflowsHandler) APIUpdate(c echo.Context) error {
 	})
 }
 
-// saveWorkflow reads a definition from the body, saves it with save and answers with the
+// save reads a definition from the body, saves it with save and answers with the
 // workflow. A body that is not an object is refused here (on "body"); the rest of "exactly
 // one JSON object" (malformed JSON, data after it) is the definition's own check, on
 // "definition".
@@ -428,7 +435,7 @@ func (h *WorkflowsHandler) save(c echo.Context, status int, save func(*auth.Prin
 	return c.JSON(status, out)
 }
 
-// apiStart: POST /api/v1/workflows/{id}/executions with {"input": {…}} and an optional
+// APIStart: POST /api/v1/workflows/{id}/executions with {"input": {…}} and an optional
 // Idempotency-Key. 201 for a new execution, 200 (Idempotency-Replayed: true) for a replay.
 func (h *WorkflowsHandler) APIStart(c echo.Context) error {
 	id := c.Param("id")

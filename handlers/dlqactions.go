@@ -24,21 +24,17 @@ type recoverer interface {
 	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
 }
 
-// deadLetters finds a dead letter, by id or an execution's (executions.Service).
+// deadLetters finds a dead letter, by id or an execution's, and reads its execution with
+// the input masked as users may see it (executions.Service).
 type deadLetters interface {
 	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
+	Execution(ctx context.Context, orgID, id string) (*models.Execution, error)
 }
 
 // auditHistory reads audit entries, for a dead letter's history (audit.Reader).
 type auditHistory interface {
 	List(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
-}
-
-// maskedExecutions reads an execution, its input masked as users may see it
-// (executions.Service).
-type maskedExecutions interface {
-	Execution(ctx context.Context, orgID, id string) (*models.Execution, error)
 }
 
 // workflowVersions reads a workflow and its versions' definitions (workflows.Service).
@@ -51,7 +47,6 @@ var (
 	_ recoverer        = (*engine.Engine)(nil)
 	_ deadLetters      = (*executions.Service)(nil)
 	_ auditHistory     = (*audit.Reader)(nil)
-	_ maskedExecutions = (*executions.Service)(nil)
 	_ workflowVersions = (*workflows.Service)(nil)
 )
 
@@ -61,15 +56,13 @@ type DLQActionsHandler struct {
 	*chrome
 	eng   recoverer
 	dlq   deadLetters
-	execs maskedExecutions
 	wfs   workflowVersions
 	audit auditHistory // a dead letter's history
 }
 
 // newDLQActionsHandler returns the handler.
-func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, execs maskedExecutions, wfs workflowVersions,
-	history auditHistory) *DLQActionsHandler {
-	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs, wfs: wfs, audit: history}
+func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, wfs workflowVersions, history auditHistory) *DLQActionsHandler {
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history}
 }
 
 // Roles: viewers read; accountants may retry unmodified and resume; admins may do everything
@@ -219,7 +212,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 		return err
 	}
 	if dl == nil {
-		if _, err := h.execs.Execution(c.Request().Context(), p.OrganizationID, id); err != nil {
+		if _, err := h.dlq.Execution(c.Request().Context(), p.OrganizationID, id); err != nil {
 			return err
 		}
 		return &apperr.Error{Code: apperr.ECONFLICT, Message: "replay.notindlq"}

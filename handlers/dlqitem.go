@@ -68,7 +68,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if err != nil {
 		return nil, err
 	}
-	ex, err := h.execs.Execution(ctx, p.OrganizationID, r.ExecutionID)
+	ex, err := h.dlq.Execution(ctx, p.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +321,7 @@ func (h *DLQActionsHandler) preview(c echo.Context, form pages.RecoveryForm) err
 	if err != nil {
 		return err
 	}
-	ex, err := h.execs.Execution(ctx, p.OrganizationID, r.ExecutionID)
+	ex, err := h.dlq.Execution(ctx, p.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return err
 	}

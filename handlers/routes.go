@@ -33,7 +33,7 @@ func (s *Server) routes() {
 	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
 	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
-	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.reads, s.Workflows, s.auditLog)
+	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"

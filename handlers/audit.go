@@ -20,24 +20,24 @@ import (
 	"lifeline/views/pages"
 )
 
-// auditStore is what the audit log page needs.
+// auditStore is what the audit log page needs (audit.Reader).
 type auditStore interface {
-	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+	List(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
 	Members(ctx context.Context, orgID string) ([]models.Member, error)
-	AuditEntityTypes(ctx context.Context, orgID string) ([]string, error)
+	EntityTypes(ctx context.Context, orgID string) ([]string, error)
 }
 
-var _ auditStore = (*models.DB)(nil)
+var _ auditStore = (*audit.Reader)(nil)
 
 // AuditHandler serves the admins' audit log: filters, pages and a CSV export.
 type AuditHandler struct {
-	s     *Server
+	*chrome
 	store auditStore
 }
 
-// NewAuditHandler returns the handler.
-func NewAuditHandler(s *Server, store auditStore) *AuditHandler {
-	return &AuditHandler{s: s, store: store}
+// newAuditHandler returns the handler.
+func newAuditHandler(ch *chrome, store auditStore) *AuditHandler {
+	return &AuditHandler{chrome: ch, store: store}
 }
 
 // auditEvents are the events the filter offers: every event the code writes.
@@ -60,7 +60,7 @@ func (h *AuditHandler) filter(c echo.Context) (models.AuditFilter, pages.AuditFi
 	}
 	f.EntityID, _ = q.text("entityId", maxEntityID, "audit.error.entityid", "Max", maxEntityID)
 	f.From, f.To = q.days("audit.error.range")
-	vf := pages.AuditFilter{Action: h.s.url("audit"), Event: q.shown("event"), Actor: q.shown("actor"), EntityType: q.shown("entityType"),
+	vf := pages.AuditFilter{Action: h.url("audit"), Event: q.shown("event"), Actor: q.shown("actor"), EntityType: q.shown("entityType"),
 		EntityID: q.shown("entityId"), From: q.shown("from"), To: q.shown("to"), Errors: q.fields}
 	return f, vf, q.err()
 }
@@ -78,7 +78,7 @@ func (h *AuditHandler) List(c echo.Context) error {
 	var rows []models.AuditRow
 	var next string
 	if ferr == nil { // a cursor this server did not make is EINVALID too, shown as the filter's
-		rows, next, ferr = h.store.ListAudit(ctx, p.OrganizationID, f)
+		rows, next, ferr = h.store.List(ctx, p.OrganizationID, f)
 	}
 	if me := invalid(ferr); me != nil {
 		status = http.StatusUnprocessableEntity
@@ -87,17 +87,17 @@ func (h *AuditHandler) List(c echo.Context) error {
 		return ferr
 	} else {
 		for _, r := range rows {
-			vm.Rows = append(vm.Rows, h.s.auditRow(l, r))
+			vm.Rows = append(vm.Rows, auditRow(h.links, l, r))
 		}
 		if next != "" {
-			vm.NextURL = h.s.url("audit") + "?" + withParam(c.QueryParams(), "cursor", next)
+			vm.NextURL = h.url("audit") + "?" + withParam(c.QueryParams(), "cursor", next)
 		}
-		vm.ExportURL = h.s.url("audit.export") + "?" + withParam(c.QueryParams(), "cursor", "")
+		vm.ExportURL = h.url("audit.export") + "?" + withParam(c.QueryParams(), "cursor", "")
 	}
 	if err := h.options(c, &vm.Filter); err != nil {
 		return err
 	}
-	return render(c, status, pages.Audit(h.s.page(c, "nav.audit", "audit"), vm))
+	return render(c, status, pages.Audit(h.page(c, "nav.audit", "audit"), vm))
 }
 
 // options fills the filter's choices.
@@ -112,7 +112,7 @@ func (h *AuditHandler) options(c echo.Context, vf *pages.AuditFilter) error {
 	for _, m := range members {
 		vf.Actors = append(vf.Actors, pages.Option{Value: m.UserID, Label: m.Email, Selected: vf.Actor == m.UserID})
 	}
-	types, err := h.store.AuditEntityTypes(ctx, p.OrganizationID)
+	types, err := h.store.EntityTypes(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}
@@ -136,13 +136,13 @@ func (h *AuditHandler) Export(c echo.Context) error {
 	_ = cw.Write([]string{"time_utc", "event", "label", "actor_type", "actor", "entity_type", "entity_id", "details"})
 	f.Limit, f.Cursor = 1000, ""
 	for {
-		rows, next, err := h.store.ListAudit(ctx, p.OrganizationID, f)
+		rows, next, err := h.store.List(ctx, p.OrganizationID, f)
 		if err != nil {
-			h.s.Log.Error("audit export stopped", "err", err)
+			h.log.Error("audit export stopped", "err", err)
 			break
 		}
 		for _, r := range rows {
-			v := h.s.auditRow(l, r)
+			v := auditRow(h.links, l, r)
 			_ = cw.Write([]string{r.CreatedAt.UTC().Format(time.RFC3339), r.Action, v.Label, r.ActorType, v.Actor, r.EntityType, r.EntityID, string(r.Details)})
 		}
 		cw.Flush()
@@ -156,7 +156,7 @@ func (h *AuditHandler) Export(c echo.Context) error {
 
 // auditRow is one entry for display: its label, who, what it says in a line, its details,
 // and a link to what it is about.
-func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
+func auditRow(lk links, l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
 		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
 		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt)}
@@ -175,35 +175,35 @@ func (s *Server) auditRow(l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	}
 	switch r.EntityType {
 	case "workflow_execution":
-		v.EntityURL = s.url("execution", r.EntityID)
+		v.EntityURL = lk.url("execution", r.EntityID)
 	case "workflow":
-		v.EntityURL = s.url("workflow", r.EntityID)
+		v.EntityURL = lk.url("workflow", r.EntityID)
 	case "dead_letter_queue":
-		v.EntityURL = s.url("dlq.item", r.EntityID)
+		v.EntityURL = lk.url("dlq.item", r.EntityID)
 	case "api_token":
-		v.EntityURL = s.url("tokens")
+		v.EntityURL = lk.url("tokens")
 	case "workflow_execution_error":
 		if ex := details.str("executionId"); ex != "" {
-			v.EntityURL = s.url("execution", ex)
+			v.EntityURL = lk.url("execution", ex)
 		}
 	case "compensation_action": // the execution it undoes a step of, at its rollback
 		if ex := details.str("executionId"); ex != "" {
-			v.EntityURL = s.url("execution", ex) + "#rollback"
+			v.EntityURL = lk.url("execution", ex) + "#rollback"
 		}
 	case "circuit_breaker_state":
-		if u := s.url("breakers"); u != "" {
+		if u := lk.url("breakers"); u != "" {
 			v.EntityURL = u + "#breaker-" + r.EntityID // the row's id on the breakers page
 		}
 	case "db_connection":
-		v.EntityURL = s.url("connections")
+		v.EntityURL = lk.url("connections")
 	case "dlq_bulk_job":
-		v.EntityURL = s.url("dlq.bulk", r.EntityID)
+		v.EntityURL = lk.url("dlq.bulk", r.EntityID)
 	case "notification_delivery":
-		v.EntityURL = s.url("notifications.deliveries")
+		v.EntityURL = lk.url("notifications.deliveries")
 	case "notification_settings":
-		v.EntityURL = s.url("notifications.settings")
+		v.EntityURL = lk.url("notifications.settings")
 	case "organization":
-		v.EntityURL = s.url("profile")
+		v.EntityURL = lk.url("profile")
 	}
 	return v
 }

@@ -22,6 +22,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 	"lifeline/services/auth"
+	"lifeline/services/workflows"
 )
 
 var form = map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
@@ -339,7 +340,8 @@ func TestWebhookTokenNotInErrorLog(t *testing.T) {
 		var logs syncBuffer
 		broken := modeltest.New(t, db.Dialect)
 		_ = broken.Close() // every query fails: the webhook answers 500
-		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: broken, Engine: a.eng, Workflows: a.wfs, Auth: a.as,
+		// The workflows service reads the webhook's workflow: on the closed database too.
+		srv := httptest.NewServer(handlers.New(handlers.Deps{DB: broken, Engine: a.eng, Workflows: &workflows.Service{DB: broken}, Auth: a.as,
 			Log: slog.New(slog.NewJSONHandler(&logs, nil))}))
 		defer srv.Close()
 		r := do(t, http.DefaultClient, "POST", srv.URL+"/hooks/"+tn.webhookToken, `{}`, map[string]string{"Content-Type": "application/json"})

@@ -14,15 +14,15 @@ import (
 	"lifeline/services/breaker"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
-// breakerStore is what the breakers page and API read.
+// breakerStore is what the breakers page and API read (executions.Service).
 type breakerStore interface {
 	ListBreakers(ctx context.Context, orgID string, f models.BreakerFilter) ([]models.BreakerRow, error)
 	GetBreaker(ctx context.Context, orgID, id string) (*models.BreakerRow, error)
-	Workflows(ctx context.Context, orgID string) ([]models.Workflow, error)
 }
 
 // breakerActor resets or force-opens a breaker.
@@ -31,7 +31,7 @@ type breakerActor interface {
 }
 
 var (
-	_ breakerStore = (*models.DB)(nil)
+	_ breakerStore = (*executions.Service)(nil)
 	_ breakerActor = (*engine.Engine)(nil)
 )
 
@@ -41,16 +41,17 @@ var (
 // (POST …/{id}/reset, …/{id}/open): another organization's breaker is a 404, a missing
 // reason a 422 on "reason".
 type BreakersHandler struct {
-	s     *Server
+	*chrome
 	store breakerStore
+	wfs   workflowLister
 	eng   breakerActor
 	// Now is the clock of relative times ("in 42 seconds", "3 minutes ago").
 	Now func() time.Time
 }
 
-// NewBreakersHandler returns the handler.
-func NewBreakersHandler(s *Server, store breakerStore, eng breakerActor) *BreakersHandler {
-	return &BreakersHandler{s: s, store: store, eng: eng, Now: time.Now}
+// newBreakersHandler returns the handler.
+func newBreakersHandler(ch *chrome, store breakerStore, wfs workflowLister, eng breakerActor) *BreakersHandler {
+	return &BreakersHandler{chrome: ch, store: store, wfs: wfs, eng: eng, Now: time.Now}
 }
 
 // breakerFilterOf reads a breakers filter from query keys; an EINVALID error names every
@@ -127,11 +128,11 @@ type refusal struct {
 func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done string, refused *refusal) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	f, ferr := breakerFilterOf(l, v)
-	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}
-	vf := pages.BreakersFilter{Action: h.s.url("breakers"), State: f.State, WorkflowID: f.WorkflowID}
+	vf := pages.BreakersFilter{Action: h.url("breakers"), State: f.State, WorkflowID: f.WorkflowID}
 	t := pages.BreakersTable{Filtered: f.State != "" || f.WorkflowID != "", CanAct: p.Can(models.RoleAdmin)}
 	if me := invalid(ferr); me != nil {
 		status, t.Error, t.FieldErrors, vf.Errors = http.StatusUnprocessableEntity, me.Message, me.Fields, me.Fields
@@ -147,7 +148,7 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 			t.Rows = append(t.Rows, h.row(l, &rows[i], steps, now))
 		}
 		q := breakerQuery(f)
-		t.RefreshURL = h.s.url("breakers")
+		t.RefreshURL = h.url("breakers")
 		if len(q) > 0 {
 			t.RefreshURL += "?" + q.Encode()
 		}
@@ -174,7 +175,7 @@ func (h *BreakersHandler) render(c echo.Context, status int, v url.Values, done 
 	vf.States = options(models.BreakerStates, vf.State, func(s string) string { return l.TOr("breakers.state."+s, s) })
 	vf.Workflows = workflowChoices(wfs, vf.WorkflowID)
 	vm := pages.BreakersVM{Filter: vf, Table: t, Done: done, FormError: formError}
-	return render(c, status, pages.Breakers(h.s.page(c, "breakers.title", "breakers"), vm))
+	return render(c, status, pages.Breakers(h.page(c, "breakers.title", "breakers"), vm))
 }
 
 // row is one breaker for the page.
@@ -187,7 +188,7 @@ func (h *BreakersHandler) row(l *i18n.Localizer, b *models.BreakerRow, steps wor
 	case b.Host != nil:
 		r.Scope, r.Host = breaker.ScopeHost, *b.Host
 	case b.WorkflowID != nil:
-		r.Workflow, r.WorkflowURL = b.WorkflowName, h.s.url("workflow", *b.WorkflowID)
+		r.Workflow, r.WorkflowURL = b.WorkflowName, h.url("workflow", *b.WorkflowID)
 		r.StepID = deref(b.StepID)
 		r.Step = steps.name(*b.WorkflowID, r.StepID)
 	}
@@ -209,7 +210,7 @@ func (h *BreakersHandler) row(l *i18n.Localizer, b *models.BreakerRow, steps wor
 	// Both actions in every state (a reset of a closed breaker clears its failures; forcing
 	// a forced one again records the new reason): the row's actions are kept across the
 	// list's refreshes, and must not depend on a state that has changed since.
-	r.ResetURL, r.OpenURL = h.s.url("breakers.reset", b.ID), h.s.url("breakers.open", b.ID)
+	r.ResetURL, r.OpenURL = h.url("breakers.reset", b.ID), h.url("breakers.open", b.ID)
 	return r
 }
 
@@ -271,7 +272,7 @@ func (h *BreakersHandler) submit(c echo.Context, open bool) error {
 		return err
 	}
 	back.Set("done", map[bool]string{false: "reset", true: "open"}[open])
-	return redirect(c, h.s.url("breakers")+"?"+back.Encode())
+	return redirect(c, h.url("breakers")+"?"+back.Encode())
 }
 
 // act resets or force-opens the organization's breaker id: ENOTFOUND for any other id
@@ -331,7 +332,7 @@ func (h *BreakersHandler) API(c echo.Context) error {
 		return err
 	}
 	if f.WorkflowID != "" {
-		wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+		wfs, err := h.wfs.All(ctx, p.OrganizationID)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
@@ -32,17 +33,28 @@ type bulkService interface {
 	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
 }
 
-var _ bulkService = (*bulk.Service)(nil)
+// deadLetterBriefs reads dead letters in brief, by id (executions.Service).
+type deadLetterBriefs interface {
+	DeadLetterBriefs(ctx context.Context, orgID string, ids []string) (map[string]models.DLQBrief, error)
+}
+
+var (
+	_ bulkService      = (*bulk.Service)(nil)
+	_ deadLetterBriefs = (*executions.Service)(nil)
+)
 
 // BulkHandler serves bulk actions on dead letters (admins): start one from the list, follow
 // its progress, cancel it; and the same through the API.
 type BulkHandler struct {
-	s   *Server
-	svc bulkService
+	*chrome
+	svc    bulkService
+	briefs deadLetterBriefs
 }
 
-// NewBulkHandler returns the handler.
-func NewBulkHandler(s *Server, svc bulkService) *BulkHandler { return &BulkHandler{s: s, svc: svc} }
+// newBulkHandler returns the handler.
+func newBulkHandler(ch *chrome, svc bulkService, briefs deadLetterBriefs) *BulkHandler {
+	return &BulkHandler{chrome: ch, svc: svc, briefs: briefs}
+}
 
 // maxShownItems bounds the items the progress page lists (the API gives all of them).
 const maxShownItems = 500
@@ -103,7 +115,7 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.dlq.bulk", job.ID))
+	c.Response().Header().Set(echo.HeaderLocation, h.url("api.dlq.bulk", job.ID))
 	if replayed {
 		// The same request with the same Idempotency-Key: the job it made, not a second one.
 		c.Response().Header().Set("Idempotency-Replayed", "true")
@@ -211,7 +223,7 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("dlq.bulk", job.ID))
+	return redirect(c, h.url("dlq.bulk", job.ID))
 }
 
 // bulkToken identifies the items a confirmation showed: the action and their ids.
@@ -226,7 +238,7 @@ func bulkToken(action string, ids []string) string {
 // those the person confirmed (409).
 func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, ids []string, perr error, changed bool) error {
 	l := localizer(c)
-	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes,
+	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes,
 		ByFilter: r.Filter != nil, Token: bulkToken(r.Action, ids), Nonce: models.NewID(), Changed: changed}
 	back := url.Values{}
 	for k, vs := range form {
@@ -242,7 +254,7 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 		}
 	}
 	sort.Slice(vm.Fields, func(i, j int) bool { return vm.Fields[i].Name < vm.Fields[j].Name })
-	vm.BackURL = h.s.url("dlq")
+	vm.BackURL = h.url("dlq")
 	if len(back) > 0 {
 		vm.BackURL += "?" + back.Encode()
 	}
@@ -257,7 +269,7 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	if r.Filter == nil {
 		read = ids
 	}
-	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), principal(c).OrganizationID, read)
+	briefs, err := h.briefs.DeadLetterBriefs(c.Request().Context(), principal(c).OrganizationID, read)
 	if err != nil {
 		return err
 	}
@@ -279,7 +291,7 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	}
 	for _, id := range shown {
 		b := briefs[id]
-		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.s.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})
+		vm.Items = append(vm.Items, pages.BulkConfirmItem{URL: h.url("dlq.item", id), Label: cmp.Or(b.Subject, shortID(id)), Status: b.Status})
 	}
 	if more := len(ids) - len(shown); more > 0 {
 		vm.More = l.N("bulk.confirm.more", more)
@@ -293,7 +305,7 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 
 func (h *BulkHandler) renderConfirm(c echo.Context, status int, r bulk.Request, vm pages.BulkConfirmVM) error {
 	l := localizer(c)
-	return render(c, status, pages.BulkConfirm(h.s.page(c, l.T("bulk.title."+cmp.Or(r.Action, "retry"))+" · "+l.T("nav.dlq"), "dlq"), vm))
+	return render(c, status, pages.BulkConfirm(h.page(c, l.T("bulk.title."+cmp.Or(r.Action, "retry"))+" · "+l.T("nav.dlq"), "dlq"), vm))
 }
 
 // bulkProblems says in whole sentences why a bulk action from the list cannot start.
@@ -333,11 +345,11 @@ func (h *BulkHandler) Show(c echo.Context) error {
 	}
 	l, p := localizer(c), principal(c)
 	vm := pages.BulkVM{ID: job.ID, Action: job.Action, Status: job.Status, Total: job.Total, Processed: job.Processed,
-		Succeeded: job.Succeeded, Failed: job.Failed, RefreshURL: h.s.url("dlq.bulk", job.ID), ListURL: h.s.url("dlq"),
+		Succeeded: job.Succeeded, Failed: job.Failed, RefreshURL: h.url("dlq.bulk", job.ID), ListURL: h.url("dlq"),
 		CreatedAt: rfc(job.CreatedAt), CreatedAtText: displayTime(l, job.CreatedAt), CSRF: csrfToken(c)}
 	vm.Live = job.Status == models.BulkQueued || job.Status == models.BulkRunning
 	if vm.Live && p.Can(models.RoleAdmin) {
-		vm.CancelURL = h.s.url("dlq.bulk.cancel", job.ID)
+		vm.CancelURL = h.url("dlq.bulk.cancel", job.ID)
 	}
 	if job.Total > 0 {
 		vm.Percent = job.Processed * 100 / job.Total
@@ -347,20 +359,20 @@ func (h *BulkHandler) Show(c echo.Context) error {
 	for i, it := range shown {
 		ids[i] = it.DeadLetterID
 	}
-	briefs, err := h.s.DB.DLQBriefs(c.Request().Context(), p.OrganizationID, ids)
+	briefs, err := h.briefs.DeadLetterBriefs(c.Request().Context(), p.OrganizationID, ids)
 	if err != nil {
 		return err
 	}
 	for _, it := range shown {
 		b := briefs[it.DeadLetterID]
-		iv := pages.BulkItemVM{URL: h.s.url("dlq.item", it.DeadLetterID), Label: cmp.Or(b.Subject, shortID(it.DeadLetterID)),
+		iv := pages.BulkItemVM{URL: h.url("dlq.item", it.DeadLetterID), Label: cmp.Or(b.Subject, shortID(it.DeadLetterID)),
 			Status: it.Status, Message: l.Text(deref(it.Message)), ItemStatus: b.Status}
 		if it.ExecutionID != nil {
-			iv.ExecutionURL = h.s.url("execution", *it.ExecutionID)
+			iv.ExecutionURL = h.url("execution", *it.ExecutionID)
 		}
 		vm.Items = append(vm.Items, iv)
 	}
-	return render(c, http.StatusOK, pages.Bulk(h.s.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
+	return render(c, http.StatusOK, pages.Bulk(h.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
 }
 
 // maxConfirmItems bounds the items the confirmation names; it counts the rest.
@@ -380,7 +392,7 @@ func (h *BulkHandler) Cancel(c echo.Context) error {
 	if err := h.cancel(c); err != nil && apperr.ErrorCode(err) != apperr.ECONFLICT {
 		return err
 	}
-	return redirect(c, h.s.url("dlq.bulk", c.Param("id")))
+	return redirect(c, h.url("dlq.bulk", c.Param("id")))
 }
 
 // prefixFields puts prefix before the field names of an EINVALID error.

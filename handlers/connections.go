@@ -26,30 +26,20 @@ type connectionService interface {
 
 var _ connectionService = (*dbconn.Service)(nil)
 
-// connections returns the service behind the connections page and API: Deps.Databases (the
-// one the engine's compensations use, with LIFELINE_DBCONN_ALLOW and Lifeline's own servers
-// refused), or without it one that reaches public addresses only.
-func (s *Server) connections() *dbconn.Service {
-	if s.Databases != nil {
-		return s.Databases
-	}
-	return dbconn.New(s.DB, dbconn.Config{})
-}
-
 // ConnectionsHandler serves the admins' database connections (/settings/connections and
 // /api/v1/connections): list, create, edit (an empty DSN keeps the stored one), delete and
 // test. The DSN is never shown or returned: only masked. Another organization's id is a
 // 404; field messages are 422.
 type ConnectionsHandler struct {
-	s     *Server
+	*chrome
 	conns connectionService
 	// Now is the clock of relative times ("3 minutes ago").
 	Now func() time.Time
 }
 
-// NewConnectionsHandler returns the handler.
-func NewConnectionsHandler(s *Server, conns connectionService) *ConnectionsHandler {
-	return &ConnectionsHandler{s: s, conns: conns, Now: time.Now}
+// newConnectionsHandler returns the handler.
+func newConnectionsHandler(ch *chrome, conns connectionService) *ConnectionsHandler {
+	return &ConnectionsHandler{chrome: ch, conns: conns, Now: time.Now}
 }
 
 // formInput reads the create and edit forms. A form without the key table field keeps the
@@ -93,7 +83,7 @@ func (h *ConnectionsHandler) Create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("connections")+"?done=created&name="+urlQueryEscape(conn.Name))
+	return redirect(c, h.url("connections")+"?done=created&name="+urlQueryEscape(conn.Name))
 }
 
 func (h *ConnectionsHandler) renderList(c echo.Context, status int, vm pages.ConnectionsVM, tested string) error {
@@ -110,8 +100,8 @@ func (h *ConnectionsHandler) renderList(c echo.Context, status int, vm pages.Con
 		vm.Rows = append(vm.Rows, r)
 	}
 	vm.CSRF = csrfToken(c)
-	vm.Form = h.form(l, vm.Form, h.s.url("connections.create"))
-	return render(c, status, pages.Connections(h.s.page(c, "connections.title", "connections"), vm))
+	vm.Form = h.form(l, vm.Form, h.url("connections.create"))
+	return render(c, status, pages.Connections(h.page(c, "connections.title", "connections"), vm))
 }
 
 // form fills a form's action, driver choices and translated messages.
@@ -131,8 +121,8 @@ func (h *ConnectionsHandler) form(l *i18n.Localizer, f pages.ConnectionForm, act
 // row is a connection for the page.
 func (h *ConnectionsHandler) row(l *i18n.Localizer, cn *dbconn.Connection, now time.Time) pages.ConnectionRow {
 	return pages.ConnectionRow{ID: cn.ID, Name: cn.Name, Driver: cn.Driver, DSN: cn.MaskedDSN, Description: cn.Description, KeyTable: cn.KeyTable,
-		Test: testResult(l, cn, now), EditURL: h.s.url("connection", cn.ID), DeleteURL: h.s.url("connection.delete", cn.ID),
-		TestURL: h.s.url("connection.test", cn.ID)}
+		Test: testResult(l, cn, now), EditURL: h.url("connection", cn.ID), DeleteURL: h.url("connection.delete", cn.ID),
+		TestURL: h.url("connection.test", cn.ID)}
 }
 
 // testResult is a connection's last test for the page.
@@ -173,15 +163,15 @@ func (h *ConnectionsHandler) Update(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("connections")+"?done=updated&name="+urlQueryEscape(updated.Name))
+	return redirect(c, h.url("connections")+"?done=updated&name="+urlQueryEscape(updated.Name))
 }
 
 func (h *ConnectionsHandler) renderEdit(c echo.Context, status int, cn *dbconn.Connection, f pages.ConnectionForm) error {
 	l := localizer(c)
-	f.Edit, f.StoredDSN, f.CancelURL = true, cn.MaskedDSN, h.s.url("connections")
-	vm := pages.ConnectionEditVM{Name: cn.Name, Form: h.form(l, f, h.s.url("connection.update", cn.ID)), BackURL: h.s.url("connections"),
+	f.Edit, f.StoredDSN, f.CancelURL = true, cn.MaskedDSN, h.url("connections")
+	vm := pages.ConnectionEditVM{Name: cn.Name, Form: h.form(l, f, h.url("connection.update", cn.ID)), BackURL: h.url("connections"),
 		Row: h.row(l, cn, h.Now()), CSRF: csrfToken(c)}
-	return render(c, status, pages.ConnectionEdit(h.s.page(c, l.T("connections.edit.title", "Name", cn.Name), "connections"), vm))
+	return render(c, status, pages.ConnectionEdit(h.page(c, l.T("connections.edit.title", "Name", cn.Name), "connections"), vm))
 }
 
 // Delete deletes a connection (after the form's confirmation) and goes back to the list.
@@ -194,7 +184,7 @@ func (h *ConnectionsHandler) Delete(c echo.Context) error {
 	if err := h.conns.Delete(c.Request().Context(), p.OrganizationID, cn.ID, actorOf(p)); err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("connections")+"?done=deleted&name="+urlQueryEscape(cn.Name))
+	return redirect(c, h.url("connections")+"?done=deleted&name="+urlQueryEscape(cn.Name))
 }
 
 // Test tests a connection: for htmx the result's fragment (success or the error: its
@@ -210,7 +200,7 @@ func (h *ConnectionsHandler) Test(c echo.Context) error {
 		t.Live = true
 		return render(c, http.StatusOK, pages.ConnectionTestResult(t))
 	}
-	return redirect(c, h.s.url("connections")+"?tested="+urlQueryEscape(cn.ID)+"#"+"connection-"+cn.ID)
+	return redirect(c, h.url("connections")+"?tested="+urlQueryEscape(cn.ID)+"#"+"connection-"+cn.ID)
 }
 
 // test runs the test of the request's connection: the connection as recorded, whether the

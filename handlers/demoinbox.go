@@ -23,22 +23,20 @@ type DemoInbox interface {
 // DemoInboxHandler serves /demo/inbox (the demo only): a newcomer sees the notifications
 // Lifeline sent without a mail server or a Slack workspace.
 type DemoInboxHandler struct {
-	s     *Server
+	*chrome
 	inbox DemoInbox
 }
 
-// NewDemoInboxHandler returns the handler.
-func NewDemoInboxHandler(s *Server, inbox DemoInbox) *DemoInboxHandler {
-	return &DemoInboxHandler{s: s, inbox: inbox}
+// newDemoInboxHandler returns the handler.
+func newDemoInboxHandler(ch *chrome, inbox DemoInbox) *DemoInboxHandler {
+	return &DemoInboxHandler{chrome: ch, inbox: inbox}
 }
 
 // Show renders the inbox, newest first.
 func (h *DemoInboxHandler) Show(c echo.Context) error {
 	l := localizer(c)
 	vm := pages.DemoInboxVM{}
-	if h.s.Notify != nil {
-		vm.DeliveriesURL = h.s.url("notifications.deliveries")
-	}
+	vm.DeliveriesURL = h.url("notifications.deliveries") // "" without notifications
 	mails := h.inbox.Emails()
 	for i := len(mails) - 1; i >= 0; i-- {
 		r := mails[i].Read()
@@ -52,7 +50,7 @@ func (h *DemoInboxHandler) Show(c echo.Context) error {
 		vm.Hooks = append(vm.Hooks, pages.DemoHook{At: rfc(k.At), AtText: displayTime(l, k.At), Channel: k.Channel,
 			Summary: hookSummary(k), JSON: prettyJSON(k.Body)})
 	}
-	return render(c, http.StatusOK, pages.DemoInbox(h.s.page(c, "demoinbox.title", "demoinbox"), vm))
+	return render(c, http.StatusOK, pages.DemoInbox(h.page(c, "demoinbox.title", "demoinbox"), vm))
 }
 
 // hookSummary is a webhook message's text as its channel shows it: Slack's "text" (a link

@@ -15,18 +15,18 @@ import (
 	"lifeline/models"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
 
-// dlqStore is what the dead-letter list needs.
+// dlqStore is what the dead-letter list needs (executions.Service).
 type dlqStore interface {
 	ListDLQ(ctx context.Context, orgID string, f models.DLQFilter) ([]models.DLQRow, string, error)
 	DLQStatusCounts(ctx context.Context, orgID string) (map[string]int, error)
-	Workflows(ctx context.Context, orgID string) ([]models.Workflow, error)
 }
 
-var _ dlqStore = (*models.DB)(nil)
+var _ dlqStore = (*executions.Service)(nil)
 
 // expiringWithin is how close to its expiry an open dead letter is flagged.
 const expiringWithin = 3 * 24 * time.Hour
@@ -36,15 +36,16 @@ const expiringWithin = 3 * 24 * time.Hour
 // user's time zone), q, limit (1-200) and cursor. A value that is not valid is a 422 with
 // a message per key, never ignored.
 type DLQHandler struct {
-	s     *Server
+	*chrome
 	store dlqStore
+	wfs   workflowLister
 	// Now is the clock of ages, expiries and the expiring flag.
 	Now func() time.Time
 }
 
-// NewDLQHandler returns the handler.
-func NewDLQHandler(s *Server, store dlqStore) *DLQHandler {
-	return &DLQHandler{s: s, store: store, Now: time.Now}
+// newDLQHandler returns the handler.
+func newDLQHandler(ch *chrome, store dlqStore, wfs workflowLister) *DLQHandler {
+	return &DLQHandler{chrome: ch, store: store, wfs: wfs, Now: time.Now}
 }
 
 // errorTypes are the classifier's nine error types (seed 000).
@@ -92,11 +93,11 @@ func (h *DLQHandler) List(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	v := c.QueryParams()
 	f, ferr := DLQFilterOf(l, v)
-	vf := pages.DLQFilter{Action: h.s.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
+	vf := pages.DLQFilter{Action: h.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
 		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
 	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit})}
 	status := http.StatusOK
-	wfs, err := h.store.Workflows(ctx, p.OrganizationID)
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
 		return err
 	}
@@ -118,10 +119,10 @@ func (h *DLQHandler) List(c echo.Context) error {
 		for i := range rows {
 			vm.Rows = append(vm.Rows, h.row(l, &rows[i], steps))
 		}
-		vm.NextURL = nextPage(h.s.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
+		vm.NextURL = nextPage(h.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
 	}
-	if ferr == nil && h.s.Bulk != nil && p.Can(models.RoleAccountant) {
-		vm.Bulk = &pages.BulkBar{Action: h.s.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAdmin)}
+	if ferr == nil && h.url("dlq.bulk.start") != "" && p.Can(models.RoleAccountant) {
+		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAdmin)}
 		for k, vals := range dlqQuery(f, vf.From, vf.To) {
 			if k != "limit" && k != "status" {
 				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})
@@ -138,14 +139,14 @@ func (h *DLQHandler) List(c echo.Context) error {
 	}
 	for _, st := range models.DLQStatuses {
 		vm.Counts = append(vm.Counts, pages.StatusCount{Status: st, Label: l.N("dlq.count."+st, min(counts[st], models.DLQCountCap+1)), Count: countText(l, counts[st]),
-			URL: h.s.url("dlq") + "?" + url.Values{"status": {st}}.Encode(), Active: st == vf.Status})
+			URL: h.url("dlq") + "?" + url.Values{"status": {st}}.Encode(), Active: st == vf.Status})
 	}
 	vf.Workflows = workflowChoices(wfs, vf.WorkflowID)
 	vf.Statuses = options(models.DLQStatuses, vf.Status, statusText(l))
 	vf.ErrorTypes = options(errorTypes(), vf.ErrorType, func(t string) string { return l.TOr("errortype."+t, t) })
 	vf.Steps = stepChoices(wfs, steps, vf.WorkflowID, vf.StepID)
 	vm.Filter = vf
-	return render(c, status, pages.DLQ(h.s.page(c, "nav.dlq", "dlq"), vm))
+	return render(c, status, pages.DLQ(h.page(c, "nav.dlq", "dlq"), vm))
 }
 
 // API answers a page of dead letters as JSON: {"items": […], "next": cursor or null}.
@@ -169,8 +170,8 @@ func (h *DLQHandler) API(c echo.Context) error {
 func (h *DLQHandler) row(l *i18n.Localizer, r *models.DLQRow, steps workflowSteps) pages.DLQRow {
 	now := h.Now()
 	subject := deref(r.Subject)
-	out := pages.DLQRow{ID: r.ID, URL: h.s.url("dlq.item", r.ID), ExecutionURL: h.s.url("execution", r.ExecutionID),
-		WorkflowName: r.WorkflowName, WorkflowURL: h.s.url("workflow", r.WorkflowID),
+	out := pages.DLQRow{ID: r.ID, URL: h.url("dlq.item", r.ID), ExecutionURL: h.url("execution", r.ExecutionID),
+		WorkflowName: r.WorkflowName, WorkflowURL: h.url("workflow", r.WorkflowID),
 		FailedStep: steps.name(r.WorkflowID, r.FailedStepID), FailedStepID: r.FailedStepID,
 		ErrorType: r.ErrorType, ErrorMessage: l.Text(r.Reason), Reason: l.Text(r.Reason), RetryCount: r.RetryCount, Status: r.Status,
 		Title: cmp.Or(subject, shortID(r.ExecutionID)), HasSubject: subject != "", ShortID: shortID(r.ExecutionID),

@@ -11,8 +11,11 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
+	"lifeline/services/audit"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/services/retry"
+	"lifeline/services/workflows"
 )
 
 // recoverer is what the DLQ actions need from the engine.
@@ -21,25 +24,45 @@ type recoverer interface {
 	Settle(ctx context.Context, r engine.SettleRequest) (*engine.ReplayResult, error)
 }
 
-// deadLetters finds a dead letter (by id, or an execution's), and what was done to one (its
-// audit entries, for the item's history).
+// deadLetters finds a dead letter, by id or an execution's, and reads its execution with
+// the input masked as users may see it (executions.Service).
 type deadLetters interface {
 	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
-	ListAudit(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+	Execution(ctx context.Context, orgID, id string) (*models.Execution, error)
 }
+
+// auditHistory reads audit entries, for a dead letter's history (audit.Reader).
+type auditHistory interface {
+	List(ctx context.Context, orgID string, f models.AuditFilter) ([]models.AuditRow, string, error)
+}
+
+// workflowVersions reads a workflow and its versions' definitions (workflows.Service).
+type workflowVersions interface {
+	Get(ctx context.Context, orgID, id string) (*models.Workflow, error)
+	Version(ctx context.Context, orgID, id string, version int) (models.JSON, error)
+}
+
+var (
+	_ recoverer        = (*engine.Engine)(nil)
+	_ deadLetters      = (*executions.Service)(nil)
+	_ auditHistory     = (*audit.Reader)(nil)
+	_ workflowVersions = (*workflows.Service)(nil)
+)
 
 // DLQActionsHandler serves the recovery actions on dead letters: retry, edit the input and
 // retry, resume from a step, skip the failed step, retry the entire workflow, resolve, skip.
 type DLQActionsHandler struct {
-	s   *Server
-	eng recoverer
-	dlq deadLetters
+	*chrome
+	eng   recoverer
+	dlq   deadLetters
+	wfs   workflowVersions
+	audit auditHistory // a dead letter's history
 }
 
-// NewDLQActionsHandler returns the handler.
-func NewDLQActionsHandler(s *Server, eng recoverer, dlq deadLetters) *DLQActionsHandler {
-	return &DLQActionsHandler{s: s, eng: eng, dlq: dlq}
+// newDLQActionsHandler returns the handler.
+func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, wfs workflowVersions, history auditHistory) *DLQActionsHandler {
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history}
 }
 
 // Roles: viewers read; accountants may retry unmodified and resume; admins may do everything
@@ -102,7 +125,7 @@ func (h *DLQActionsHandler) respond(c echo.Context, name string, a action, res *
 		status = http.StatusOK
 		c.Response().Header().Set("Idempotency-Replayed", "true")
 	}
-	c.Response().Header().Set(echo.HeaderLocation, h.s.url("api.execution", res.ExecutionID))
+	c.Response().Header().Set(echo.HeaderLocation, h.url("api.execution", res.ExecutionID))
 	return c.JSON(status, out)
 }
 
@@ -189,7 +212,7 @@ func (h *DLQActionsHandler) APIRetryExecution(c echo.Context) error {
 		return err
 	}
 	if dl == nil {
-		if _, err := h.s.DB.GetExecution(c.Request().Context(), p.OrganizationID, id); err != nil {
+		if _, err := h.dlq.Execution(c.Request().Context(), p.OrganizationID, id); err != nil {
 			return err
 		}
 		return &apperr.Error{Code: apperr.ECONFLICT, Message: "replay.notindlq"}

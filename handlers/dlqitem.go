@@ -24,9 +24,9 @@ import (
 	"lifeline/views/pages"
 )
 
-func (s *Server) dlqRow(l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
-	return pages.DLQRow{ID: r.ID, URL: s.url("dlq.item", r.ID), ExecutionURL: s.url("execution", r.ExecutionID),
-		WorkflowName: r.WorkflowName, WorkflowURL: s.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
+func dlqRow(lk links, l *i18n.Localizer, r *models.DLQRow) pages.DLQRow {
+	return pages.DLQRow{ID: r.ID, URL: lk.url("dlq.item", r.ID), ExecutionURL: lk.url("execution", r.ExecutionID),
+		WorkflowName: r.WorkflowName, WorkflowURL: lk.url("workflow", r.WorkflowID), FailedStep: r.FailedStepID,
 		ErrorType: r.DeadLetter.ErrorType, ErrorMessage: l.Text(cmp.Or(r.Reason, r.ErrorMessage)), Status: r.Status,
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: relativeTime(l, r.ExpiresAt)}
 }
@@ -54,7 +54,7 @@ func (h *DLQActionsHandler) Show(c echo.Context) error {
 }
 
 func (h *DLQActionsHandler) renderItem(c echo.Context, status int, vm *pages.DLQItemVM) error {
-	return render(c, status, pages.DLQItem(h.s.page(c, vm.Title+" · "+localizer(c).T("nav.dlq"), "dlq"), *vm))
+	return render(c, status, pages.DLQItem(h.page(c, vm.Title+" · "+localizer(c).T("nav.dlq"), "dlq"), *vm))
 }
 
 // itemVM builds the item page; form is what was submitted (errors, preview), if anything.
@@ -68,14 +68,14 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if err != nil {
 		return nil, err
 	}
-	ex, err := h.s.DB.GetExecution(ctx, p.OrganizationID, r.ExecutionID)
+	ex, err := h.dlq.Execution(ctx, p.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return nil, err
 	}
 	def := h.definition(c, ex.WorkflowID, ex.WorkflowVersion)
-	vm := &pages.DLQItemVM{Row: h.s.dlqRow(l, r), Title: shortID(ex.ID), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
+	vm := &pages.DLQItemVM{Row: dlqRow(h.links, l, r), Title: shortID(ex.ID), ErrorCode: deref(r.ErrorCode), StackTrace: deref(r.StackTrace),
 		OriginalInputJSON: prettyJSON(r.OriginalInput), StepStatesJSON: prettyJSON(r.StepStates), ManualRetries: r.ManualRetryCount,
-		ListURL: h.s.url("dlq"), RefreshURL: h.s.url("dlq.item", r.ID), ResolutionNotes: deref(r.ResolutionNotes)}
+		ListURL: h.url("dlq"), RefreshURL: h.url("dlq.item", r.ID), ResolutionNotes: deref(r.ResolutionNotes)}
 	if r.Subject != nil {
 		vm.Title = *r.Subject
 	}
@@ -106,7 +106,7 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if r.Status == models.DLQProcessing {
 		vm.Processing = true
 		if r.ReplayExecutionID != nil {
-			vm.ReplayURL = h.s.url("execution", *r.ReplayExecutionID)
+			vm.ReplayURL = h.url("execution", *r.ReplayExecutionID)
 		}
 	}
 	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
@@ -130,7 +130,7 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 		return err
 	}
 	for i := range rows {
-		v := h.s.auditRow(l, rows[i])
+		v := auditRow(h.links, l, rows[i])
 		vm.History = append(vm.History, v)
 		switch rows[i].Action {
 		case "dlq.resolved", "dlq.skipped", "dlq.expired":
@@ -146,7 +146,7 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 		}
 	}
 	if p.Can(models.RoleAdmin) {
-		vm.HistoryURL = h.s.url("audit") + "?" + url.Values{"entityType": {"dead_letter_queue"}, "entityId": {id}}.Encode()
+		vm.HistoryURL = h.url("audit") + "?" + url.Values{"entityType": {"dead_letter_queue"}, "entityId": {id}}.Encode()
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 // historyRows are a dead letter's audit entries, oldest first (at most historyLimit, the
 // newest).
 func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.AuditRow, error) {
-	rows, _, err := h.dlq.ListAudit(c.Request().Context(), principal(c).OrganizationID,
+	rows, _, err := h.audit.List(c.Request().Context(), principal(c).OrganizationID,
 		models.AuditFilter{EntityType: "dead_letter_queue", EntityID: id, Limit: historyLimit})
 	if err != nil {
 		return nil, err
@@ -168,9 +168,9 @@ func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.Aud
 func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition,
 	failedName string, form pages.RecoveryForm) *pages.RecoveryVM {
 	p := principal(c)
-	rec := &pages.RecoveryVM{Action: h.s.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin),
+	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin),
 		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form}
-	if wf, err := h.s.DB.GetWorkflow(c.Request().Context(), p.OrganizationID, ex.WorkflowID); err == nil {
+	if wf, err := h.wfs.Get(c.Request().Context(), p.OrganizationID, ex.WorkflowID); err == nil {
 		rec.LatestVersion = wf.Version
 	}
 	if def != nil {
@@ -185,10 +185,10 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	if ex.RollbackStatus != nil {
 		rec.RolledBack = *ex.RollbackStatus
 	} else if p.Can(models.RoleAdmin) && def != nil && compensable(def, dl.FailedStepID) {
-		rec.RollbackURL = h.s.url("execution.rollback", ex.ID)
+		rec.RollbackURL = h.url("execution.rollback", ex.ID)
 	}
 	if rec.Form.Input == "" {
-		rec.Form.Input = prettyJSON(h.s.redacted(ex.Input))
+		rec.Form.Input = prettyJSON(ex.Input)
 	}
 	return rec
 }
@@ -209,7 +209,7 @@ func compensable(def *definition.Definition, failedStepID string) bool {
 
 // definition returns a workflow version's definition, or nil when it cannot be read.
 func (h *DLQActionsHandler) definition(c echo.Context, workflowID string, version int) *definition.Definition {
-	raw, err := h.s.DB.WorkflowVersionDef(c.Request().Context(), principal(c).OrganizationID, workflowID, version)
+	raw, err := h.wfs.Version(c.Request().Context(), principal(c).OrganizationID, workflowID, version)
 	if err != nil {
 		return nil
 	}
@@ -295,7 +295,7 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("dlq.item", id)+"?done="+form.Action)
+	return redirect(c, h.url("dlq.item", id)+"?done="+form.Action)
 }
 
 // refuse shows the item page again with the submitted form and its errors.
@@ -321,12 +321,12 @@ func (h *DLQActionsHandler) preview(c echo.Context, form pages.RecoveryForm) err
 	if err != nil {
 		return err
 	}
-	ex, err := h.s.DB.GetExecution(ctx, p.OrganizationID, r.ExecutionID)
+	ex, err := h.dlq.Execution(ctx, p.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return err
 	}
 	var before, after any
-	_ = json.Unmarshal(h.s.redacted(ex.Input), &before)
+	_ = json.Unmarshal(ex.Input, &before)
 	if err := json.Unmarshal([]byte(form.Input), &after); err != nil {
 		form.Errors["modifiedInput"] = localizer(c).Text("is not valid JSON: " + strings.TrimPrefix(err.Error(), "json: "))
 		return h.refuse(c, http.StatusUnprocessableEntity, form)
@@ -407,7 +407,7 @@ func (h *DLQActionsHandler) APIGet(c echo.Context) error {
 	l := localizer(c)
 	out.History = make([]apiHistoryEntry, 0, len(rows))
 	for _, row := range rows {
-		v := h.s.auditRow(l, row)
+		v := auditRow(h.links, l, row)
 		out.History = append(out.History, apiHistoryEntry{Event: row.Action, Label: v.Label, ActorType: row.ActorType, Actor: v.Actor,
 			At: rfc(row.CreatedAt), Note: v.Note})
 	}

@@ -33,13 +33,13 @@ var _ notificationService = (*notify.Service)(nil)
 // (admins) with resend and test messages, and the caller's in-app notifications. Webhook
 // URLs are only ever returned masked; another organization's ids are 404.
 type NotificationsHandler struct {
-	s  *Server
+	*chrome
 	ns notificationService
 }
 
-// NewNotificationsHandler returns the handler.
-func NewNotificationsHandler(s *Server, ns notificationService) *NotificationsHandler {
-	return &NotificationsHandler{s: s, ns: ns}
+// newNotificationsHandler returns the handler.
+func newNotificationsHandler(ch *chrome, ns notificationService) *NotificationsHandler {
+	return &NotificationsHandler{chrome: ch, ns: ns}
 }
 
 // APISettings: GET /api/v1/notifications/settings → the organization's defaults, webhook

@@ -13,11 +13,12 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/models/apperr"
+	"lifeline/services/audit"
 	"lifeline/services/notify"
+	"lifeline/services/workflows"
 	"lifeline/views/i18n"
 	"lifeline/views/layouts"
 	"lifeline/views/pages"
@@ -27,10 +28,19 @@ import (
 type notifyPagesService interface {
 	notificationService
 	DeliveryLog(ctx context.Context, orgID string, f notify.DeliveryFilter) (notify.DeliveryPage, error)
-	Effective(q *gorm.DB, orgID string, raw json.RawMessage) (notify.Settings, error)
+	EffectiveSettings(ctx context.Context, orgID string, raw json.RawMessage) (notify.Settings, error)
 }
 
-var _ notifyPagesService = (*notify.Service)(nil)
+// workflowEditor reads a workflow and saves a new version of it (workflows.Service).
+type workflowEditor interface {
+	Get(ctx context.Context, orgID, id string) (*models.Workflow, error)
+	Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error)
+}
+
+var (
+	_ notifyPagesService = (*notify.Service)(nil)
+	_ workflowEditor     = (*workflows.Service)(nil)
+)
 
 // NotifyPagesHandler serves the notification pages: the organization's settings with test
 // messages (/settings/notifications, admins), the delivery log with resend
@@ -38,15 +48,16 @@ var _ notifyPagesService = (*notify.Service)(nil)
 // with the top bar's bell, and the workflow page's card of effective settings. Another
 // organization's ids are 404.
 type NotifyPagesHandler struct {
-	s  *Server
-	ns notifyPagesService
+	*chrome
+	ns  notifyPagesService
+	wfs workflowEditor
 	// Now is the clock of relative times ("3 minutes ago").
 	Now func() time.Time
 }
 
-// NewNotifyPagesHandler returns the handler.
-func NewNotifyPagesHandler(s *Server, ns notifyPagesService) *NotifyPagesHandler {
-	return &NotifyPagesHandler{s: s, ns: ns, Now: time.Now}
+// newNotifyPagesHandler returns the handler.
+func newNotifyPagesHandler(ch *chrome, ns notifyPagesService, wfs workflowEditor) *NotifyPagesHandler {
+	return &NotifyPagesHandler{chrome: ch, ns: ns, wfs: wfs, Now: time.Now}
 }
 
 // eventKeys are the settings' event switches, in the form's order.
@@ -84,16 +95,16 @@ func (h *NotifyPagesHandler) formOf(l *i18n.Localizer, st notify.Settings) pages
 
 func (h *NotifyPagesHandler) renderSettings(c echo.Context, status int, f pages.NotifySettingsForm, done bool, tested *pages.NotifyTest) error {
 	l := localizer(c)
-	f.Action = h.s.url("notifications.settings.save")
-	vm := pages.NotifySettingsVM{Form: f, Done: done, DeliveriesURL: h.s.url("notifications.deliveries"), InboxURL: h.s.url("notifications")}
+	f.Action = h.url("notifications.settings.save")
+	vm := pages.NotifySettingsVM{Form: f, Done: done, DeliveriesURL: h.url("notifications.deliveries"), InboxURL: h.url("notifications")}
 	for _, ch := range notify.Channels {
-		t := pages.NotifyTest{Channel: string(ch), Label: channelLabel(l, string(ch)), URL: h.s.url("notifications.test")}
+		t := pages.NotifyTest{Channel: string(ch), Label: channelLabel(l, string(ch)), URL: h.url("notifications.test")}
 		if tested != nil && tested.Channel == t.Channel {
 			t = *tested
 		}
 		vm.Tests = append(vm.Tests, t)
 	}
-	return render(c, status, pages.NotifySettings(h.s.page(c, "notifications.settings.title", "notifications"), vm))
+	return render(c, status, pages.NotifySettings(h.page(c, "notifications.settings.title", "notifications"), vm))
 }
 
 // settingsJSON turns the settings form into the API's document: checkboxes are false when
@@ -156,7 +167,7 @@ func (h *NotifyPagesHandler) SaveSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("notifications.settings")+"?done=saved")
+	return redirect(c, h.url("notifications.settings")+"?done=saved")
 }
 
 // settingsErrors are the service's field messages by form field, in the user's language:
@@ -224,7 +235,7 @@ func (h *NotifyPagesHandler) Test(c echo.Context) error {
 	if !slices.Contains(notify.Channels, notify.Channel(ch)) {
 		return apperr.Invalid(l.T("notifications.err.channels"), map[string]string{"channel": l.T("notifications.err.channels")})
 	}
-	t := pages.NotifyTest{Channel: ch, Label: channelLabel(l, ch), URL: h.s.url("notifications.test"), Live: true, Status: "ok"}
+	t := pages.NotifyTest{Channel: ch, Label: channelLabel(l, ch), URL: h.url("notifications.test"), Live: true, Status: "ok"}
 	err := h.ns.Test(c.Request().Context(), p.OrganizationID, p.UserID, notify.Channel(ch))
 	me := invalid(err)
 	switch {
@@ -280,8 +291,8 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 	for _, ch := range notify.Channels {
 		chans = append(chans, string(ch))
 	}
-	vm := pages.NotifyDeliveriesVM{CSRF: csrfToken(c), SettingsURL: h.s.url("notifications.settings"),
-		Filter: pages.NotifyDeliveriesFilter{Action: h.s.url("notifications.deliveries"), ExecutionID: f.ExecutionID,
+	vm := pages.NotifyDeliveriesVM{CSRF: csrfToken(c), SettingsURL: h.url("notifications.settings"),
+		Filter: pages.NotifyDeliveriesFilter{Action: h.url("notifications.deliveries"), ExecutionID: f.ExecutionID,
 			Channels: options(chans, f.Channel, func(s string) string { return channelLabel(l, s) }),
 			Statuses: options(deliveryStatuses, f.Status, func(s string) string { return l.TOr("notifications.status."+s, s) })},
 		Filtered: f.ExecutionID != "" || f.Channel != "" || f.Status != ""}
@@ -310,7 +321,7 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 		vm.Back = append(vm.Back, pages.HiddenField{Name: k, Value: vals[0]})
 	}
 	if f.ExecutionID != "" && vm.Error == "" {
-		vm.ExecutionURL = h.s.url("execution", f.ExecutionID)
+		vm.ExecutionURL = h.url("execution", f.ExecutionID)
 	}
 	if page.Next != "" {
 		next := url.Values{}
@@ -318,14 +329,14 @@ func (h *NotifyPagesHandler) Deliveries(c echo.Context) error {
 			next[k] = vals
 		}
 		next.Set("after", page.Next)
-		vm.NextURL = h.s.url("notifications.deliveries") + "?" + next.Encode()
+		vm.NextURL = h.url("notifications.deliveries") + "?" + next.Encode()
 	}
 	for _, d := range page.Items {
 		r := h.deliveryRow(l, d, page.Users)
 		r.Subject = page.Subjects[d.ExecutionID]
 		vm.Rows = append(vm.Rows, r)
 	}
-	return render(c, status, pages.NotifyDeliveries(h.s.page(c, "notifications.log.title", "deliveries"), vm))
+	return render(c, status, pages.NotifyDeliveries(h.page(c, "notifications.log.title", "deliveries"), vm))
 }
 
 // deliveryRow is one delivery for the log.
@@ -350,10 +361,10 @@ func (h *NotifyPagesHandler) deliveryRow(l *i18n.Localizer, d notify.Delivery, u
 	r.SentAt, r.SentAtText = at(d.SentAt)
 	r.NextAt, r.NextAtText = at(d.NextAttempt)
 	if d.ExecutionID != "" {
-		r.ExecutionURL = h.s.url("execution", d.ExecutionID)
+		r.ExecutionURL = h.url("execution", d.ExecutionID)
 	}
 	if d.Status == models.DeliverySent || d.Status == models.DeliveryFailed {
-		r.ResendURL = h.s.url("notifications.resend", d.ID)
+		r.ResendURL = h.url("notifications.resend", d.ID)
 	}
 	return r
 }
@@ -376,7 +387,7 @@ func (h *NotifyPagesHandler) Resend(c echo.Context) error {
 		set(back, "status", f.Status)
 	}
 	back.Set("done", "resent")
-	return redirect(c, h.s.url("notifications.deliveries")+"?"+back.Encode())
+	return redirect(c, h.url("notifications.deliveries")+"?"+back.Encode())
 }
 
 // inboxSize is how many notifications the list shows.
@@ -391,7 +402,7 @@ func (h *NotifyPagesHandler) Inbox(c echo.Context) error {
 	if isHTMX(c) {
 		return render(c, http.StatusOK, pages.NotifyInboxList(vm))
 	}
-	return render(c, http.StatusOK, pages.NotifyInbox(h.s.page(c, "notifications.inbox.title", ""), vm))
+	return render(c, http.StatusOK, pages.NotifyInbox(h.page(c, "notifications.inbox.title", ""), vm))
 }
 
 // inboxItem is a notification as the inbox shows it. One about a failure is written from
@@ -439,9 +450,9 @@ func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
 
 func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error) {
 	p, l := principal(c), localizer(c)
-	vm := pages.NotifyInboxVM{ReadAllURL: h.s.url("notifications.read_all"), CSRF: csrfToken(c), RefreshURL: h.s.url("notifications")}
+	vm := pages.NotifyInboxVM{ReadAllURL: h.url("notifications.read_all"), CSRF: csrfToken(c), RefreshURL: h.url("notifications")}
 	if p.Can(models.RoleAdmin) {
-		vm.SettingsURL, vm.LogURL = h.s.url("notifications.settings"), h.s.url("notifications.deliveries")
+		vm.SettingsURL, vm.LogURL = h.url("notifications.settings"), h.url("notifications.deliveries")
 	}
 	items, unread, err := h.ns.Inbox(c.Request().Context(), p.OrganizationID, p.UserID, inboxSize)
 	if err != nil {
@@ -453,15 +464,15 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 	for _, n := range items {
 		it := inboxItem(l, n)
 		if n.ExecutionID != "" {
-			it.Link = h.s.url("execution", n.ExecutionID)
+			it.Link = h.url("execution", n.ExecutionID)
 		}
 		if t, err := time.Parse(time.RFC3339, n.CreatedAt); err == nil {
 			it.At, it.AtText, it.AtRelative = rfc(t), displayTime(l, t), l.Relative(t, now)
 		}
 		if it.Unread {
-			it.ReadURL = h.s.url("notifications.read", n.ID)
+			it.ReadURL = h.url("notifications.read", n.ID)
 			if it.Link != "" { // opening it reads it
-				it.Link = h.s.url("notifications.open", n.ID) + "?" + url.Values{"to": {it.Link}}.Encode()
+				it.Link = h.url("notifications.open", n.ID) + "?" + url.Values{"to": {it.Link}}.Encode()
 			}
 		}
 		vm.Items = append(vm.Items, it)
@@ -469,25 +480,9 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 	return vm, nil
 }
 
-// bell is the top bar's bell for the request's user: nil for API principals, without the
-// notification service, or when the count cannot be read (the page still renders).
-func (s *Server) bell(c echo.Context) *layouts.Bell {
-	p := principal(c)
-	if s.Notify == nil || p == nil || p.UserID == "" {
-		return nil
-	}
-	_, unread, err := s.Notify.Inbox(c.Request().Context(), p.OrganizationID, p.UserID, 0)
-	if err != nil {
-		s.Log.Warn("bell: unread count", "err", err)
-		return nil
-	}
-	return &layouts.Bell{URL: s.url("notifications.bell"), Link: s.url("notifications"), Unread: int(unread),
-		Label: localizer(c).N("notifications.bell.label", int(unread))}
-}
-
 // Bell answers the bell alone (polled by the top bar).
 func (h *NotifyPagesHandler) Bell(c echo.Context) error {
-	b := h.s.bell(c)
+	b := h.bell(c)
 	if b == nil {
 		return c.NoContent(http.StatusNoContent)
 	}
@@ -517,9 +512,9 @@ func (h *NotifyPagesHandler) Open(c echo.Context) error {
 		return err
 	}
 	to := c.QueryParam("to")
-	exID, ok := strings.CutPrefix(to, strings.TrimSuffix(h.s.url("execution", "x"), "x"))
+	exID, ok := strings.CutPrefix(to, strings.TrimSuffix(h.url("execution", "x"), "x"))
 	if !ok || checkID(exID, "execution") != nil {
-		to = h.s.url("notifications")
+		to = h.url("notifications")
 	}
 	p := principal(c)
 	if err := h.ns.MarkRead(c.Request().Context(), p.OrganizationID, p.UserID, id); err != nil {
@@ -539,7 +534,7 @@ func (h *NotifyPagesHandler) MarkAllRead(c echo.Context) error {
 
 func (h *NotifyPagesHandler) afterMark(c echo.Context) error {
 	if !isHTMX(c) {
-		return redirect(c, h.s.url("notifications"))
+		return redirect(c, h.url("notifications"))
 	}
 	vm, err := h.inboxVM(c)
 	if err != nil {
@@ -547,15 +542,6 @@ func (h *NotifyPagesHandler) afterMark(c echo.Context) error {
 	}
 	c.Response().Header().Set("HX-Trigger", "notifications-changed")
 	return render(c, http.StatusOK, pages.NotifyInboxList(vm))
-}
-
-// workflowNotifications answers the workflow page's notifications card, or 204 (nothing to
-// show) when the app runs without the notification service.
-func (s *Server) workflowNotifications(c echo.Context) error {
-	if s.Notify == nil {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return NewNotifyPagesHandler(s, s.Notify).WorkflowCard(c)
 }
 
 // WorkflowCard answers the workflow page's card: the notification settings in effect for
@@ -566,7 +552,7 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 		return err
 	}
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
-	wf, err := h.s.DB.GetWorkflow(ctx, p.OrganizationID, id)
+	wf, err := h.wfs.Get(ctx, p.OrganizationID, id)
 	if err != nil {
 		return err
 	}
@@ -577,7 +563,7 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 	}
 	_ = json.Unmarshal(wf.Definition, &def)
 	raw := def.Settings.ErrorNotifications
-	st, err := h.ns.Effective(h.s.DB.Conn(ctx), p.OrganizationID, raw)
+	st, err := h.ns.EffectiveSettings(ctx, p.OrganizationID, raw)
 	if err != nil {
 		return err
 	}
@@ -608,10 +594,8 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 	vm.Recipients = joinOrDash(recipients)
 	vm.Events = joinOrDash(events)
 	if p.Can(models.RoleAdmin) {
-		vm.SettingsURL = h.s.url("notifications.settings")
-		if h.s.Workflows != nil {
-			vm.EditURL = h.s.url("workflow.notifications.edit", wf.ID)
-		}
+		vm.SettingsURL = h.url("notifications.settings")
+		vm.EditURL = h.url("workflow.notifications.edit", wf.ID) // "" without the workflows service
 	}
 	return render(c, http.StatusOK, pages.NotifyCard(vm))
 }
@@ -650,7 +634,7 @@ func (h *NotifyPagesHandler) WorkflowEdit(c echo.Context) error {
 	if own == nil {
 		raw = nil
 	}
-	st, err := h.ns.Effective(h.s.DB.Conn(c.Request().Context()), wf.OrganizationID, raw)
+	st, err := h.ns.EffectiveSettings(c.Request().Context(), wf.OrganizationID, raw)
 	if err != nil {
 		return err
 	}
@@ -682,7 +666,7 @@ func (h *NotifyPagesHandler) WorkflowSave(c echo.Context) error {
 	}
 	delete(doc, "digestThresholdPerMinute") // the organization's
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
-	org, err := h.ns.Effective(h.s.DB.Conn(ctx), wf.OrganizationID, nil)
+	org, err := h.ns.EffectiveSettings(ctx, wf.OrganizationID, nil)
 	if err != nil {
 		return err
 	}
@@ -711,7 +695,7 @@ func (h *NotifyPagesHandler) WorkflowSave(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = h.s.Workflows.Update(ctx, p.OrganizationID, wf.ID, actorOf(p), body)
+	_, err = h.wfs.Update(ctx, p.OrganizationID, wf.ID, actorOf(p), body)
 	if me := invalid(err); me != nil {
 		var st notify.Settings
 		_ = json.Unmarshal(raw, &st)
@@ -736,7 +720,7 @@ func (h *NotifyPagesHandler) WorkflowSave(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("workflow", wf.ID)+"#notify-card")
+	return redirect(c, h.url("workflow", wf.ID)+"#notify-card")
 }
 
 // workflow is the organization's workflow the URL names.
@@ -745,12 +729,12 @@ func (h *NotifyPagesHandler) workflow(c echo.Context) (*models.Workflow, error) 
 	if err := checkID(id, "workflow"); err != nil {
 		return nil, err
 	}
-	return h.s.DB.GetWorkflow(c.Request().Context(), principal(c).OrganizationID, id)
+	return h.wfs.Get(c.Request().Context(), principal(c).OrganizationID, id)
 }
 
 func (h *NotifyPagesHandler) renderWorkflow(c echo.Context, status int, wf *models.Workflow, f pages.NotifySettingsForm) error {
-	f.ForWorkflow, f.Action = true, h.s.url("workflow.notifications.save", wf.ID)
-	vm := pages.NotifyWorkflowVM{WorkflowName: wf.Name, WorkflowURL: h.s.url("workflow", wf.ID), OrgSettingsURL: h.s.url("notifications.settings"),
+	f.ForWorkflow, f.Action = true, h.url("workflow.notifications.save", wf.ID)
+	vm := pages.NotifyWorkflowVM{WorkflowName: wf.Name, WorkflowURL: h.url("workflow", wf.ID), OrgSettingsURL: h.url("notifications.settings"),
 		Version: wf.Version, Form: f, CSRF: csrfToken(c)}
-	return render(c, status, pages.NotifyWorkflowSettings(h.s.page(c, localizer(c).T("notifications.workflow.title", "Name", wf.Name), "workflows"), vm))
+	return render(c, status, pages.NotifyWorkflowSettings(h.page(c, localizer(c).T("notifications.workflow.title", "Name", wf.Name), "workflows"), vm))
 }

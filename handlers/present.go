@@ -2,9 +2,7 @@ package handlers
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -13,7 +11,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
-	"lifeline/services/definition"
+	"lifeline/services/executions"
 	"lifeline/views/i18n"
 )
 
@@ -47,56 +45,6 @@ func rfcPtr(t *time.Time) *string {
 	return &s
 }
 
-// stepDetail is a definition step with its attempts.
-type stepDetail struct {
-	Step     definition.Step
-	Index    int
-	Attempts []models.StepAttempt
-}
-
-// Status is the step's status: its latest attempt's; without one, NOT_RUN once the
-// execution has finished (it ended before the step), else PENDING.
-func (s stepDetail) Status(ex *models.Execution) string {
-	switch {
-	case len(s.Attempts) > 0:
-		return s.Attempts[len(s.Attempts)-1].Status
-	case ex.FinishedAt != nil:
-		return models.StepNotRun
-	}
-	return models.StepPending
-}
-
-// executionDetail is an execution with its definition and attempts.
-type executionDetail struct {
-	Ex           *models.Execution
-	WorkflowName string
-	Def          *definition.Definition
-	Steps        []stepDetail
-	DLQ          *models.DeadLetter
-	RetriedAs    string // a full retry of this execution, when there is one
-	// Compensations of its rollback, in the order they run (none without a rollback).
-	Compensations []models.CompensationAction
-}
-
-// handoffs are the on-failure hand-overs of the execution: the step each handler that ran
-// handled (handler id → failed step id), and the reverse (failed step id → handler id).
-func (d *executionDetail) handoffs() (handled, handedTo map[string]string) {
-	owner := map[string]string{} // attempt id → its step id
-	for _, sd := range d.Steps {
-		for _, a := range sd.Attempts {
-			owner[a.ID] = sd.Step.ID
-		}
-	}
-	handled, handedTo = map[string]string{}, map[string]string{}
-	for _, sd := range d.Steps {
-		if n := len(sd.Attempts); sd.Step.Handler && n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil {
-			failed := owner[*sd.Attempts[n-1].HandlesAttemptID]
-			handled[sd.Step.ID], handedTo[failed] = failed, sd.Step.ID
-		}
-	}
-	return handled, handedTo
-}
-
 // apiCompensation is one compensation of a rollback.
 type apiCompensation struct {
 	ID               string          `json:"id"`
@@ -119,66 +67,6 @@ func compensationsOf(cs []models.CompensationAction) []apiCompensation {
 			Error: c.ErrorMessage, ErrorType: c.ErrorType})
 	}
 	return out
-}
-
-func (s *Server) loadExecution(ctx context.Context, orgID, id string) (*executionDetail, error) {
-	if err := checkID(id, "execution"); err != nil {
-		return nil, err
-	}
-	ex, err := s.DB.GetExecution(ctx, orgID, id)
-	if err != nil {
-		return nil, err
-	}
-	wf, err := s.DB.GetWorkflow(ctx, orgID, ex.WorkflowID)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := s.DB.WorkflowVersionDef(ctx, orgID, ex.WorkflowID, ex.WorkflowVersion)
-	if err != nil {
-		return nil, err
-	}
-	var def definition.Definition
-	if err := json.Unmarshal(raw, &def); err != nil {
-		return nil, fmt.Errorf("definition of %s v%d: %w", ex.WorkflowID, ex.WorkflowVersion, err)
-	}
-	attempts, err := s.DB.Attempts(ctx, orgID, ex.ID)
-	if err != nil {
-		return nil, err
-	}
-	d := &executionDetail{Ex: ex, WorkflowName: wf.Name, Def: &def}
-	for i, st := range def.Steps {
-		sd := stepDetail{Step: st, Index: i}
-		for _, a := range attempts {
-			if a.StepID == st.ID {
-				sd.Attempts = append(sd.Attempts, a)
-			}
-		}
-		d.Steps = append(d.Steps, sd)
-	}
-	if ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed {
-		if d.DLQ, err = s.DB.DLQForExecution(ctx, orgID, ex.ID); err != nil {
-			return nil, err
-		}
-	}
-	if ex.Status == models.ExecFailed {
-		if d.RetriedAs, err = s.DB.RetriedAs(ctx, orgID, ex.ID); err != nil {
-			return nil, err
-		}
-	}
-	if ex.RollbackStatus != nil {
-		if d.Compensations, err = s.Engine.Compensations(ctx, orgID, ex.ID); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
-}
-
-// redacted returns the JSON with secret-looking keys redacted, for display.
-func (s *Server) redacted(j models.JSON) json.RawMessage {
-	if len(j) == 0 {
-		return nil
-	}
-	return json.RawMessage(s.Engine.Redactor().JSON(j))
 }
 
 // API shapes.
@@ -241,15 +129,15 @@ type apiExecution struct {
 	Steps           []apiStep         `json:"steps,omitempty"`
 }
 
-func (s *Server) apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
+func apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
 	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
 		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf, RollbackStatus: ex.RollbackStatus}
 }
 
-func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
-	out := s.apiExecutionSummary(d.Ex, d.WorkflowName)
-	out.Input = s.redacted(d.Ex.Input)
+func apiExecutionDetail(d *executions.Detail) apiExecution {
+	out := apiExecutionSummary(d.Ex, d.WorkflowName)
+	out.Input = json.RawMessage(d.Ex.Input)
 	if d.DLQ != nil {
 		out.DLQID = d.DLQ.ID
 	}
@@ -257,7 +145,7 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 		out.Compensations = compensationsOf(d.Compensations)
 	}
 	out.Steps = []apiStep{}
-	handled, handedTo := d.handoffs()
+	handled, handedTo := d.Handoffs()
 	for _, sd := range d.Steps {
 		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(d.Ex), Attempts: []apiAttempt{},
 			Handler: sd.Step.Handler, HandledBy: handedTo[sd.Step.ID], HandlerFor: handled[sd.Step.ID]}
@@ -267,7 +155,7 @@ func (s *Server) apiExecutionDetail(d *executionDetail) apiExecution {
 		for _, a := range sd.Attempts {
 			aa := apiAttempt{Attempt: a.Attempt, Status: a.Status, IdempotencyKey: a.IdempotencyKey, ScheduledAt: rfc(a.ScheduledAt),
 				StartedAt: rfcPtr(a.StartedAt), FinishedAt: rfcPtr(a.FinishedAt), NextRetryAt: rfcPtr(a.NextRetryAt),
-				Input: s.redacted(a.Input), Output: s.redacted(a.Output)}
+				Input: json.RawMessage(a.Input), Output: json.RawMessage(a.Output)}
 			if a.ErrorType != nil {
 				aa.Error = &apiAttemptError{Type: *a.ErrorType, Code: deref(a.ErrorCode), Message: deref(a.ErrorMessage), Trace: deref(a.StackTrace)}
 			}

@@ -25,14 +25,14 @@ var _ localeService = (*auth.Service)(nil)
 
 // ProfileHandler serves a user's own settings: language and time zone.
 type ProfileHandler struct {
-	s      *Server
+	*chrome
 	locale localeService
 	now    func() time.Time
 }
 
-// NewProfileHandler returns the handler.
-func NewProfileHandler(s *Server, locale localeService) *ProfileHandler {
-	return &ProfileHandler{s: s, locale: locale, now: time.Now}
+// newProfileHandler returns the handler.
+func newProfileHandler(ch *chrome, locale localeService) *ProfileHandler {
+	return &ProfileHandler{chrome: ch, locale: locale, now: time.Now}
 }
 
 // commonZones are suggested in the time zone field; any IANA name is accepted.
@@ -50,7 +50,7 @@ func (h *ProfileHandler) orgForm(p *auth.Principal, saved bool) *pages.OrgLocale
 	if !p.Can(models.RoleAdmin) {
 		return nil
 	}
-	return &pages.OrgLocaleForm{Action: h.s.url("organization.save"), Language: p.OrgLanguage, TimeZone: p.OrgTimeZone, Saved: saved}
+	return &pages.OrgLocaleForm{Action: h.url("organization.save"), Language: p.OrgLanguage, TimeZone: p.OrgTimeZone, Saved: saved}
 }
 
 // SaveOrg stores the organization's default language and time zone (admins).
@@ -59,7 +59,7 @@ func (h *ProfileHandler) SaveOrg(c echo.Context) error {
 	lang, zone := c.FormValue("language"), strings.TrimSpace(c.FormValue("timeZone"))
 	err := h.locale.SetOrgLocale(c.Request().Context(), p.OrganizationID, lang, zone, i18n.Supported, actorOf(p))
 	if me := invalid(err); me != nil {
-		f := &pages.OrgLocaleForm{Action: h.s.url("organization.save"), Language: lang, TimeZone: zone}
+		f := &pages.OrgLocaleForm{Action: h.url("organization.save"), Language: lang, TimeZone: zone}
 		f.FormError, f.Errors = translated(localizer(c), me.Message, me.Fields)
 		return h.render(c, http.StatusUnprocessableEntity, p.Language, p.TimeZone, false, "", nil, f)
 	}
@@ -98,9 +98,9 @@ func (h *ProfileHandler) render(c echo.Context, status int, lang, zone string, s
 	if orgZone == "" {
 		orgZone = "UTC"
 	}
-	vm := pages.ProfileVM{Action: h.s.url("profile.save"), Email: p.Email, OrgID: p.OrganizationID, Language: lang, TimeZone: zone,
+	vm := pages.ProfileVM{Action: h.url("profile.save"), Email: p.Email, OrgID: p.OrganizationID, Language: lang, TimeZone: zone,
 		OrgLang: l.TOr("app.language."+orgLang, l.T("app.language."+i18n.Fallback)), OrgZone: orgZone, Zones: commonZones,
 		Now: l.Time(h.now()) + " (" + l.Zone().String() + ")", Saved: saved, Org: org}
 	vm.FormError, vm.Errors = translated(l, msg, fields)
-	return render(c, status, pages.Profile(h.s.page(c, "profile.title", "profile"), vm))
+	return render(c, status, pages.Profile(h.page(c, "profile.title", "profile"), vm))
 }

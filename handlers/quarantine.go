@@ -28,13 +28,13 @@ const maxQuarantined = 200
 // HealthHandler serves the admins' health page and its API: whether the database answers,
 // and the rows the reconciler quarantined, with a Release action.
 type HealthHandler struct {
-	s   *Server
+	*chrome
 	svc quarantineService
 }
 
-// NewHealthHandler returns the handler.
-func NewHealthHandler(s *Server, svc quarantineService) *HealthHandler {
-	return &HealthHandler{s: s, svc: svc}
+// newHealthHandler returns the handler.
+func newHealthHandler(ch *chrome, svc quarantineService) *HealthHandler {
+	return &HealthHandler{chrome: ch, svc: svc}
 }
 
 // Show renders the page.
@@ -47,13 +47,13 @@ func (h *HealthHandler) Show(c echo.Context) error {
 	vm := pages.HealthVM{DatabaseUp: !h.svc.DatabaseDown(), CSRF: csrfToken(c)}
 	for _, q := range rows {
 		r := pages.QuarantineRow{ID: q.ID, What: l.TOr("health.table."+q.Table, q.Table), Reason: q.Reason,
-			At: displayTime(l, q.CreatedAt), AtISO: rfc(q.CreatedAt), ReleaseURL: h.s.url("health.release", q.ID)}
+			At: displayTime(l, q.CreatedAt), AtISO: rfc(q.CreatedAt), ReleaseURL: h.url("health.release", q.ID)}
 		if q.ExecutionID != nil {
-			r.ExecutionID, r.ExecutionURL = shortID(*q.ExecutionID), h.s.url("execution", *q.ExecutionID)
+			r.ExecutionID, r.ExecutionURL = shortID(*q.ExecutionID), h.url("execution", *q.ExecutionID)
 		}
 		vm.Rows = append(vm.Rows, r)
 	}
-	return render(c, http.StatusOK, pages.Health(h.s.page(c, "nav.health", "health"), vm))
+	return render(c, http.StatusOK, pages.Health(h.page(c, "nav.health", "health"), vm))
 }
 
 // Release takes a quarantined row out of quarantine (404 for another organization's) and
@@ -62,7 +62,7 @@ func (h *HealthHandler) Release(c echo.Context) error {
 	if err := h.release(c); err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("health"))
+	return redirect(c, h.url("health"))
 }
 
 func (h *HealthHandler) release(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/services/redact"
 	"lifeline/views/pages"
 )
@@ -20,18 +21,34 @@ type rollbacks interface {
 	ActOnCompensation(ctx context.Context, r engine.CompensationAction) error
 }
 
-var _ rollbacks = (*engine.Engine)(nil)
+// rollbackReads finds the dead letter whose execution a rollback is asked for.
+type rollbackReads interface {
+	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
+}
+
+// executionDetails reads an execution with its rollback (executions.Service).
+type executionDetails interface {
+	Detail(ctx context.Context, orgID, id string) (*executions.Detail, error)
+}
+
+var (
+	_ rollbacks        = (*engine.Engine)(nil)
+	_ rollbackReads    = (*executions.Service)(nil)
+	_ executionDetails = (*executions.Service)(nil)
+)
 
 // RollbackHandler starts rollbacks of failed executions and acts on their compensations
 // (admins): retry or skip a failed one, confirm a manual one.
 type RollbackHandler struct {
-	s   *Server
-	eng rollbacks
+	*chrome
+	eng   rollbacks
+	dlq   rollbackReads
+	execs executionDetails
 }
 
-// NewRollbackHandler returns the handler.
-func NewRollbackHandler(s *Server, eng rollbacks) *RollbackHandler {
-	return &RollbackHandler{s: s, eng: eng}
+// newRollbackHandler returns the handler.
+func newRollbackHandler(ch *chrome, eng rollbacks, dlq rollbackReads, execs executionDetails) *RollbackHandler {
+	return &RollbackHandler{chrome: ch, eng: eng, dlq: dlq, execs: execs}
 }
 
 func (h *RollbackHandler) start(c echo.Context) error {
@@ -59,11 +76,11 @@ func (h *RollbackHandler) APIStart(c echo.Context) error {
 	if err := h.start(c); err != nil {
 		return err
 	}
-	d, err := h.s.loadExecution(c.Request().Context(), principal(c).OrganizationID, c.Param("id"))
+	d, err := h.execs.Detail(c.Request().Context(), principal(c).OrganizationID, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, h.s.apiExecutionDetail(d))
+	return c.JSON(http.StatusAccepted, apiExecutionDetail(d))
 }
 
 // APIStartDLQ: POST /api/v1/dlq/{id}/rollback, a rollback of a dead letter's execution →
@@ -74,18 +91,18 @@ func (h *RollbackHandler) APIStartDLQ(c echo.Context) error {
 		return err
 	}
 	p := principal(c)
-	dl, err := h.s.DB.GetDLQ(c.Request().Context(), p.OrganizationID, id)
+	dl, err := h.dlq.GetDLQ(c.Request().Context(), p.OrganizationID, id)
 	if err != nil {
 		return err
 	}
 	if _, err := h.eng.StartRollback(c.Request().Context(), engine.RollbackRequest{OrganizationID: p.OrganizationID, ExecutionID: dl.ExecutionID, Actor: actorOf(p)}); err != nil {
 		return err
 	}
-	d, err := h.s.loadExecution(c.Request().Context(), p.OrganizationID, dl.ExecutionID)
+	d, err := h.execs.Detail(c.Request().Context(), p.OrganizationID, dl.ExecutionID)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusAccepted, h.s.apiExecutionDetail(d))
+	return c.JSON(http.StatusAccepted, apiExecutionDetail(d))
 }
 
 // APIAct: POST /api/v1/compensations/{id}/actions with {"action": "retry" | "skip" | "confirm"}.
@@ -107,7 +124,7 @@ func (h *RollbackHandler) Start(c echo.Context) error {
 	if err := h.start(c); err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("execution", c.Param("id"))+"#rollback")
+	return redirect(c, h.url("execution", c.Param("id"))+"#rollback")
 }
 
 // Act: POST /compensations/{id}/actions from the execution page's rollback panel; the form
@@ -118,33 +135,22 @@ func (h *RollbackHandler) Act(c echo.Context) error {
 	}
 	back := c.FormValue("execution")
 	if checkID(back, "execution") != nil {
-		return redirect(c, h.s.url("executions"))
+		return redirect(c, h.url("executions"))
 	}
-	return redirect(c, h.s.url("execution", back)+"#rollback")
-}
-
-// hasUndo reports whether a completed step of the execution has a compensation to run: a
-// rollback would undo something.
-func (d *executionDetail) hasUndo() bool {
-	for _, sd := range d.Steps {
-		if sd.Step.Undoes() && sd.Status(d.Ex) == models.StepSucceeded {
-			return true
-		}
-	}
-	return false
+	return redirect(c, h.url("execution", back)+"#rollback")
 }
 
 // rollbackVM is the execution page's rollback panel: the rollback's compensations, or for
 // an admin the button that starts one on a failed execution; nil when neither applies.
-func (s *Server) rollbackVM(c echo.Context, d *executionDetail) *pages.RollbackVM {
+func rollbackVM(lk links, c echo.Context, d *executions.Detail) *pages.RollbackVM {
 	p, l, ex := principal(c), localizer(c), d.Ex
 	failed := ex.Status == models.ExecDLQPending || ex.Status == models.ExecFailed
-	if ex.RollbackStatus == nil && (!failed || !p.Can(models.RoleAdmin) || !d.hasUndo()) {
+	if ex.RollbackStatus == nil && (!failed || !p.Can(models.RoleAdmin) || !d.HasUndo()) {
 		return nil
 	}
 	vm := &pages.RollbackVM{CSRF: csrfToken(c)}
 	if ex.RollbackStatus == nil {
-		vm.StartURL = s.url("execution.rollback", ex.ID)
+		vm.StartURL = lk.url("execution.rollback", ex.ID)
 		return vm
 	}
 	vm.Status = *ex.RollbackStatus
@@ -162,7 +168,7 @@ func (s *Server) rollbackVM(c echo.Context, d *executionDetail) *pages.RollbackV
 			item.Instructions = redact.Envelopes(instructions) // a secret found in them stays sealed
 		}
 		if p.Can(models.RoleAdmin) {
-			item.ActionURL = s.url("compensation.actions", comp.ID)
+			item.ActionURL = lk.url("compensation.actions", comp.ID)
 		}
 		vm.Items = append(vm.Items, item)
 	}

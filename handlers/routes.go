@@ -19,7 +19,7 @@ func (s *Server) routes() {
 	if s.Sandbox != nil {
 		e.Any("/sandbox/*", echo.WrapHandler(http.StripPrefix("/sandbox", s.Sandbox)))
 	}
-	e.POST("/hooks/:token", s.webhook).Name = "webhook"
+	e.POST("/hooks/:token", newWebhookHandler(s.Workflows, s.Engine).Receive).Name = "webhook"
 
 	e.GET("/login", s.loginPage).Name = "login"
 	e.POST("/login", s.login)
@@ -28,44 +28,46 @@ func (s *Server) routes() {
 
 	app := e.Group("", s.requireUser, formText)
 	app.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.url("workflows")) })
-	app.GET("/workflows", s.workflowsPage).Name = "workflows"
-	app.POST("/workflows", s.createWorkflow, requireRole(models.RoleAdmin)).Name = "workflows.create"
-	app.GET("/workflows/:id", s.workflowPage).Name = "workflow"
-	app.POST("/workflows/:id/executions", s.startFromForm, requireRole(models.RoleAccountant)).Name = "workflow.start"
-	app.GET("/executions", s.executionsPage).Name = "executions"
-	app.GET("/executions/:id", s.executionPage).Name = "execution"
-	dlqList := NewDLQHandler(s, s.DB)
+	wfs := newWorkflowsHandler(s.chrome, s.Workflows, s.reads, s.Engine, s.BaseURL)
+	app.GET("/workflows", wfs.List).Name = "workflows"
+	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
+	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
+	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
+	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog)
+	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
+	app.GET("/executions", execs.List).Name = "executions"
+	app.GET("/executions/:id", execs.Show).Name = "execution"
+	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows)
 	app.GET("/dlq", dlqList.List).Name = "dlq"
-	recovery := NewDLQActionsHandler(s, s.Engine, s.DB)
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
-	rollback := NewRollbackHandler(s, s.Engine)
+	rollback := newRollbackHandler(s.chrome, s.Engine, s.reads, s.reads)
 	app.POST("/executions/:id/rollback", rollback.Start, requireRole(models.RoleAdmin)).Name = "execution.rollback"
 	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
-	bulkActions := NewBulkHandler(s, s.Bulk)
+	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads)
 	if s.Bulk != nil {
 		// Accountants retry in bulk (as they retry one item); resolve, skip and cancel are admins'.
 		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAccountant)).Name = "dlq.bulk.start"
 		app.GET("/dlq/bulk/:id", bulkActions.Show, requireRole(models.RoleAccountant)).Name = "dlq.bulk"
 		app.POST("/dlq/bulk/:id/cancel", bulkActions.Cancel, requireRole(models.RoleAdmin)).Name = "dlq.bulk.cancel"
 	}
-	profile := NewProfileHandler(s, s.Auth)
+	profile := newProfileHandler(s.chrome, s.Auth)
 	app.GET("/profile", profile.Show).Name = "profile"
 	app.POST("/profile", profile.Save).Name = "profile.save"
 	admin := requireRole(models.RoleAdmin)
-	breakers := NewBreakersHandler(s, s.DB, s.Engine)
+	breakers := newBreakersHandler(s.chrome, s.reads, s.Workflows, s.Engine)
 	app.GET("/breakers", breakers.List).Name = "breakers"
 	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"
 	app.POST("/breakers/:id/open", breakers.Open, admin).Name = "breakers.open"
 	app.POST("/settings/organization", profile.SaveOrg, admin).Name = "organization.save"
-	auditLog := NewAuditHandler(s, s.DB)
+	auditLog := newAuditHandler(s.chrome, s.auditLog)
 	app.GET("/audit", auditLog.List, admin).Name = "audit"
 	app.GET("/audit/export.csv", auditLog.Export, admin).Name = "audit.export"
-	tokens := NewTokensHandler(s, s.Auth)
+	tokens := newTokensHandler(s.chrome, s.Auth)
 	app.GET("/settings/tokens", tokens.List, admin).Name = "tokens"
 	app.POST("/settings/tokens", tokens.Create, admin).Name = "tokens.create"
 	app.POST("/settings/tokens/:id/revoke", tokens.Revoke, admin).Name = "tokens.revoke"
-	conns := NewConnectionsHandler(s, s.connections())
+	conns := newConnectionsHandler(s.chrome, connectionsOf(s.Deps))
 	app.GET("/settings/connections", conns.List, admin).Name = "connections"
 	app.POST("/settings/connections", conns.Create, admin).Name = "connections.create"
 	app.GET("/settings/connections/:id", conns.Edit, admin).Name = "connection"
@@ -74,12 +76,15 @@ func (s *Server) routes() {
 	app.POST("/settings/connections/:id/test", conns.Test, admin).Name = "connection.test"
 	var health *HealthHandler
 	if s.Engine != nil {
-		health = NewHealthHandler(s, s.Engine)
+		health = newHealthHandler(s.chrome, s.Engine)
 		app.GET("/settings/health", health.Show, admin).Name = "health"
 		app.POST("/settings/health/quarantine/:id/release", health.Release, admin).Name = "health.release"
 	}
+	// The workflow page's notifications card: nothing to show (204) without notifications.
+	card := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
 	if s.Notify != nil {
-		np := NewNotifyPagesHandler(s, s.Notify)
+		np := newNotifyPagesHandler(s.chrome, s.Notify, s.Workflows)
+		card = np.WorkflowCard
 		app.GET("/settings/notifications", np.Settings, admin).Name = "notifications.settings"
 		app.POST("/settings/notifications", np.SaveSettings, admin).Name = "notifications.settings.save"
 		app.POST("/settings/notifications/test", np.Test, admin).Name = "notifications.test"
@@ -95,20 +100,20 @@ func (s *Server) routes() {
 			app.POST("/workflows/:id/notifications/edit", np.WorkflowSave, admin).Name = "workflow.notifications.save"
 		}
 	}
-	app.GET("/workflows/:id/notifications", s.workflowNotifications).Name = "workflow.notifications"
+	app.GET("/workflows/:id/notifications", card).Name = "workflow.notifications"
 	if s.DemoInbox != nil {
 		// Admins only: the demo's mail server and stand-ins are the process's, not one organization's.
-		app.GET("/demo/inbox", NewDemoInboxHandler(s, s.DemoInbox).Show, admin).Name = "demo.inbox"
+		app.GET("/demo/inbox", newDemoInboxHandler(s.chrome, s.DemoInbox).Show, admin).Name = "demo.inbox"
 	}
 
 	api := e.Group("/api/v1", s.requireAPI)
-	api.GET("/workflows", s.apiListWorkflows).Name = "api.workflows"
-	api.POST("/workflows", s.apiCreateWorkflow, requireRole(models.RoleAdmin))
-	api.GET("/workflows/:id", s.apiGetWorkflow).Name = "api.workflow"
-	api.PUT("/workflows/:id", s.apiUpdateWorkflow, requireRole(models.RoleAdmin))
-	api.POST("/workflows/:id/executions", s.apiStart, requireRole(models.RoleAccountant))
-	api.GET("/executions", s.apiListExecutions).Name = "api.executions"
-	api.GET("/executions/:id", s.apiGetExecution).Name = "api.execution"
+	api.GET("/workflows", wfs.APIList).Name = "api.workflows"
+	api.POST("/workflows", wfs.APICreate, requireRole(models.RoleAdmin))
+	api.GET("/workflows/:id", wfs.APIGet).Name = "api.workflow"
+	api.PUT("/workflows/:id", wfs.APIUpdate, requireRole(models.RoleAdmin))
+	api.POST("/workflows/:id/executions", wfs.APIStart, requireRole(models.RoleAccountant))
+	api.GET("/executions", execs.APIList).Name = "api.executions"
+	api.GET("/executions/:id", execs.APIGet).Name = "api.execution"
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	api.GET("/dlq/:id", recovery.APIGet).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
@@ -130,7 +135,7 @@ func (s *Server) routes() {
 		api.POST("/health/quarantine/:id/release", health.APIRelease, admin).Name = "api.health.release"
 	}
 	if s.Notify != nil {
-		nh := NewNotificationsHandler(s, s.Notify)
+		nh := newNotificationsHandler(s.chrome, s.Notify)
 		api.GET("/notifications/settings", nh.APISettings, admin).Name = "api.notifications.settings"
 		api.PUT("/notifications/settings", nh.APISaveSettings, admin)
 		api.POST("/notifications/test", nh.APITest, admin).Name = "api.notifications.test"
@@ -146,6 +151,3 @@ func (s *Server) routes() {
 		api.POST("/dlq/bulk/:id/cancel", bulkActions.APICancel, requireRole(models.RoleAdmin)).Name = "api.dlq.bulk.cancel"
 	}
 }
-
-// url builds the URL of a named route.
-func (s *Server) url(name string, params ...any) string { return s.e.Reverse(name, params...) }

@@ -17,18 +17,24 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"lifeline/models"
+	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
+	"lifeline/services/executions"
 	"lifeline/services/notify"
+	"lifeline/services/redact"
 	"lifeline/services/workflows"
 )
 
-// Deps are what the handlers need.
+// Deps are what the handlers need. New wires DB into the read services (sessions,
+// executions, the audit log); no handler gets it.
 type Deps struct {
-	DB        *models.DB
-	Engine    *engine.Engine
+	DB     *models.DB
+	Engine *engine.Engine
+	// Workflows saves and reads the workflows (required: the workflow pages, the API and
+	// inbound webhooks read through it).
 	Workflows *workflows.Service
 	Auth      *auth.Service
 	Log       *slog.Logger
@@ -58,9 +64,14 @@ type Deps struct {
 	TrustedProxies []netip.Prefix
 }
 
-// Server holds the handlers' dependencies.
+// Server is the app's plumbing: middleware, sessions and sign-in, CSRF, the language, the
+// one error handler and the routes, which hand each resource's handler what it uses.
 type Server struct {
 	Deps
+	*chrome
+	// reads is the read side of executions, shared by the handlers that show them.
+	reads    *executions.Service
+	auditLog *audit.Reader
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -81,7 +92,18 @@ func New(d Deps) *echo.Echo {
 		}
 		e.IPExtractor = echo.ExtractIPFromXFFHeader(trust...)
 	}
-	s := &Server{Deps: d, e: e, throttle: d.LoginThrottle}
+	// The engine resolves policies and compensations and masks as its snapshots do.
+	var eng executions.Engine
+	red := redact.New(nil)
+	if d.Engine != nil {
+		eng, red = d.Engine, d.Engine.Redactor()
+	}
+	reads := executions.New(d.DB, eng, red)
+	ch := &chrome{links: links{e}, pending: reads, log: d.Log}
+	if d.Notify != nil {
+		ch.unread = d.Notify
+	}
+	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}
@@ -105,6 +127,16 @@ func New(d Deps) *echo.Echo {
 	e.Use(s.localize)
 	s.routes()
 	return e
+}
+
+// connectionsOf returns the service behind the connections page and API: Deps.Databases
+// (the one the engine's compensations use, with LIFELINE_DBCONN_ALLOW and Lifeline's own
+// servers refused), or without it one that reaches public addresses only.
+func connectionsOf(d Deps) *dbconn.Service {
+	if d.Databases != nil {
+		return d.Databases
+	}
+	return dbconn.New(d.DB, dbconn.Config{})
 }
 
 // csrfSkipper exempts requests that carry no ambient credentials: API calls with a bearer

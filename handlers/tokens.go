@@ -26,14 +26,14 @@ var _ tokenService = (*auth.Service)(nil)
 // TokensHandler serves the admins' API tokens page: list, create (plain text shown once),
 // revoke.
 type TokensHandler struct {
-	s      *Server
+	*chrome
 	tokens tokenService
 	now    func() time.Time
 }
 
-// NewTokensHandler returns the handler.
-func NewTokensHandler(s *Server, tokens tokenService) *TokensHandler {
-	return &TokensHandler{s: s, tokens: tokens, now: time.Now}
+// newTokensHandler returns the handler.
+func newTokensHandler(ch *chrome, tokens tokenService) *TokensHandler {
+	return &TokensHandler{chrome: ch, tokens: tokens, now: time.Now}
 }
 
 // expiryChoices are the form's expiry options (days; "never").
@@ -90,7 +90,7 @@ func (h *TokensHandler) Revoke(c echo.Context) error {
 	if _, err := h.tokens.RevokeToken(c.Request().Context(), p.OrganizationID, id, actorOf(p)); err != nil {
 		return err
 	}
-	return redirect(c, h.s.url("tokens"))
+	return redirect(c, h.url("tokens"))
 }
 
 func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, created, createdName string) error {
@@ -120,13 +120,13 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 			r.Status = "revoked"
 		}
 		if r.Status == "active" {
-			r.RevokeURL = h.s.url("tokens.revoke", t.ID)
+			r.RevokeURL = h.url("tokens.revoke", t.ID)
 		}
 		r.StatusText = l.T("tokens.status." + r.Status)
 		r.Role = l.TOr("role."+r.Role, r.Role)
 		vm.Rows = append(vm.Rows, r)
 	}
-	f.Action = h.s.url("tokens.create")
+	f.Action = h.url("tokens.create")
 	for _, role := range models.Roles {
 		if models.RoleAtLeast(p.Role, role) {
 			f.Roles = append(f.Roles, pages.Option{Value: role, Label: l.TOr("role."+role, role), Selected: role == f.Role})
@@ -137,5 +137,5 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 	}
 	f.FormError, f.Errors = translated(l, f.FormError, f.Errors)
 	vm.Form = f
-	return render(c, status, pages.Tokens(h.s.page(c, "nav.tokens", "tokens"), vm))
+	return render(c, status, pages.Tokens(h.page(c, "nav.tokens", "tokens"), vm))
 }

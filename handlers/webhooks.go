@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
@@ -27,10 +29,29 @@ const (
 const maxWebhookID = 200
 
 // webhookKeyPrefix namespaces a delivery's webhook-id among the workflow's idempotency
-// keys; API clients may not use keys with this prefix (see apiStart).
+// keys; API clients may not use keys with this prefix (see WorkflowsHandler.APIStart).
 const webhookKeyPrefix = "webhook:"
 
-// webhook starts an execution from an inbound webhook signed the Standard Webhooks way
+// webhookWorkflows finds the workflow an inbound webhook's token belongs to
+// (workflows.Service).
+type webhookWorkflows interface {
+	ByWebhookToken(ctx context.Context, token string) (*models.Workflow, error)
+}
+
+var _ webhookWorkflows = (*workflows.Service)(nil)
+
+// WebhookHandler serves inbound webhooks (POST /hooks/{token}).
+type WebhookHandler struct {
+	wfs webhookWorkflows
+	eng starter
+}
+
+// newWebhookHandler returns the handler.
+func newWebhookHandler(wfs webhookWorkflows, eng starter) *WebhookHandler {
+	return &WebhookHandler{wfs: wfs, eng: eng}
+}
+
+// Receive starts an execution from an inbound webhook signed the Standard Webhooks way
 // (https://www.standardwebhooks.com): the body is the input; the headers are webhook-id,
 // webhook-timestamp (Unix seconds) and webhook-signature ("v1,<base64 HMAC-SHA256 of
 // id.timestamp.body>" under the workflow's whsec_ secret, see workflows.SigningSecret).
@@ -44,7 +65,7 @@ const webhookKeyPrefix = "webhook:"
 // so the execution and the record of the delivery are written in one transaction and kept
 // for the engine's idempotency TTL (24 h). A captured request cannot be replayed later than
 // that either: its timestamp is then far outside the 5-minute tolerance.
-func (s *Server) webhook(c echo.Context) error {
+func (h *WebhookHandler) Receive(c echo.Context) error {
 	ctx := c.Request().Context()
 	token := c.Param("token")
 	if !validWebhookToken(token) {
@@ -54,7 +75,7 @@ func (s *Server) webhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	wf, err := s.DB.WorkflowByWebhookToken(ctx, token)
+	wf, err := h.wfs.ByWebhookToken(ctx, token)
 	if err != nil {
 		return err
 	}
@@ -62,16 +83,16 @@ func (s *Server) webhook(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook secret of workflow %s: %w", wf.ID, err)
 	}
-	h := c.Request().Header
-	if err := wh.Verify(body, h); err != nil {
+	hdr := c.Request().Header
+	if err := wh.Verify(body, hdr); err != nil {
 		return webhookAuthError(err)
 	}
-	id := h.Get(HeaderWebhookID)
+	id := hdr.Get(HeaderWebhookID)
 	if len(id) > maxWebhookID || !printableASCII(id) {
 		return apperr.Invalid("The webhook-id header is not usable.",
 			map[string]string{HeaderWebhookID: fmt.Sprintf("must be 1-%d printable ASCII characters", maxWebhookID)})
 	}
-	ex, replayed, err := s.Engine.Start(ctx, engine.StartRequest{OrganizationID: wf.OrganizationID, WorkflowID: wf.ID, Input: body,
+	ex, replayed, err := h.eng.Start(ctx, engine.StartRequest{OrganizationID: wf.OrganizationID, WorkflowID: wf.ID, Input: body,
 		Trigger: engine.TriggerWebhook, Actor: audit.Actor{Type: audit.ActorSystem}, IdempotencyKey: webhookKeyPrefix + id})
 	var me *apperr.Error
 	if errors.As(err, &me) && me.Code == apperr.EINVALID && me.Fields["Idempotency-Key"] != "" {

@@ -1,5 +1,6 @@
-// Package audit writes the audit log. Every write happens inside the caller's transaction,
-// so an audited change and its audit row commit or roll back together.
+// Package audit writes the audit log, and reads it back (Reader). Every write happens inside
+// the caller's transaction, so an audited change and its audit row commit or roll back
+// together.
 package audit
 
 import (

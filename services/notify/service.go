@@ -203,6 +203,12 @@ func (s *Service) Effective(q *gorm.DB, orgID string, raw json.RawMessage) (Sett
 	return merge(org, w, set), nil
 }
 
+// EffectiveSettings is Effective read outside a transaction: the settings in effect for a
+// workflow whose own settings are raw (nil: the organization's defaults).
+func (s *Service) EffectiveSettings(ctx context.Context, orgID string, raw json.RawMessage) (Settings, error) {
+	return s.Effective(s.db.Conn(ctx), orgID, raw)
+}
+
 // keyPart is a recipient as a part of a dedup key (at most 400 characters): itself, or a
 // hash of it when it is long (an address may have 320 characters, a webhook URL more).
 func keyPart(recipient string) string {

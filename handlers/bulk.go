@@ -100,6 +100,9 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	}
 	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes,
 		Actor: actorOf(principal(c)), IdempotencyKey: key}
+	if err := bulkNote(principal(c), r); err != nil {
+		return err
+	}
 	if req.Filter != nil {
 		v := url.Values{}
 		for k, val := range req.Filter {
@@ -205,6 +208,9 @@ func (h *BulkHandler) Start(c echo.Context) error {
 		return err
 	}
 	if c.FormValue("confirm") != "1" || err != nil {
+		return h.confirm(c, r, form, ids, err, false)
+	}
+	if err := bulkNote(p, r); err != nil {
 		return h.confirm(c, r, form, ids, err, false)
 	}
 	// What was confirmed is what runs: when the items changed since (new failures match
@@ -378,11 +384,21 @@ func (h *BulkHandler) Show(c echo.Context) error {
 // maxConfirmItems bounds the items the confirmation names; it counts the rest.
 const maxConfirmItems = 20
 
-// bulkRole checks the role a bulk action needs: a retry, an accountant's (as for one item);
-// resolve and skip, an admin's. An unknown action is left to the service's 422.
+// bulkRole checks the role a bulk action needs: an accountant's for each (as for one item).
+// An unknown action is left to the service's 422.
 func bulkRole(p *auth.Principal, action string) error {
-	if (action == bulk.Resolve || action == bulk.Skip) && !p.Can(models.RoleAdmin) {
-		return apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, models.RoleAdmin)
+	if !p.Can(models.RoleAccountant) {
+		return apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, models.RoleAccountant)
+	}
+	return nil
+}
+
+// bulkNote refuses an accountant's bulk resolve or skip without a note (as for one item).
+func bulkNote(p *auth.Principal, r bulk.Request) error {
+	closes := r.Action == bulk.Resolve || r.Action == bulk.Skip
+	if closes && needsNote(p, action{Settle: r.Action, Notes: r.Notes}) {
+		return apperr.Invalid("Say why in a note: whoever looks at this item later will read it.",
+			map[string]string{"resolutionNotes": "A note is required to skip or close an item."})
 	}
 	return nil
 }

@@ -95,8 +95,9 @@ func TestBulkRetryByFilter(t *testing.T) {
 			field             string
 		}{
 			{"viewer", tn.viewerToken, `{"action": "retry", "filter": {"workflowId": "` + wf.ID + `"}}`, 403, ""},
-			{"accountant resolves", accToken, `{"action": "resolve", "ids": ["` + tn.dlqID + `"]}`, 403, ""},
-			{"accountant skips", accToken, `{"action": "skip", "filter": {"workflowId": "` + wf.ID + `"}}`, 403, ""},
+			// An accountant closes in bulk too, with a note saying why (as for one item).
+			{"accountant resolves without a note", accToken, `{"action": "resolve", "ids": ["` + tn.dlqID + `"]}`, 422, "resolutionNotes"},
+			{"accountant skips without a note", accToken, `{"action": "skip", "filter": {"workflowId": "` + wf.ID + `"}}`, 422, "resolutionNotes"},
 			// An accountant retries in bulk, as they retry one item.
 			{"accountant retries", accToken, `{"action": "retry", "ids": ["` + tn.dlqID + `"]}`, 202, ""},
 			{"no selection", tn.token, `{"action": "retry"}`, 422, "ids"},
@@ -200,7 +201,7 @@ func TestBulkRetryByFilter(t *testing.T) {
 		// In the browser: select two rows of the other workflow and skip them; the progress
 		// page shows the results. Then cancel a job before it runs.
 		browser, csrf := a.browser(tn)
-		// An accountant's list offers the bulk retry alone.
+		// An accountant's list offers every bulk action (closing asks for a note).
 		acc := *tn
 		acc.email = "ksiegowa." + tn.email
 		if _, err := a.as.CreateUser(context.Background(), tn.org, acc.email, acc.password, models.RoleAccountant); err != nil {
@@ -208,8 +209,8 @@ func TestBulkRetryByFilter(t *testing.T) {
 		}
 		accBrowser, _ := a.browser(&acc)
 		if page := do(t, accBrowser, "GET", a.srv.URL+"/dlq", "", nil).body; !strings.Contains(page, `data-testid="bulk-action"`) ||
-			!strings.Contains(page, `<option value="retry">`) || strings.Contains(page, `<option value="resolve">`) || strings.Contains(page, `<option value="skip">`) {
-			t.Error("the accountant's bulk form: retry alone expected")
+			!strings.Contains(page, `<option value="retry">`) || !strings.Contains(page, `<option value="resolve">`) || !strings.Contains(page, `<option value="skip">`) {
+			t.Error("the accountant's bulk form: retry, resolve and skip expected")
 		}
 		// The retry's page: each item's replay started, and the item now resolved (how the
 		// replay ended), not just "done".

@@ -122,7 +122,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 		vm.NextURL = nextPage(h.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
 	}
 	if ferr == nil && h.url("dlq.bulk.start") != "" && p.Can(models.RoleAccountant) {
-		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAdmin)}
+		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAccountant)}
 		for k, vals := range dlqQuery(f, vf.From, vf.To) {
 			if k != "limit" && k != "status" {
 				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})

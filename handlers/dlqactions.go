@@ -12,6 +12,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
+	"lifeline/services/auth"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
 	"lifeline/services/retry"
@@ -65,15 +66,23 @@ func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, wfs workfl
 	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history}
 }
 
-// Roles: viewers read; accountants may retry unmodified and resume; admins may do everything
-// (edit the input, override the retry policy, skip the step, resolve, skip the item).
-// minRole returns the role an action needs (a request the engine will refuse as invalid
-// needs no more than an accountant, so the answer says what is wrong with it).
+// Roles (seed 000, scenarios 3 and 4: the accountant fixes her data): viewers read;
+// accountants retry, resume, retry the whole workflow, edit the input and retry, skip the
+// failed step and close an item as resolved or skipped, with a note where they skip or close;
+// overriding the retry policy is the admins'. minRole returns the role an action needs (a
+// request the engine will refuse as invalid needs no more than an accountant, so the answer
+// says what is wrong with it).
 func minRole(a action) string {
-	if a.Settle != "" || a.Mode == engine.ReplaySkipFailed || len(a.Input) > 0 || a.RetryPolicy != nil {
+	if a.RetryPolicy != nil {
 		return models.RoleAdmin
 	}
 	return models.RoleAccountant
+}
+
+// needsNote reports whether a, taken by p, must say why: an accountant who skips a step or
+// closes an item leaves a note for whoever looks later (an admin may, and need not).
+func needsNote(p *auth.Principal, a action) bool {
+	return !p.Can(models.RoleAdmin) && (a.Settle != "" || a.Mode == engine.ReplaySkipFailed) && strings.TrimSpace(a.Notes) == ""
 }
 
 // action is one recovery request, from the API or a form: a replay (Mode) or a settlement
@@ -94,6 +103,10 @@ func (h *DLQActionsHandler) run(c echo.Context, dlqID string, a action, key stri
 	p := principal(c)
 	if need := minRole(a); !p.Can(need) {
 		return nil, apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
+	}
+	if needsNote(p, a) {
+		return nil, apperr.Invalid("Say why in a note: whoever looks at this item later will read it.",
+			map[string]string{"resolutionNotes": "A note is required to skip or close an item."})
 	}
 	ctx := c.Request().Context()
 	if a.Settle != "" {

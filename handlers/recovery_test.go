@@ -147,8 +147,11 @@ func TestRecoveryAPI(t *testing.T) {
 			field             string
 		}{
 			{"viewer cannot retry", rs.viewerToken, `{"action": "retry"}`, 403, ""},
-			{"accountant cannot edit the input", rs.accountantToken, fixed, 403, ""},
-			{"accountant cannot resolve", rs.accountantToken, `{"action": "resolve"}`, 403, ""},
+			// An accountant fixes data (seed 000 scenarios 3 and 4), but closes an item only
+			// with a note saying why, and leaves the retry policy to admins.
+			{"accountant resolves without a note", rs.accountantToken, `{"action": "resolve"}`, 422, "resolutionNotes"},
+			{"accountant skips without a note", rs.accountantToken, `{"action": "skip", "resolutionNotes": "  "}`, 422, "resolutionNotes"},
+			{"accountant overrides the policy", rs.accountantToken, `{"action": "retry", "retryPolicy": {"maxRetries": 2}}`, 403, ""},
 			{"another organization", other.token, `{"action": "retry"}`, 404, ""},
 			{"unknown action", rs.token, `{"action": "again"}`, 422, "action"},
 			{"edit without input", rs.token, `{"action": "retry_modified"}`, 422, "modifiedInput"},
@@ -208,8 +211,8 @@ func TestRecoveryAPI(t *testing.T) {
 		if r := post(retryURL, rs.accountantToken, `{"retryType": "sometimes"}`, nil); r.status != 422 || fieldsOf(t, r)["retryType"] == nil {
 			t.Errorf("bad retryType: %d %s", r.status, r.body)
 		}
-		if r := post(retryURL, rs.accountantToken, `{"retryType": "skip_failed"}`, nil); r.status != 403 {
-			t.Errorf("accountant skip: %d", r.status)
+		if r := post(retryURL, rs.accountantToken, `{"retryType": "skip_failed"}`, nil); r.status != 422 || fieldsOf(t, r)["resolutionNotes"] == nil {
+			t.Errorf("accountant skips the step without a note: %d %s", r.status, r.body)
 		}
 		r = post(retryURL, rs.accountantToken, `{"retryType": "full"}`, nil)
 		newID, _ := r.json(t)["executionId"].(string)
@@ -255,7 +258,8 @@ func TestRecoveryPages(t *testing.T) {
 			return do(t, c, "POST", itemURL+"/actions", v.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 		}
 
-		// Roles: the viewer sees no actions; the accountant may retry but not edit or resolve.
+		// Roles: the viewer sees no actions; the accountant fixes data (edit, skip, close with a
+		// note) but does not override the retry policy.
 		viewer, _ := a.browser(rs.viewer)
 		if r := do(t, viewer, "GET", itemURL, "", nil); r.status != 200 || strings.Contains(r.body, `data-testid="recovery"`) {
 			t.Errorf("viewer page: %d, actions shown", r.status)
@@ -271,11 +275,13 @@ func TestRecoveryPages(t *testing.T) {
 			t.Errorf("accountant's execution page has no recovery actions")
 		}
 		r := do(t, acc, "GET", itemURL, "", nil)
-		if !strings.Contains(r.body, `data-testid="action-retry"`) || strings.Contains(r.body, `data-testid="edit-section"`) || strings.Contains(r.body, `data-testid="action-resolve"`) {
+		if !strings.Contains(r.body, `data-testid="action-retry"`) || !strings.Contains(r.body, `data-testid="edit-section"`) ||
+			!strings.Contains(r.body, `data-testid="action-resolve"`) || !strings.Contains(r.body, `data-testid="skip-notes"`) ||
+			strings.Contains(r.body, `data-testid="policy-section"`) {
 			t.Errorf("accountant page shows the wrong actions")
 		}
-		if r := form(acc, accCSRF, url.Values{"action": {"resolve"}}); r.status != 403 {
-			t.Errorf("accountant resolve: %d", r.status)
+		if r := form(acc, accCSRF, url.Values{"action": {"resolve"}}); r.status != 422 || !strings.Contains(r.body, "A note is required") {
+			t.Errorf("accountant resolves without a note: %d", r.status)
 		}
 
 		admin, csrf := a.browser(rs.tenant)

@@ -35,7 +35,7 @@ type BulkItemVM struct {
 type BulkBar struct {
 	Action string
 	CSRF   string
-	// CanSettle: resolve and skip are offered (admins); accountants retry only.
+	// CanSettle: resolve and skip are offered (accountants and admins: seed 000 scenario 4).
 	CanSettle bool
 	// Fields are the list's filter as query keys, sent along for "every matching item"
 	// (rendered inside the table fragment, so a filter change updates them).

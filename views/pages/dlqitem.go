@@ -55,7 +55,9 @@ type DLQStepVM struct {
 type RecoveryVM struct {
 	Action         string
 	CSRF           string
-	CanAdmin       bool // edit input, skip the step, resolve, skip, retry-policy override
+	CanAdmin       bool // the retry-policy override (everyone who sees the panel fixes data)
+	// NoteRequired: skipping the step or closing the item needs a note (accountants).
+	NoteRequired bool
 	FailedStepName string
 	ResumeSteps    []Option // the failed step and the steps before it
 	Version        int      // the version the execution ran

@@ -1,0 +1,113 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/demo"
+	"lifeline/services/sandbox"
+)
+
+// TestBrowserAccountantFixesANIP: the demo's bank import, against the sandbox as the demo
+// runs it (office mode), fails for a NIP that lost a digit. The accountant, in Polish, finds
+// it in the dead-letter list by the client's name typed without its diacritics' case, reads
+// the true reason, corrects the NIP in the input, previews the change, retries, and the item
+// is resolved by the replay: no admin needed (seed 000 scenarios 3 and 4; issue 21).
+func TestBrowserAccountantFixesANIP(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	tn := a.tenant("Biuro Ksiegowa")
+	sb := httptest.NewServer(sandbox.New(sandbox.Options{Office: true}))
+	t.Cleanup(sb.Close)
+	var bank []byte
+	for _, def := range demo.Definitions(sb.URL) {
+		if strings.Contains(string(def), `"name":"`+demo.BankImport+`"`) {
+			bank = def
+		}
+	}
+	wf, err := a.wfs.Create(context.Background(), tn.org, actorSystem, bank)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typo demo.Start
+	for _, s := range demo.Morning() {
+		if s.Workflow == demo.BankImport && s.FailedStep == "import_statement" {
+			typo = s
+			break
+		}
+	}
+	client, wrong := typo.Input["clientName"].(string), typo.Input["clientNip"].(string)
+	right := ""
+	for i := range 5000 {
+		in := demo.Input(demo.BankImport, rand.New(rand.NewPCG(uint64(i), 3)))
+		if in["clientName"] == client && len(in["clientNip"].(string)) == 10 && strings.Contains(in["clientNip"].(string), wrong[:4]) {
+			right = in["clientNip"].(string)
+			break
+		}
+	}
+	if right == "" {
+		t.Fatalf("no right NIP for %s", client)
+	}
+	input, _ := json.Marshal(typo.Input)
+	r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": `+string(input)+`}`, bearer(tn.token))
+	if r.status != 201 {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	var dl models.DeadLetter
+	for deadline := time.Now().Add(15 * time.Second); db.Conn(context.Background()).Where("organization_id = ?", tn.org).
+		Where("subject LIKE ?", client+"%").First(&dl).Error != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no dead letter")
+		}
+	}
+	acc := *tn
+	acc.email = "ksiegowa." + tn.email
+	if _, err := a.as.CreateUser(context.Background(), tn.org, acc.email, acc.password, models.RoleAccountant); err != nil {
+		t.Fatal(err)
+	}
+	base := a.srv.URL
+	step := stepper(t, ctx, 20*time.Second)
+	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("find it", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded,
+		chromedp.SendKeys(`[data-testid=filter-q]`, strings.ToLower(strings.Fields(client)[0])),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-row]').length === 1`))
+	reason := textWhen(t, ctx, `[data-testid=dlq-reason]`, func(s string) bool { return s != "" })
+	if !strings.Contains(reason, "NIP „"+wrong+"” ma 9 cyfr, a powinien mieć 10") {
+		t.Fatalf("the reason does not say what is wrong: %q", reason)
+	}
+	step("open", chromedp.Click(`[data-testid=dlq-open]`), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)
+	step("correct the NIP and preview",
+		chromedp.Click(`[data-testid=edit-section] summary`), chromedp.WaitVisible(`[data-testid=edit-input]`),
+		chromedp.Evaluate[chromedp.Void](`(() => { const t = document.querySelector('[data-testid=edit-input]');
+		  t.value = t.value.replace('`+wrong+`', '`+right+`'); })()`),
+		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
+	if d := textWhen(t, ctx, `[data-testid=diff-line]`, func(s string) bool { return s != "" }); !strings.Contains(d, "clientNip") || !strings.Contains(d, right) {
+		t.Fatalf("diff %q", d)
+	}
+	step("retry with the corrected input", chromedp.Click(`[data-testid=action-edit]`))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var got models.DeadLetter
+		db.Conn(context.Background()).First(&got, "id = ?", dl.ID)
+		if got.Status == models.DLQResolved {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the item is %s, not resolved by the replay", got.Status)
+		}
+	}
+}

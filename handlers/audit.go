@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -121,7 +122,10 @@ func (h *AuditHandler) options(c echo.Context, vf *pages.AuditFilter) error {
 }
 
 // Export answers every entry the filter matches as CSV (UTC times, labels in the user's
-// language), newest first, in pages so that memory stays flat.
+// language), newest first, in pages so that memory stays flat. It starts with a UTF-8 byte
+// order mark and separates fields as the user's spreadsheet expects: Excel on Polish Windows
+// reads ą, ę, ł right only after the mark, and splits on ";" (the decimal separator there is
+// the comma).
 func (h *AuditHandler) Export(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	f, _, err := h.filter(c)
@@ -132,7 +136,9 @@ func (h *AuditHandler) Export(c echo.Context) error {
 	w.Header().Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 	w.Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="audit-%s.csv"`, time.Now().UTC().Format("2006-01-02")))
 	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, "\ufeff")
 	cw := csv.NewWriter(w)
+	cw.Comma = csvSeparator(l.Lang())
 	_ = cw.Write([]string{"time_utc", "event", "label", "actor_type", "actor", "entity_type", "entity_id", "details"})
 	f.Limit, f.Cursor = 1000, ""
 	for {
@@ -152,6 +158,15 @@ func (h *AuditHandler) Export(c echo.Context) error {
 		f.Cursor = next
 	}
 	return nil
+}
+
+// csvSeparator is the field separator of a CSV for a language's spreadsheets: ";" where the
+// comma is the decimal separator (Polish), else ",".
+func csvSeparator(lang string) rune {
+	if lang == "pl" {
+		return ';'
+	}
+	return ','
 }
 
 // auditRow is one entry for display: its label, who, what it says in a line, its details,

@@ -189,7 +189,7 @@ func (h *WorkflowsHandler) renderShow(c echo.Context, status int, start pages.St
 	spec := wfPolicy.Spec()
 	policyJSON, _ := json.MarshalIndent(spec, "", "  ")
 	vm := pages.WorkflowVM{ID: wf.ID, Name: wf.Name, Description: wf.Description, Version: fmt.Sprint(wf.Version),
-		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(l, wf.CreatedAt), UnknownErrors: wf.UnknownErrors,
+		CreatedAt: rfc(wf.CreatedAt), CreatedAtText: displayTime(l, wf.CreatedAt), UnknownErrors: l.TOr("workflow.unknownerrors."+wf.UnknownErrors, wf.UnknownErrors),
 		PolicyJSON: string(policyJSON), DefinitionJSON: prettyJSON(models.JSON(shown)),
 		ExecutionsURL: h.url("executions") + "?workflowId=" + wf.ID,
 		BreakersURL:   h.url("breakers") + "?" + url.Values{"workflowId": {wf.ID}}.Encode()}

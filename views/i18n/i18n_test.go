@@ -265,6 +265,9 @@ func TestFormats_EngineText(t *testing.T) {
 		{"Waiting on the circuit breaker until 2026-11-23T10:00:00Z", "Czeka na bezpiecznik do 2026-11-23T10:00:00Z"},
 		{"clientNip: NIP must have 10 digits (400 Bad Request)", "clientNip: NIP must have 10 digits (400 Błędne żądanie)"},
 		{"service unavailable (503 Service Unavailable)", "service unavailable (503 Usługa niedostępna)"},
+		// Role names inside a refusal read in Polish too, never "accountant" (issue 21).
+		{"Your role (accountant) cannot do this; it needs admin or above.", "Twoja rola (księgowy) na to nie pozwala; potrzebna jest rola administrator lub wyższa."},
+		{"Your role (viewer) cannot do this; it needs accountant or above.", "Twoja rola (podgląd) na to nie pozwala; potrzebna jest rola księgowy lub wyższa."},
 		{"The circuit breaker stayed open longer than the step may wait (24h0m0s); the step was not run.",
 			"Bezpiecznik był otwarty dłużej, niż krok może czekać (24h0m0s); kroku nie uruchomiono."},
 		// A database_operation compensation refused for its key table: the SQL stays as it is.

@@ -83,9 +83,13 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	q := strings.ToLower(strings.Fields(client)[0])
+	// Typed letter by letter, the list may be asked for more than once: wait for the answer to
+	// the whole word, with no request still out, before clicking in it.
 	step("find it", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded,
-		chromedp.SendKeys(`[data-testid=filter-q]`, strings.ToLower(strings.Fields(client)[0])),
-		chromedp.Poll[chromedp.Void](`document.querySelectorAll('[data-testid=dlq-row]').length === 1`))
+		chromedp.SendKeys(`[data-testid=filter-q]`, q),
+		chromedp.Poll[chromedp.Void](`location.search.includes('q=`+q+`') && !document.querySelector('.htmx-request') &&
+		  document.querySelectorAll('[data-testid=dlq-row]').length === 1`))
 	reason := textWhen(t, ctx, `[data-testid=dlq-reason]`, func(s string) bool { return s != "" })
 	if !strings.Contains(reason, "NIP „"+wrong+"” ma 9 cyfr, a powinien mieć 10") {
 		t.Fatalf("the reason does not say what is wrong: %q", reason)

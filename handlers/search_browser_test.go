@@ -42,7 +42,8 @@ func TestBrowserSearchAsYouType(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			got := rows(c.row)
-			if len(got) == 1 && strings.Contains(got[0], "Nowak") {
+			settled, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.search.includes('q=Nowak') && !document.querySelector('.htmx-request')`))
+			if settled && len(got) == 1 && strings.Contains(got[0], "Nowak") {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -109,6 +109,9 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 			vm.ReplayURL = h.url("execution", *r.ReplayExecutionID)
 		}
 	}
+	if vm.Closed == "dlq.closed.succeeded" && r.ReplayExecutionID != nil {
+		vm.SucceededURL = h.url("execution", *r.ReplayExecutionID)
+	}
 	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
 		return vm, nil
 	}

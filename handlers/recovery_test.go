@@ -361,6 +361,13 @@ func TestRecoveryPages(t *testing.T) {
 			!strings.Contains(r.body, "from the failed step") || !strings.Contains(r.body, "with an edited input") || !strings.Contains(r.body, "NIP must have 10 digits") {
 			t.Errorf("the replayed item's page does not say the retry resolved it")
 		}
+		// Resolved looks resolved: how it was closed comes first, in green, with the execution
+		// that succeeded; the original failure is folded away below.
+		if res, fail := strings.Index(r.body, `data-testid="resolution"`), strings.Index(r.body, `data-testid="original-failure"`); res < 0 || fail < res ||
+			!regexp.MustCompile(`class="notice notice-success"[^>]*data-testid="resolution"`).MatchString(r.body) ||
+			!strings.Contains(r.body, `data-testid="succeeded-link"`) || !strings.Contains(r.body, `<details class="disclosure" data-testid="original-failure">`) {
+			t.Errorf("the resolved item's page does not lead with its resolution (%d, %d)", res, fail)
+		}
 		if got := history.FindAllStringSubmatch(r.body, -1); len(got) != 3 || got[1][1] != "dlq.retry" || got[2][1] != "dlq.resolved" {
 			t.Errorf("history %v, want dlq.created, dlq.retry, dlq.resolved", got)
 		}

@@ -21,6 +21,8 @@ type DLQItemVM struct {
 	ResolvedAtText  string
 	// Closed: how the item was closed (dlq.closed.* key), and who closed it.
 	Closed, ClosedBy string
+	// SucceededURL: the execution whose success closed the item (a replay that succeeded).
+	SucceededURL string
 	// History: what happened to the item, oldest first; HistoryURL: the audit log filtered
 	// to it ("" for those who cannot read the audit log).
 	History    []AuditRow

@@ -1,4 +1,4 @@
-// Package bulk runs one recovery action (retry, skip, resolve) over many dead letters in the
+// Package bulk runs one recovery action (retry, retry_full, skip, resolve) over many dead letters in the
 // background, at a bounded rate, with a result per item and a way to cancel.
 //
 // A bulk job is rows in the database (dlq_bulk_jobs, dlq_bulk_items) written in one
@@ -31,12 +31,15 @@ import (
 // Actions.
 const (
 	Retry   = "retry"
+	// RetryFull retries each item's whole workflow: a new execution of it (the only retry
+	// a rolled-back execution takes).
+	RetryFull = "retry_full"
 	Skip    = "skip"
 	Resolve = "resolve"
 )
 
 // Actions lists the bulk actions.
-var Actions = []string{Retry, Skip, Resolve}
+var Actions = []string{Retry, RetryFull, Skip, Resolve}
 
 // MaxItems bounds one bulk job.
 const MaxItems = 10000
@@ -170,7 +173,7 @@ func requestHash(r Request) string {
 func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, error) {
 	fields := map[string]string{}
 	if !slices.Contains(Actions, r.Action) {
-		fields["action"] = "must be one of retry, skip, resolve"
+		fields["action"] = "must be one of retry, retry_full, skip, resolve"
 	}
 	if len([]rune(r.Notes)) > engine.MaxNotes {
 		fields["resolutionNotes"] = fmt.Sprintf("must be at most %d characters", engine.MaxNotes)
@@ -351,6 +354,9 @@ func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, ac
 	switch job.Action {
 	case Retry:
 		return s.Engine.Replay(ctx, engine.ReplayRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Mode: engine.ReplayFromFailed,
+			Notes: notes, Actor: actor, IdempotencyKey: key})
+	case RetryFull:
+		return s.Engine.Replay(ctx, engine.ReplayRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Mode: engine.ReplayFull,
 			Notes: notes, Actor: actor, IdempotencyKey: key})
 	case Skip, Resolve:
 		status := models.DLQResolved

@@ -161,5 +161,20 @@ func TestBulkBatchesResultsAndCancel(t *testing.T) {
 		if last := rec.calls[len(rec.calls)-1]; !strings.HasPrefix(last, engine.ReplayFromFailed+" ") || !strings.HasSuffix(last, "bulk:"+job.ID) {
 			t.Errorf("retry call %q", last)
 		}
+
+		// Retry the whole workflow: each item's execution runs again as a new one (the retry a
+		// rolled-back execution takes).
+		job, err = svc.Create(ctx, bulk.Request{OrganizationID: org, Action: bulk.RetryFull, IDs: []string{ids[4]}, Actor: actor})
+		if err != nil || job.Total != 1 {
+			t.Fatalf("retry_full: %+v %v", job, err)
+		}
+		for more := true; more; {
+			if more, err = svc.Step(ctx, job.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if last := rec.calls[len(rec.calls)-1]; last != engine.ReplayFull+" "+ids[4]+" bulk:"+job.ID {
+			t.Errorf("retry_full call %q", last)
+		}
 	})
 }

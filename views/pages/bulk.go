@@ -3,7 +3,7 @@ package pages
 // BulkVM feeds Bulk: the progress and results of a bulk action on dead letters.
 type BulkVM struct {
 	ID            string
-	Action        string // retry, skip, resolve
+	Action        string // retry, retry_full, skip, resolve
 	Status        string // queued, running, done, cancelled
 	Total         int
 	Processed     int
@@ -65,7 +65,7 @@ func bulkCountsKey(action string) string {
 // BulkConfirmVM feeds BulkConfirm: what a bulk action from the list will do, before it
 // starts; or why it cannot (Problems).
 type BulkConfirmVM struct {
-	Action   string // retry, skip, resolve
+	Action   string // retry, retry_full, skip, resolve
 	Count    int    // the items it acts on
 	ByFilter bool   // every pending item of the filter, not the selected ones
 	Problems []string

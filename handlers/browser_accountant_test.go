@@ -114,4 +114,34 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 			t.Fatalf("the item is %s, not resolved by the replay", got.Status)
 		}
 	}
+
+	// Closing an item asks first (Cancel sends nothing), and an accountant says why.
+	r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": `+string(input)+`}`, bearer(tn.token))
+	if r.status != 201 {
+		t.Fatalf("start again: %d %s", r.status, r.body)
+	}
+	exID := r.json(t)["id"].(string)
+	var second models.DeadLetter
+	for deadline := time.Now().Add(15 * time.Second); db.Conn(context.Background()).Where("execution_id = ?", exID).First(&second).Error != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no second dead letter")
+		}
+	}
+	step("open the second", chromedp.Navigate(base+"/dlq/"+second.ID), chromedp.WaitVisible(`[data-testid=action-resolve]`), loaded,
+		chromedp.Evaluate[chromedp.Void](`window.__asked = ''; window.confirm = (q) => { window.__asked = q; return false; }`),
+		chromedp.Click(`[data-testid=action-resolve]`))
+	asked, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__asked`))
+	time.Sleep(300 * time.Millisecond) // a form sent anyway would have left the page by now
+	if still, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('[data-testid=action-resolve]') && window.__asked !== undefined`)); !still ||
+		!strings.Contains(asked, "Zamknąć ten element jako rozwiązany?") {
+		t.Fatalf("resolve did not ask first (%q), or went on after Cancel", asked)
+	}
+	step("close with a note", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.SendKeys(`[data-testid=settle-notes]`, "Klient wycofał zlecenie importu za ten okres."),
+		chromedp.Click(`[data-testid=action-resolve]`), chromedp.WaitVisible(`[data-testid=resolution]`))
+	var closed models.DeadLetter
+	db.Conn(context.Background()).First(&closed, "id = ?", second.ID)
+	if closed.Status != models.DLQResolved || closed.ResolutionNotes == nil || !strings.Contains(*closed.ResolutionNotes, "wycofał") {
+		t.Fatalf("the second item: %s %v", closed.Status, closed.ResolutionNotes)
+	}
 }

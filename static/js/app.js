@@ -16,6 +16,8 @@
 // 6. Filter forms (role=search) leave empty fields out of the URL they push.
 // 7. A "select all" checkbox (data-select-all=NAME) ticks every checkbox NAME on the
 //    page; ticking a row of the DLQ list chooses "with the selected items".
+// 8. A submit button with data-confirm asks first (the attribute's text); Cancel sends
+//    nothing. Closing a dead letter takes that second thought.
 (function () {
   "use strict";
 
@@ -245,4 +247,13 @@
     syncSelectAll();
   });
   document.addEventListener("htmx:afterSettle", syncSelectAll);
+
+  // ---------- asking first ----------
+  document.addEventListener("click", function (evt) {
+    var b = evt.target && evt.target.closest && evt.target.closest("button[data-confirm]");
+    if (b && !window.confirm(b.getAttribute("data-confirm"))) {
+      evt.preventDefault();
+      evt.stopPropagation();
+    }
+  }, true);
 })();

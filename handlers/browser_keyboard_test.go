@@ -60,7 +60,9 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 	tabTo(`[data-testid=settle-notes]`)
 	step("notes", chromedp.KeyEvent("Zapłacone ręcznie w banku"))
 	tabTo(`[data-testid=action-resolve]`)
-	step("resolve", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`[data-testid=action-done]`))
+	// Closing asks first: the browser's own dialog, answered OK here (its keys are the
+	// browser's, not the page's).
+	step("resolve", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`[data-testid=action-done]`))
 
 	var dl models.DeadLetter
 	if err := db.Conn(context.Background()).Where("id = ?", tn.dlqID).First(&dl).Error; err != nil {

@@ -15,7 +15,6 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
-	"lifeline/services/classify"
 	"lifeline/services/definition"
 )
 
@@ -179,9 +178,7 @@ func (e *Engine) unwait(ctx context.Context, a *models.StepAttempt) error {
 	if a.WaitingBreakerID == nil && (a.ErrorCode == nil || *a.ErrorCode != CodeCircuitOpen) {
 		return nil
 	}
-	a.WaitingBreakerID, a.ErrorType, a.ErrorCode, a.ErrorMessage = nil, nil, nil, nil
-	return e.db.Conn(ctx).Model(&models.StepAttempt{}).Where("id = ?", a.ID).
-		Updates(map[string]any{"waiting_breaker_id": nil, "error_type": nil, "error_code": nil, "error_message": nil}).Error
+	return e.store.Unwait(ctx, a)
 }
 
 // waitOn puts a RUNNING attempt an open breaker refused back to PENDING for until, at the
@@ -189,13 +186,7 @@ func (e *Engine) unwait(ctx context.Context, a *models.StepAttempt) error {
 func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *models.StepAttempt, generation int, w *waitOnBreaker, log *slog.Logger) (Outcome, error) {
 	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			upd := map[string]any{"status": models.StepPending, "generation": generation + 1, "scheduled_at": w.until,
-				"started_at": nil, "lease_expires_at": nil, "next_retry_at": w.until, "waiting_breaker_id": nullable(w.id),
-				"error_type": string(classify.ExternalService), "error_code": CodeCircuitOpen, "error_message": w.Error(), "updated_at": now}
-			if err := finishAttempt(tx, a, generation, upd); err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
+			if err := (stateTx{tx: tx, now: now}).ParkAttempt(a, generation, w); err != nil {
 				return nil, err
 			}
 			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}}, nil

@@ -61,17 +61,13 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	}
 	if comp.CompensationType == definition.CompManual {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			return nil, tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
-				Updates(map[string]any{"status": models.CompWaiting, "started_at": now, "updated_at": now}).Error
+			_, err := (stateTx{tx: tx, now: now}).AwaitConfirmation(&c, generation)
+			return nil, err
 		})
 	}
-	r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
-		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + e.cfg.LeaseGrace),
-			"attempts": c.Attempts + 1, "updated_at": now})
-	if r.Error != nil || r.RowsAffected == 0 {
-		return r.Error
+	if claimed, err := e.store.ClaimCompensation(ctx, &c, generation, timeout+e.cfg.LeaseGrace, now); err != nil || !claimed {
+		return err
 	}
-	c.Attempts++
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	// Read before the transaction that records the result (SQLite has one connection).
@@ -88,8 +84,8 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 		mask = e.masker(def)
 	}
 	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
-		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
-			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
+		_, err := e.store.ReleaseCompensation(rctx, &c, generation, now)
+		return err
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, mask, def.Settings.RollbackStopOnFailure, now)
@@ -183,13 +179,13 @@ func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *m
 // rollback).
 func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
 	result any, runErr error, mask *redact.Masker, stopOnFailure bool, now time.Time) ([]Job, error) {
-	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
+	st := stateTx{tx: tx, now: now}
 	if runErr == nil {
 		out, _ := json.Marshal(result)
-		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(mask.JSON(e.redactor.JSON(out))), "error_type": nil,
-			"error_message": nil, "finished_at": now, "executed_at": now, "lease_expires_at": nil, "updated_at": now})
-		if r.Error != nil || r.RowsAffected == 0 {
-			return nil, r.Error
+		won, err := st.FinishCompensation(c, generation, models.CompCompleted, map[string]any{"result": models.JSON(mask.JSON(e.redactor.JSON(out))),
+			"error_type": nil, "error_message": nil, "executed_at": now})
+		if err != nil || !won {
+			return nil, err
 		}
 		if err := compensationEntry(tx, c, "compensation.completed", audit.System, now, nil); err != nil {
 			return nil, err
@@ -207,18 +203,17 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 	if neverRetried[cl.Code] {
 		decision.Retry = false
 	}
-	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg, "lease_expires_at": nil, "updated_at": now}
+	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg}
 	if decision.Retry {
 		at := now.Add(policy.Delay(c.Attempts, e.Rand))
-		upd["status"], upd["generation"], upd["scheduled_at"] = models.CompPending, generation+1, at
-		if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
-			return nil, r.Error
+		upd["scheduled_at"] = at
+		if won, err := st.FinishCompensation(c, generation, models.CompPending, upd); err != nil || !won {
+			return nil, err
 		}
 		return []Job{{CompensationID: c.ID, Generation: generation + 1, RunAt: at}}, nil
 	}
-	upd["status"], upd["finished_at"] = models.CompFailed, now
-	if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
-		return nil, r.Error
+	if won, err := st.FinishCompensation(c, generation, models.CompFailed, upd); err != nil || !won {
+		return nil, err
 	}
 	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
 		return nil, err
@@ -243,9 +238,7 @@ type CompensationAction struct {
 // Errors: ENOTFOUND; EINVALID for an unknown action; ECONFLICT when the compensation is not
 // in a state the action applies to.
 func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) error {
-	from := map[string][]string{"retry": {models.CompFailed}, "skip": {models.CompFailed, models.CompWaiting, models.CompPending},
-		"confirm": {models.CompWaiting}}[r.Action]
-	if from == nil {
+	if compensationFrom[r.Action] == nil {
 		return apperr.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
 	}
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
@@ -260,28 +253,19 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
 			by = &r.Actor.ID
 		}
-		upd := map[string]any{"resolved_by": by, "updated_at": now}
-		switch r.Action {
-		case "retry":
-			upd["status"], upd["generation"], upd["scheduled_at"], upd["attempts"], upd["finished_at"] = models.CompPending, c.Generation+1, now, 0, nil
-		case "skip":
-			upd["status"], upd["finished_at"] = models.CompSkipped, now
-		case "confirm":
-			upd["status"], upd["finished_at"], upd["executed_at"] = models.CompCompleted, now, now
+		st := stateTx{tx: tx, now: now}
+		won, err := st.ActOnCompensation(&c, r.Action, by)
+		if err != nil {
+			return nil, err
 		}
-		res := tx.Model(&models.CompensationAction{}).Where("id = ? AND status IN ?", c.ID, from).Updates(upd)
-		if res.Error != nil {
-			return nil, res.Error
-		}
-		if res.RowsAffected == 0 {
+		if !won {
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "compensation.conflict"}
 		}
 		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
 			r.Actor, now, nil); err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", *c.ExecutionID, models.RollbackFailed).
-			Updates(map[string]any{"rollback_status": models.RollingBack, "updated_at": now}).Error; err != nil {
+		if _, err := st.ResumeRollback(*c.ExecutionID); err != nil {
 			return nil, err
 		}
 		if r.Action == "retry" {
@@ -314,15 +298,15 @@ func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) (
 // rollback. A row that cannot be settled is quarantined and the pass goes on.
 func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
 	var jobs []Job
-	requeue := func(c *models.CompensationAction, from string, upd map[string]any) error {
-		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, from, c.Generation).Updates(upd)
+	requeue := func(c *models.CompensationAction, transition func(context.Context, *models.CompensationAction, time.Time) (bool, error)) error {
+		won, err := transition(ctx, c, now)
 		switch {
-		case r.Error == nil && r.RowsAffected == 1:
+		case err == nil && won:
 			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
-		case rowFault(ctx, r.Error):
-			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, r.Error)
-		case r.Error != nil:
-			return r.Error
+		case rowFault(ctx, err):
+			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, err)
+		case err != nil:
+			return err
 		}
 		return nil
 	}
@@ -332,8 +316,7 @@ func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grac
 		return err
 	}
 	for i := range stuck {
-		if err := requeue(&stuck[i], models.CompRunning, map[string]any{"status": models.CompPending, "generation": stuck[i].Generation + 1,
-			"scheduled_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
+		if err := requeue(&stuck[i], e.store.ReclaimCompensation); err != nil {
 			return err
 		}
 	}
@@ -355,7 +338,7 @@ func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grac
 		return err
 	}
 	for i := range due {
-		if err := requeue(&due[i], models.CompPending, map[string]any{"generation": due[i].Generation + 1, "scheduled_at": now, "updated_at": now}); err != nil {
+		if err := requeue(&due[i], e.store.RequeueCompensation); err != nil {
 			return err
 		}
 	}

@@ -52,8 +52,8 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 		Updates(map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
 		return err
 	}
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-		Updates(map[string]any{"status": models.ExecDLQPending, "current_step_id": failed.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+	st := stateTx{tx: tx, now: now}
+	if err := st.DeadLetterExecution(ex, failed.StepID); err != nil {
 		return err
 	}
 	var attempts []models.StepAttempt
@@ -103,14 +103,11 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 	if ex.DeadLetterID != nil {
 		// A manual replay failed: the item it served is pending again with the new error
 		// (and follows a full retry to its new execution); no second item.
-		r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", *ex.DeadLetterID, models.DLQProcessing).Updates(map[string]any{
-			"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
-			"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
-			"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "updated_at": now})
-		if r.Error != nil {
-			return r.Error
+		var err error
+		if returned, err = st.ReturnDeadLetter(*ex.DeadLetterID, &dl); err != nil {
+			return err
 		}
-		if returned = r.RowsAffected == 1; returned {
+		if returned {
 			dl.ID = *ex.DeadLetterID
 		}
 	}

@@ -165,6 +165,8 @@ type Engine struct {
 	// group commits the statements that start executions, claim attempts and record steps
 	// together (PostgreSQL; nil on SQLite).
 	group *group
+	// store makes every change of state (transitions.go).
+	store *transitions
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.
@@ -186,6 +188,7 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 	if db.Dialect == models.Postgres {
 		e.group = &group{pool: db.Pool}
 	}
+	e.store = &transitions{db: db, group: e.group, commit: e.commit}
 	return e
 }
 

@@ -27,17 +27,7 @@ import (
 func (e *Engine) failMissingStep(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int) (Outcome, error) {
 	msg := fmt.Sprintf("Step %q (position %d) is not in version %d of the workflow: the attempt cannot run.", a.StepID, a.StepIndex+1, ex.WorkflowVersion)
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepFailed, "error_type": string(classify.Internal), "error_code": "STEP_MISSING",
-				"error_message": msg, "finished_at": now, "updated_at": now})
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		if r.RowsAffected == 0 {
-			return nil, errLost
-		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-			Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+		if err := (stateTx{tx: tx, now: now}).FailUnrunnable(ex, a, generation, msg); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "execution.failed",
@@ -171,7 +161,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 				decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
 			}
 			upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
-				"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
+				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil}
 
 			errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
 			if err != nil {
@@ -195,9 +185,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 					delay = policy.WithRetryAfter(delay, ra)
 				}
 				next := now.Add(delay)
-				upd["status"] = models.StepRetrying
 				upd["next_retry_at"] = next
-				if err := finishAttempt(tx, a, generation, upd); err != nil {
+				st := stateTx{tx: tx, now: now}
+				if err := st.FinishAttempt(a, generation, models.StepRetrying, upd); err != nil {
 					return nil, err
 				}
 				if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
@@ -205,7 +195,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 				}).Error; err != nil {
 					return nil, err
 				}
-				if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
+				if err := st.ShowStep(ex.ID, a.StepID); err != nil {
 					return nil, err
 				}
 				step := def.Steps[a.StepIndex]

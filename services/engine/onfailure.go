@@ -45,8 +45,7 @@ func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definitio
 	// Retries ran out (rather than the error being one that is never retried).
 	exhausted := f.policy.Decide(f.c.Type, 0, def.UnknownRetry(), 0).Retry
 	if hi, _ := def.HandlerFor(a.StepIndex, string(f.c.Type)); hi >= 0 {
-		upd["status"] = models.StepFailed
-		if err := finishAttempt(tx, a, generation, upd); err != nil {
+		if err := (stateTx{tx: tx, now: now}).FinishAttempt(a, generation, models.StepFailed, upd); err != nil {
 			return "", nil, err
 		}
 		jobs, err := e.handOver(tx, ex, def, a, f, hi, handlerID, now)
@@ -55,8 +54,7 @@ func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definitio
 		}
 		return OutcomeHandled, jobs, err
 	}
-	upd["status"] = models.StepDLQ
-	if err := finishAttempt(tx, a, generation, upd); err != nil {
+	if err := (stateTx{tx: tx, now: now}).FinishAttempt(a, generation, models.StepDLQ, upd); err != nil {
 		return "", nil, err
 	}
 	if err := e.deadLetter(tx, ex, def, a, f.rec, f.c, f.policy, f.decision, f.retriesDone, f.gate, now); err != nil {
@@ -98,7 +96,7 @@ func (e *Engine) handOver(tx *gorm.DB, ex *models.Execution, def *definition.Def
 	if err := tx.Create(&h).Error; err != nil {
 		return nil, err
 	}
-	if err := showStep(tx, ex.ID, step.ID, now); err != nil {
+	if err := (stateTx{tx: tx, now: now}).ShowStep(ex.ID, step.ID); err != nil {
 		return nil, err
 	}
 	if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.handled",

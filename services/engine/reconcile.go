@@ -102,12 +102,7 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 			continue
 		}
 		err := e.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
-			err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
-				"reclaims": a.Reclaims + 1, "started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
-			if err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
+			if err := (stateTx{tx: tx, now: now}).ReclaimAttempt(a); err != nil {
 				return nil, err
 			}
 			if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: audit.System, Action: "execution.reclaimed",
@@ -140,13 +135,8 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 	for i := range due {
 		a := &due[i]
 		err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
-				Updates(map[string]any{"generation": a.Generation + 1, "scheduled_at": now, "updated_at": now})
-			if r.Error != nil {
-				return nil, r.Error
-			}
-			if r.RowsAffected == 0 {
-				return nil, errLost
+			if err := (stateTx{tx: tx, now: now}).RequeueAttempt(a); err != nil {
+				return nil, err
 			}
 			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
 		})
@@ -195,7 +185,7 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 		}
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
 		upd := map[string]any{"reclaims": a.Reclaims + 1, "error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
-			"finished_at": now, "lease_expires_at": nil, "updated_at": now}
+			"lease_expires_at": nil}
 		_, jobs, err := e.failedForGood(tx, &ex, def, a, a.Generation, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil}, models.NewID(), now)
 		return jobs, err
 	})

@@ -143,7 +143,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	}
 	if ex.RollbackStatus != nil && r.Mode != ReplayFull {
 		// Its completed steps were undone: their outputs must not feed the steps after them.
-		// (Checked again, guarded, when the replay starts: startReplay.)
+		// (Checked again, guarded, when the replay starts: StartReplay.)
 		return nil, errRolledBack
 	}
 	input, inputChanged, err := e.replayInput(ex, r.Input)
@@ -161,7 +161,8 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
 			return nil, err
 		}
-		if err := claimDeadLetter(tx, dl, models.DLQProcessing, now, map[string]any{
+		st := stateTx{tx: tx, now: now}
+		if err := st.ClaimDeadLetter(dl, models.DLQProcessing, map[string]any{
 			"manual_retry_count": gorm.Expr("manual_retry_count + 1"), "last_manual_retry_at": now}); err != nil {
 			return nil, err
 		}
@@ -179,7 +180,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		if err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("replay_execution_id", res.ExecutionID).Error; err != nil {
+		if err := st.RecordReplay(dl, res.ExecutionID); err != nil {
 			return nil, err
 		}
 		details := map[string]any{"mode": r.Mode, "executionId": res.ExecutionID, "originalExecutionId": ex.ID, "stepId": def.Steps[index].ID}
@@ -269,14 +270,15 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 		skipped := index
 		if index = def.After(index); index < 0 { // the skipped step was the last: the execution is done
 			upd["status"], upd["current_step_id"], upd["finished_at"] = endStatus(def, skipped), nil, now
-			if err := startReplay(tx, ex, upd); err != nil {
+			st := stateTx{tx: tx, now: now}
+			if err := st.StartReplay(ex, upd); err != nil {
 				return nil, err
 			}
-			return nil, e.replaySucceeded(tx, ex, now)
+			return nil, st.ResolveReplayed(ex)
 		}
 		upd["current_step_id"] = def.Steps[index].ID
 	}
-	if err := startReplay(tx, ex, upd); err != nil {
+	if err := (stateTx{tx: tx, now: now}).StartReplay(ex, upd); err != nil {
 		return nil, err
 	}
 	step := def.Steps[index]
@@ -301,32 +303,6 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 	return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: a.ScheduledAt}}, nil
 }
 
-// replayable are the statuses a replay in place starts from.
-var replayable = []string{models.ExecDLQPending, models.ExecFailed}
-
-// errRolledBack: the execution's completed steps were (or are being) undone.
-var errRolledBack = apperr.Errorf(apperr.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
-
-// startReplay is the transition StartReplay: it changes ex (upd) only while it is
-// dead-lettered or failed and no rollback has started on it, and is ECONFLICT (errRolledBack,
-// or the status it has now) when it lost to another change, a rollback started at the same
-// moment included.
-func startReplay(tx *gorm.DB, ex *models.Execution, upd map[string]any) error {
-	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
-		ex.ID, ex.OrganizationID, replayable).Updates(upd)
-	if r.Error != nil || r.RowsAffected == 1 {
-		return r.Error
-	}
-	var cur models.Execution
-	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
-		return err
-	}
-	if cur.RollbackStatus != nil {
-		return errRolledBack
-	}
-	return apperr.Errorf(apperr.ECONFLICT, "The execution is %s now; it can be replayed only when it has failed.", cur.Status)
-}
-
 // replayFull starts a new execution of the workflow (at wf.Version) with the original's input
 // (or the edited one), linked to the original, which ends FAILED: its dead letter now follows
 // the new execution.
@@ -347,8 +323,7 @@ func (e *Engine) replayFull(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execu
 	if err := tx.Create(&a).Error; err != nil {
 		return nil, err
 	}
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-		Updates(map[string]any{"status": models.ExecFailed, "updated_at": now}).Error; err != nil {
+	if err := (stateTx{tx: tx, now: now}).EndReplaced(ex); err != nil {
 		return nil, err
 	}
 	if err := audit.Record(tx, startedEntry(&nx, actor, now)); err != nil {

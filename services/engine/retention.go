@@ -75,13 +75,8 @@ func (e *Engine) expireBatch(ctx context.Context, now time.Time) (int, error) {
 			ids[i] = dl.ID
 		}
 		// The status is checked again: a replay may have taken an item since it was read.
-		if err := tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ?", ids, models.DLQPending).
-			Updates(map[string]any{"status": models.DLQExpired, "original_input": models.JSON("{}"), "step_states": models.JSON("[]"), "updated_at": now}).Error; err != nil {
-			return err
-		}
-		var expired []string
-		if err := tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ? AND updated_at = ?", ids, models.DLQExpired, now).
-			Pluck("id", &expired).Error; err != nil {
+		expired, err := (stateTx{tx: tx, now: now}).ExpireDeadLetters(ids)
+		if err != nil {
 			return err
 		}
 		rows := make([]models.AuditEntry, 0, len(expired))

@@ -52,7 +52,7 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 		if err := tx.Where("id = ?", ex.ID).First(ex).Error; err != nil {
 			return nil, err
 		}
-		// Said first, as the transition would (startRollback decides, guarded).
+		// Said first, as the transition would (StartRollback decides, guarded).
 		switch {
 		case ex.RollbackStatus != nil:
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
@@ -65,34 +65,6 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 		return nil, err
 	}
 	return ex, nil
-}
-
-// rollbackable are the statuses a rollback starts from.
-var rollbackable = []string{models.ExecDLQPending, models.ExecFailed}
-
-// startRollback is the transition StartRollback: ex becomes ROLLING_BACK only while it is
-// dead-lettered or failed (not replaying) and no rollback has started on it; otherwise
-// ECONFLICT (rollback.already.<status>, or rollback.notfailed), a replay started at the same
-// moment included.
-func startRollback(tx *gorm.DB, ex *models.Execution, now time.Time) error {
-	rolling := models.RollingBack
-	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
-		ex.ID, ex.OrganizationID, rollbackable).Updates(map[string]any{"rollback_status": rolling, "updated_at": now})
-	if r.Error != nil {
-		return r.Error
-	}
-	if r.RowsAffected == 1 {
-		ex.RollbackStatus = &rolling
-		return nil
-	}
-	var cur models.Execution
-	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
-		return err
-	}
-	if cur.RollbackStatus != nil {
-		return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
-	}
-	return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
 }
 
 // errNothingToUndo: no completed step of the execution has a compensation to run.
@@ -141,7 +113,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 		// outputs stay usable by a retry from the failed step.
 		return nil, errNothingToUndo
 	}
-	if err := startRollback(tx, ex, now); err != nil {
+	if err := (stateTx{tx: tx, now: now}).StartRollback(ex); err != nil {
 		return nil, err
 	}
 	if len(rows) > 0 {
@@ -174,7 +146,7 @@ func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, positi
 	}
 	if len(next) == 1 {
 		c := next[0]
-		if err := tx.Model(&models.CompensationAction{}).Where("id = ?", c.ID).Updates(map[string]any{"scheduled_at": now, "updated_at": now}).Error; err != nil {
+		if won, err := (stateTx{tx: tx, now: now}).ScheduleCompensation(&c); err != nil || !won {
 			return nil, err
 		}
 		return []Job{{CompensationID: c.ID, Generation: c.Generation, RunAt: now}}, nil
@@ -201,10 +173,8 @@ func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time
 	if failed > 0 {
 		status = models.RollbackFailed
 	}
-	r := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", executionID, models.RollingBack).
-		Updates(map[string]any{"rollback_status": status, "updated_at": now})
-	if r.Error != nil || r.RowsAffected == 0 {
-		return r.Error
+	if won, err := (stateTx{tx: tx, now: now}).FinishRollback(executionID, status); err != nil || !won {
+		return err
 	}
 	return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: audit.System, Action: "execution.rollback",
 		EntityType: "workflow_execution", EntityID: executionID, At: now, Details: map[string]any{"phase": "finished", "status": status}})

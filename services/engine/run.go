@@ -8,8 +8,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"gorm.io/gorm"
-
 	"lifeline/models"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
@@ -68,13 +66,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	step := def.Steps[a.StepIndex]
 
 	// Claim: compare-and-set PENDING → RUNNING at this generation, once due by the database clock.
-	var claimed bool
-	var now time.Time
-	if e.db.Dialect == models.Postgres {
-		claimed, now, err = e.claim(ctx, &ex, &a, generation, e.leaseOf(step))
-	} else {
-		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, e.leaseOf(step))
-	}
+	claimed, now, err := e.store.ClaimAttempt(ctx, &ex, &a, generation, e.leaseOf(step))
 	if err != nil {
 		if e.health.Failed(err) {
 			// The claim may have committed before the connection broke: if it did, the
@@ -114,42 +106,6 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		}
 		a, generation = *next, next.Generation
 	}
-}
-
-// claimTx claims a due PENDING attempt in a transaction (SQLite): RUNNING, leased for
-// lease (leaseOf), and its execution RUNNING. It returns whether it claimed
-// it, and the database time it compared the attempt's schedule with.
-func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, lease time.Duration) (bool, time.Time, error) {
-	now, err := e.now(ctx)
-	if err != nil {
-		return false, now, err
-	}
-	if a.ScheduledAt.Sub(now) > dueTolerance {
-		return false, now, nil
-	}
-	claimed := false
-	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&models.StepAttempt{}).
-			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": now.Add(lease), "updated_at": now})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		claimed = true
-		upd := map[string]any{"current_step_id": a.StepID, "updated_at": now}
-		if ex.Status == models.ExecPending {
-			upd["status"] = models.ExecRunning
-		}
-		if ex.StartedAt == nil {
-			upd["started_at"] = now
-		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error; err != nil {
-			return err
-		}
-		markClaimed(ex, a, now, lease)
-		return nil
-	})
-	return claimed, now, err
 }
 
 // Chain budget: a worker runs at most chainSteps steps of one execution, or for chainTime,

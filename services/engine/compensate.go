@@ -37,9 +37,8 @@ var compensationPolicy = func() *retry.Spec {
 	return &retry.Spec{MaxRetries: &n, InitialDelayMs: &d, BackoffMultiplier: &m}
 }()
 
-// RunCompensation claims a pending compensation at this generation, runs it and records the
-// result, then schedules the next one. It returns an error only when the database failed.
-func (e *Engine) RunCompensation(ctx context.Context, id string, generation int) error {
+// RunCompensation does what Engine.RunCompensation says.
+func (e *rollbacks) RunCompensation(ctx context.Context, id string, generation int) error {
 	var c models.CompensationAction
 	if err := e.db.Conn(ctx).Where("id = ?", id).First(&c).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -79,7 +78,7 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	if err != nil {
 		return err
 	}
-	result, mask, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
+	result, mask, runErr := e.compensate(ctx, &ex, &c, comp)
 	if mask == nil {
 		mask = e.masker(def)
 	}
@@ -88,7 +87,7 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 		return err
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, mask, def.Settings.RollbackStopOnFailure, now)
+		jobs, err := e.recordCompensation(stateTx{tx: tx, now: now}, &c, comp, compensationResult{result, runErr, mask}, def.Settings.RollbackStopOnFailure)
 		if err != nil || runErr != nil || comp.CompensationType != definition.CompNotify {
 			return jobs, err
 		}
@@ -103,7 +102,7 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 
 // compensate runs one compensation (not manual) and returns what it produced, and the
 // masker of every secret it could see (nil when it failed before it rendered its config).
-func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, *redact.Masker, error) {
+func (e *rollbacks) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation) (any, *redact.Masker, error) {
 	if comp.CompensationType == definition.CompNone {
 		return nil, nil, nil
 	}
@@ -126,12 +125,13 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 	}
 	cfg, _ := cfgAny.(map[string]any)
 	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny)
-	out, err := e.runCompensation(ctx, ex, c, comp, cfg, timeout)
+	out, err := e.runCompensation(ctx, ex, c, comp, cfg)
 	return out, mask, err
 }
 
 // runCompensation runs one compensation with its rendered config.
-func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any, timeout time.Duration) (any, error) {
+func (e *rollbacks) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any) (any, error) {
+	timeout := compensationTimeout(comp)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch comp.CompensationType {
@@ -174,12 +174,20 @@ func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *m
 	return nil, classify.New(classify.Permanent, "COMPENSATION_TYPE", fmt.Sprintf("unknown compensation type %q", comp.CompensationType))
 }
 
+// compensationResult is what one try of a compensation produced: its value or error, and the
+// masker of every secret it could see.
+type compensationResult struct {
+	value any
+	err   error
+	mask  *redact.Masker
+}
+
 // recordCompensation stores a compensation's result in tx: completed; or failed, retried on
 // its policy or failed for good; then the next compensation (none when a failure stops the
 // rollback).
-func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
-	result any, runErr error, mask *redact.Masker, stopOnFailure bool, now time.Time) ([]Job, error) {
-	st := stateTx{tx: tx, now: now}
+func (e *rollbacks) recordCompensation(st stateTx, c *models.CompensationAction, comp definition.Compensation, res compensationResult,
+	stopOnFailure bool) ([]Job, error) {
+	tx, now, generation, result, runErr, mask := st.tx, st.now, c.Generation, res.value, res.err, res.mask
 	if runErr == nil {
 		out, _ := json.Marshal(result)
 		won, err := st.FinishCompensation(c, generation, models.CompCompleted, map[string]any{"result": models.JSON(mask.JSON(e.redactor.JSON(out))),
@@ -187,7 +195,7 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 		if err != nil || !won {
 			return nil, err
 		}
-		if err := compensationEntry(tx, c, "compensation.completed", audit.System, now, nil); err != nil {
+		if err := compensationEntry(st, c, "compensation.completed", audit.System, nil); err != nil {
 			return nil, err
 		}
 		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
@@ -215,7 +223,7 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 	if won, err := st.FinishCompensation(c, generation, models.CompFailed, upd); err != nil || !won {
 		return nil, err
 	}
-	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
+	if err := compensationEntry(st, c, "compensation.failed", audit.System, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
 		return nil, err
 	}
 	if stopOnFailure {
@@ -234,10 +242,8 @@ type CompensationAction struct {
 	Actor  audit.Actor
 }
 
-// ActOnCompensation retries, skips or confirms a compensation, and lets the rollback go on.
-// Errors: ENOTFOUND; EINVALID for an unknown action; ECONFLICT when the compensation is not
-// in a state the action applies to.
-func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) error {
+// ActOnCompensation does what Engine.ActOnCompensation says.
+func (e *rollbacks) ActOnCompensation(ctx context.Context, r CompensationAction) error {
 	if compensationFrom[r.Action] == nil {
 		return apperr.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
 	}
@@ -261,8 +267,8 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 		if !won {
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "compensation.conflict"}
 		}
-		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
-			r.Actor, now, nil); err != nil {
+		if err := compensationEntry(st, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
+			r.Actor, nil); err != nil {
 			return nil, err
 		}
 		if _, err := st.ResumeRollback(*c.ExecutionID); err != nil {
@@ -283,66 +289,11 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 	})
 }
 
-// Compensations returns an execution's compensations in the order they run.
-func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
+// Compensations does what Engine.Compensations says.
+func (e *rollbacks) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
 	var out []models.CompensationAction
 	err := e.db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("position").Find(&out).Error
 	return out, err
-}
-
-// reconcileCompensations repairs rollbacks stuck between the database and the queue:
-// compensations RUNNING past their lease (their process died) run again at the next
-// generation, with the same key; compensations due for longer than grace with no live job
-// (never queued, or taken by a process that died) are queued again. One whose job still
-// waits in the queue (a backlog) keeps its place: moving it to the back would starve the
-// rollback. A row that cannot be settled is quarantined and the pass goes on.
-func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
-	var jobs []Job
-	requeue := func(c *models.CompensationAction, transition func(context.Context, *models.CompensationAction, time.Time) (bool, error)) error {
-		won, err := transition(ctx, c, now)
-		switch {
-		case err == nil && won:
-			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
-		case rowFault(ctx, err):
-			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, err)
-		case err != nil:
-			return err
-		}
-		return nil
-	}
-	var stuck []models.CompensationAction
-	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.lease_expires_at < ?", models.CompRunning, now).
-		Where(models.NotQuarantined(tableCompensations, "c")).Limit(500).Find(&stuck).Error; err != nil {
-		return err
-	}
-	for i := range stuck {
-		if err := requeue(&stuck[i], e.store.ReclaimCompensation); err != nil {
-			return err
-		}
-	}
-	taken := now.Add(-grace)
-	var match, takenSince string
-	if e.db.Dialect == models.Postgres {
-		match = "j.args->>'compensation_id' = c.id::text AND (j.args->>'generation')::int = c.generation"
-		takenSince = "j.attempted_at > ?"
-	} else {
-		match = "json_extract(j.args, '$.compensation_id') = c.id AND json_extract(j.args, '$.generation') = c.generation"
-		takenSince = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
-	}
-	var due []models.CompensationAction
-	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.scheduled_at < ?", models.CompPending, taken).
-		Where(models.NotQuarantined(tableCompensations, "c")).
-		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'compensate' AND "+match+
-			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+takenSince+")))", taken.UTC()).
-		Order("c.scheduled_at").Limit(500).Find(&due).Error; err != nil {
-		return err
-	}
-	for i := range due {
-		if err := requeue(&due[i], e.store.RequeueCompensation); err != nil {
-			return err
-		}
-	}
-	return e.enq.Enqueue(ctx, jobs)
 }
 
 func compensationTimeout(c definition.Compensation) time.Duration {
@@ -352,7 +303,8 @@ func compensationTimeout(c definition.Compensation) time.Duration {
 	return 30 * time.Second
 }
 
-func compensationEntry(tx *gorm.DB, c *models.CompensationAction, action string, actor audit.Actor, at time.Time, extra map[string]any) error {
+func compensationEntry(st stateTx, c *models.CompensationAction, action string, actor audit.Actor, extra map[string]any) error {
+	tx, at := st.tx, st.now
 	d := map[string]any{"executionId": deref(c.ExecutionID), "stepId": c.StepID, "type": c.CompensationType, "position": c.Position}
 	for k, v := range extra {
 		d[k] = v
@@ -371,7 +323,7 @@ func upperOr(v any, fallback string) any {
 
 // compensationOf decodes a compensation's stored configuration (sealed: its secrets are
 // opened in memory).
-func (e *Engine) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
+func (e *rollbacks) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
 	var comp definition.Compensation
 	raw, err := e.openRaw(c.CompensationConfig, tableCompensations, c.ID, "compensation_config")
 	if err != nil {

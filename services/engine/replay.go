@@ -72,12 +72,8 @@ type ReplayResult struct {
 	Replayed bool
 }
 
-// Replay runs a dead letter's execution again. The dead letter must be pending; it becomes
-// processing until the run settles: resolved when it succeeds, pending again with the new
-// error when it fails (the same item, never a second one). Errors: ENOTFOUND when the dead
-// letter is not the organization's; EINVALID with field messages for a bad request;
-// ECONFLICT when the item is not pending (someone else acted on it first).
-func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
+// Replay does what Engine.Replay says.
+func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
 	if !slices.Contains(ReplayModes, r.Mode) {
 		return nil, apperr.Invalid("replay.mode", map[string]string{"retryType": "must be one of " + strings.Join(ReplayModes, ", ")})
 	}
@@ -158,7 +154,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
 	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
+		if done, err := e.idempotent(stateTx{tx: tx, now: now}, dl, r.IdempotencyKey, reqHash, res); done || err != nil {
 			return nil, err
 		}
 		st := stateTx{tx: tx, now: now}
@@ -170,12 +166,14 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		if r.RetryPolicy != nil {
 			override = models.JSON(specJSON(r.RetryPolicy))
 		}
+		plan := &replayPlan{dl: dl, ex: ex, wf: wf, def: def, index: index, mode: r.Mode, input: input, inputChanged: inputChanged,
+			output: output, override: override, actor: r.Actor, res: res}
 		var jobs []Job
 		var err error
 		if r.Mode == ReplayFull {
-			jobs, err = e.replayFull(tx, dl, ex, wf, def, input, override, r.Actor, now, res)
+			jobs, err = e.replayFull(st, plan)
 		} else {
-			jobs, err = e.replayInPlace(tx, dl, ex, def, index, r.Mode, input, inputChanged, output, override, now)
+			jobs, err = e.replayInPlace(st, plan)
 		}
 		if err != nil {
 			return nil, err
@@ -212,7 +210,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
 			return nil, err
 		}
-		if err := e.rememberKey(tx, dl, r.IdempotencyKey, reqHash, res.ExecutionID, now); err != nil {
+		if err := e.rememberKey(st, dl, r.IdempotencyKey, reqHash, res.ExecutionID); err != nil {
 			return nil, err
 		}
 		return jobs, nil
@@ -226,10 +224,28 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	return res, nil
 }
 
+// replayPlan is what a replay's transaction does: on which dead letter and execution, from
+// which step of which definition, with what input (and a skipped step's output).
+type replayPlan struct {
+	dl           *models.DeadLetter
+	ex           *models.Execution
+	wf           *models.Workflow // a full retry's workflow, at the version it runs
+	def          *definition.Definition
+	index        int
+	mode         string
+	input        []byte
+	inputChanged bool
+	output       []byte
+	override     models.JSON
+	actor        audit.Actor
+	res          *ReplayResult
+}
+
 // replayInPlace runs the execution again from step index (the failed step, or an earlier one),
 // or records the failed step SKIPPED and goes on with the next.
-func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition, index int, mode string,
-	input []byte, inputChanged bool, output []byte, override models.JSON, now time.Time) ([]Job, error) {
+func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
+	tx, now, dl, ex, def, index, mode := st.tx, st.now, p.dl, p.ex, p.def, p.index, p.mode
+	input, inputChanged, output, override := p.input, p.inputChanged, p.output, p.override
 	upd := map[string]any{"status": models.ExecPending, "finished_at": nil, "dead_letter_id": dl.ID, "replayed_at": now,
 		"retry_override": override, "current_step_id": def.Steps[index].ID, "updated_at": now}
 	mask := e.inputMasker(def, input)
@@ -306,9 +322,9 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 // replayFull starts a new execution of the workflow (at wf.Version) with the original's input
 // (or the edited one), linked to the original, which ends FAILED: its dead letter now follows
 // the new execution.
-func (e *Engine) replayFull(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execution, wf *models.Workflow, def *definition.Definition,
-	input []byte, override models.JSON, actor audit.Actor, now time.Time, res *ReplayResult) ([]Job, error) {
-	nx, err := e.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input)
+func (e *recovery) replayFull(st stateTx, p *replayPlan) ([]Job, error) {
+	tx, now, dl, ex, wf, def, input, override, actor, res := st.tx, st.now, p.dl, p.ex, p.wf, p.def, p.input, p.override, p.actor, p.res
+	nx, err := e.starts.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input)
 	if err != nil {
 		return nil, err
 	}

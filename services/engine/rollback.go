@@ -36,9 +36,8 @@ type RollbackRequest struct {
 	Actor          audit.Actor
 }
 
-// StartRollback starts the rollback of a failed execution (DLQ_PENDING or FAILED). Errors:
-// ENOTFOUND; ECONFLICT when it is not failed, or was rolled back (or is being) already.
-func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.Execution, error) {
+// StartRollback does what Engine.StartRollback says.
+func (e *rollbacks) StartRollback(ctx context.Context, r RollbackRequest) (*models.Execution, error) {
 	ex, err := e.db.GetExecution(ctx, r.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return nil, err
@@ -73,7 +72,7 @@ var errNothingToUndo = &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.
 // startRollbackTx records the rollback of ex in tx (errNothingToUndo when no completed
 // step has a compensation other than none): a row per completed step with a
 // compensation, last step first, and the job of the first to run.
-func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
+func (e *rollbacks) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
 	var attempts []models.StepAttempt
 	if err := tx.Select("step_id, step_index, attempt, status").Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
 		return nil, err
@@ -124,7 +123,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 	for i := range rows {
 		// Every compensation has its audit entry: one of type none is skipped at once.
 		if *rows[i].Status == models.CompSkipped {
-			if err := compensationEntry(tx, &rows[i], "compensation.skipped", audit.System, now, map[string]any{"reason": "none"}); err != nil {
+			if err := compensationEntry(stateTx{tx: tx, now: now}, &rows[i], "compensation.skipped", audit.System, map[string]any{"reason": "none"}); err != nil {
 				return nil, err
 			}
 		}
@@ -138,7 +137,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 
 // nextCompensation schedules the first compensation after position that has not run yet and
 // returns its job; when none is left the rollback ends (or waits for a manual confirmation).
-func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, position int, now time.Time) ([]Job, error) {
+func (e *rollbacks) nextCompensation(tx *gorm.DB, orgID, executionID string, position int, now time.Time) ([]Job, error) {
 	var next []models.CompensationAction
 	if err := tx.Where("execution_id = ? AND position > ? AND status = ? AND scheduled_at IS NULL", executionID, position, models.CompPending).
 		Order("position").Limit(1).Find(&next).Error; err != nil {
@@ -156,7 +155,7 @@ func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, positi
 
 // finishRollback ends the rollback when no compensation is left to run: ROLLED_BACK, or
 // ROLLBACK_FAILED when one failed for good (or is still pending behind one that stopped it).
-func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time.Time) error {
+func (e *rollbacks) finishRollback(tx *gorm.DB, orgID, executionID string, now time.Time) error {
 	var open, failed int64
 	if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND status IN ?", executionID,
 		[]string{models.CompRunning, models.CompWaiting}).Count(&open).Error; err != nil {

@@ -24,9 +24,8 @@ type SettleRequest struct {
 	IdempotencyKey string
 }
 
-// Settle marks a pending dead letter resolved or skipped, with notes: its error record is
-// resolved and its execution ends FAILED. Errors as Replay's.
-func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, error) {
+// Settle does what Engine.Settle says.
+func (e *recovery) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, error) {
 	fields := map[string]string{}
 	if r.Status != models.DLQResolved && r.Status != models.DLQSkipped {
 		fields["action"] = "must be resolve or skip"
@@ -45,7 +44,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
 	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
+		if done, err := e.idempotent(stateTx{tx: tx, now: now}, dl, r.IdempotencyKey, reqHash, res); done || err != nil {
 			return nil, err
 		}
 		var by *string
@@ -79,7 +78,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
 			return nil, err
 		}
-		return nil, e.rememberKey(tx, dl, r.IdempotencyKey, reqHash, ex.ID, now)
+		return nil, e.rememberKey(st, dl, r.IdempotencyKey, reqHash, ex.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +87,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 }
 
 // deadLetterOf loads a dead letter of the organization and the execution it is about.
-func (e *Engine) deadLetterOf(ctx context.Context, orgID, id string) (*models.DeadLetter, *models.Execution, error) {
+func (e *recovery) deadLetterOf(ctx context.Context, orgID, id string) (*models.DeadLetter, *models.Execution, error) {
 	var dl models.DeadLetter
 	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
 		if models.IsNotFound(err) {

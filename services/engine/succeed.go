@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,7 +12,6 @@ import (
 	"lifeline/models"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
-	"lifeline/services/redact"
 )
 
 // landedNext reads the next attempt a commit that landed created (nil when it created none)
@@ -23,7 +21,7 @@ import (
 // one else can hold that generation; a reclaim (after a long outage, its lease ran out)
 // moves it to the next one, which another worker may hold: that one is not run here, or the
 // same idempotency key would be sent twice at once.
-func (e *Engine) landedNext(ctx context.Context, id string, claim bool) (*models.StepAttempt, bool, error) {
+func (e *attempts) landedNext(ctx context.Context, id string, claim bool) (*models.StepAttempt, bool, error) {
 	var n models.StepAttempt
 	err := e.db.Conn(ctx).Where("id = ?", id).First(&n).Error
 	if models.IsNotFound(err) {
@@ -37,13 +35,13 @@ func (e *Engine) landedNext(ctx context.Context, id string, claim bool) (*models
 
 // claimsNext reports whether the commit recording step index's success claims the step after
 // it (when the worker chains): there is one and it is runnable at once (no delay).
-func (e *Engine) claimsNext(def *definition.Definition, index int) bool {
+func (e *attempts) claimsNext(def *definition.Definition, index int) bool {
 	i := def.After(index)
 	return i >= 0 && e.delayOf(def.Steps[i]) == 0
 }
 
 // showRunning writes a step as its execution's current step if its attempt is still running.
-func (e *Engine) showRunning(executionID, attemptID, stepID string) {
+func (e *attempts) showRunning(executionID, attemptID, stepID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := e.store.ShowRunning(ctx, executionID, attemptID, stepID); err != nil {
@@ -53,7 +51,7 @@ func (e *Engine) showRunning(executionID, attemptID, stepID string) {
 
 // deferAttempt moves a PENDING attempt that is not due yet to the next generation and
 // queues a job for its scheduled time (read from the database clock, as River compares it).
-func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, generation int) (Outcome, error) {
+func (e *attempts) deferAttempt(ctx context.Context, a *models.StepAttempt, generation int) (Outcome, error) {
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if err := (stateTx{tx: tx, now: now}).DeferAttempt(a, generation); err != nil {
 			return nil, err
@@ -71,8 +69,9 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 
 // release hands a held attempt back: PENDING at the next generation, due after delay (0:
 // now), with its job. It logs that on log (nil: the caller says it for many at once).
-func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger, delay time.Duration) (Outcome, error) {
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+func (e *attempts) release(ctx context.Context, r *attemptRun, delay time.Duration) (Outcome, error) {
+	a, generation, log := r.a, r.generation, r.log
+	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			due := now.Add(delay)
 			if err := (stateTx{tx: tx, now: now}).ReleaseAttempt(a, generation, due); err != nil {
@@ -93,8 +92,8 @@ func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, g
 	return OutcomeReleased, nil
 }
 
-func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, attempts []models.StepAttempt, mask *redact.Masker, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
+func (e *attempts) succeed(ctx context.Context, r *attemptRun, out any, claimNext bool) (Outcome, *models.StepAttempt, error) {
+	ex, def, a, generation, h, input, mask, log := r.ex, r.def, r.a, r.generation, r.h, r.input, r.mask, r.log
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
@@ -115,7 +114,7 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 	if i := def.After(a.StepIndex); i >= 0 {
 		s.delay, s.lease = e.delayOf(def.Steps[i]), e.leaseOf(def.Steps[i])
 	}
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) (err error) {
+	landed, err := e.persist(ctx, r, func(ctx context.Context) (err error) {
 		next, claimed, err = e.store.AdvanceAttempt(ctx, s)
 		return err
 	})
@@ -136,17 +135,42 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		outcome, err := e.fail(ctx, h, ex, def, a, generation, input, storeErr, attempts, mask, log)
+		outcome, err := e.fail(ctx, r, storeErr)
 		return outcome, nil, err
 	}
 	if err != nil {
 		return "", nil, err
 	}
 	a.Status, a.Output, a.Input = models.StepSucceeded, models.JSON(sealedOut), models.JSON(sealedIn)
-	e.breakerSucceeded(ctx, ex, h.gate)
+	e.circuits.breakerSucceeded(ctx, ex, h.gate)
 	log.DebugContext(ctx, "step succeeded")
 	if !claimed {
 		next = nil
 	}
 	return OutcomeSucceeded, next, nil
+}
+
+// waitOn puts a RUNNING attempt an open breaker refused back to PENDING for until, at the
+// next generation, with the same attempt number (and so idempotency key), saying why.
+func (e *attempts) waitOn(ctx context.Context, r *attemptRun, w *waitOnBreaker) (Outcome, error) {
+	a, generation, log := r.a, r.generation, r.log
+	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			if err := (stateTx{tx: tx, now: now}).ParkAttempt(a, generation, w); err != nil {
+				return nil, err
+			}
+			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}}, nil
+		})
+	})
+	if landed {
+		err = e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}})
+	}
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	log.InfoContext(ctx, "step waits on an open circuit breaker", "until", w.until)
+	return OutcomeWaiting, nil
 }

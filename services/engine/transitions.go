@@ -308,11 +308,11 @@ func (s stateTx) FinishAttempt(a *models.StepAttempt, generation int, status str
 	for k, v := range fields {
 		upd[k] = v
 	}
-	return s.fromRunning(a, generation, upd)
+	return fromRunning(s, a, generation, upd)
 }
 
 // fromRunning writes upd to the attempt if it is RUNNING at generation; errLost if not.
-func (s stateTx) fromRunning(a *models.StepAttempt, generation int, upd map[string]any) error {
+func fromRunning(s stateTx, a *models.StepAttempt, generation int, upd map[string]any) error {
 	res := s.tx.Model(&models.StepAttempt{}).
 		Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepRunning, generation).
 		Updates(upd)
@@ -326,7 +326,7 @@ func (s stateTx) fromRunning(a *models.StepAttempt, generation int, upd map[stri
 }
 
 // fromPending writes upd to the attempt if it is PENDING at generation; errLost if not.
-func (s stateTx) fromPending(id string, generation int, upd map[string]any) error {
+func fromPending(s stateTx, id string, generation int, upd map[string]any) error {
 	r := s.tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", id, models.StepPending, generation).Updates(upd)
 	if r.Error != nil {
 		return r.Error
@@ -340,7 +340,7 @@ func (s stateTx) fromPending(id string, generation int, upd map[string]any) erro
 // ReleaseAttempt hands back the attempt RUNNING at generation (held by this worker): PENDING
 // at the next generation, unsent, due at due, its step shown. errLost when it is no longer held.
 func (s stateTx) ReleaseAttempt(a *models.StepAttempt, generation int, due time.Time) error {
-	if err := s.fromRunning(a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
+	if err := fromRunning(s, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
 		"started_at": nil, "lease_expires_at": nil, "scheduled_at": due, "updated_at": s.now}); err != nil {
 		return err
 	}
@@ -351,7 +351,7 @@ func (s stateTx) ReleaseAttempt(a *models.StepAttempt, generation int, due time.
 // PENDING at the next generation, due now, one more reclaim, its step shown. errLost when it
 // is no longer RUNNING at that generation (it finished, or another reconciler took it).
 func (s stateTx) ReclaimAttempt(a *models.StepAttempt) error {
-	if err := s.fromRunning(a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
+	if err := fromRunning(s, a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
 		"reclaims": a.Reclaims + 1, "started_at": nil, "lease_expires_at": nil, "scheduled_at": s.now, "updated_at": s.now}); err != nil {
 		return err
 	}
@@ -362,7 +362,7 @@ func (s stateTx) ReclaimAttempt(a *models.StepAttempt) error {
 // PENDING at the next generation for w.until, unsent (same attempt number and idempotency
 // key), saying why, its step shown. errLost when it is no longer held.
 func (s stateTx) ParkAttempt(a *models.StepAttempt, generation int, w *waitOnBreaker) error {
-	if err := s.fromRunning(a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1, "scheduled_at": w.until,
+	if err := fromRunning(s, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1, "scheduled_at": w.until,
 		"started_at": nil, "lease_expires_at": nil, "next_retry_at": w.until, "waiting_breaker_id": nullable(w.id),
 		"error_type": string(classify.ExternalService), "error_code": CodeCircuitOpen, "error_message": w.Error(), "updated_at": s.now}); err != nil {
 		return err
@@ -374,21 +374,21 @@ func (s stateTx) ParkAttempt(a *models.StepAttempt, generation int, w *waitOnBre
 // schedule (its job came early; a new one is queued for its time). errLost when it is not
 // PENDING at generation.
 func (s stateTx) DeferAttempt(a *models.StepAttempt, generation int) error {
-	return s.fromPending(a.ID, generation, map[string]any{"generation": generation + 1, "updated_at": s.now})
+	return fromPending(s, a.ID, generation, map[string]any{"generation": generation + 1, "updated_at": s.now})
 }
 
 // RequeueAttempt moves attempt a, PENDING at a.Generation without a live job, to the next
 // generation, due now (any older job becomes a no-op). errLost when it is not PENDING at
 // that generation.
 func (s stateTx) RequeueAttempt(a *models.StepAttempt) error {
-	return s.fromPending(a.ID, a.Generation, map[string]any{"generation": a.Generation + 1, "scheduled_at": s.now, "updated_at": s.now})
+	return fromPending(s, a.ID, a.Generation, map[string]any{"generation": a.Generation + 1, "scheduled_at": s.now, "updated_at": s.now})
 }
 
 // FailUnrunnable ends the attempt PENDING at generation that can never run (its step is not
 // in its execution's definition) FAILED (internal, STEP_MISSING, msg), and its execution
 // FAILED at that step. errLost when it is not PENDING at generation: nothing is written.
 func (s stateTx) FailUnrunnable(ex *models.Execution, a *models.StepAttempt, generation int, msg string) error {
-	if err := s.fromPending(a.ID, generation, map[string]any{"status": models.StepFailed, "error_type": string(classify.Internal),
+	if err := fromPending(s, a.ID, generation, map[string]any{"status": models.StepFailed, "error_type": string(classify.Internal),
 		"error_code": "STEP_MISSING", "error_message": msg, "finished_at": s.now, "updated_at": s.now}); err != nil {
 		return err
 	}

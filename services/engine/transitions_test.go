@@ -260,7 +260,9 @@ func attemptTransitions() []transitionCase {
 		}},
 		{"FinishAttempt", "FAILED/1", "SUCCEEDED/1", func(f *fixture, lost bool) (bool, string, error) {
 			a := f.attempt(f.execution(models.ExecRunning, nil), pick(lost, models.StepRunning, models.StepSucceeded), 1)
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.FinishAttempt(a, 1, models.StepFailed, map[string]any{"error_code": "X"})) })
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.FinishAttempt(a, 1, models.StepFailed, map[string]any{"error_code": "X"}))
+			})
 			return w, f.attemptState(a.ID), err
 		}},
 		{"ReleaseAttempt", "PENDING/2", "RUNNING/3", func(f *fixture, lost bool) (bool, string, error) {

@@ -10,7 +10,6 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
-	"lifeline/services/definition"
 	"lifeline/services/notify"
 )
 
@@ -28,7 +27,7 @@ type releasing struct {
 // ensureBreaker makes the row of the breaker an attempt's failure of errorType is about to
 // count against, when it has none (the breaker never failed), in a statement of its own
 // before the failure's transaction (see breakerTx.Ensure).
-func (e *Engine) ensureBreaker(ctx context.Context, g *gate, errorType string) error {
+func (e *circuits) ensureBreaker(ctx context.Context, g *gate, errorType string) error {
 	if g == nil || g.refused || g.trial || g.id != "" || !g.cfg.Counts(errorType) {
 		return nil
 	}
@@ -48,7 +47,8 @@ func (e *Engine) ensureBreaker(ctx context.Context, g *gate, errorType string) e
 // this commit itself (its attempt is no longer RUNNING). An attempt the breaker refused
 // (g.refused) changes nothing. Without a breaker open, this reads nothing. What is left for
 // after the commit, breakerAfter does.
-func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) ([]Job, error) {
+func (e *circuits) breakerFailed(tx *gorm.DB, r *attemptRun, errorType string, now time.Time) ([]Job, error) {
+	ex, g := r.ex, r.h.gate
 	if g == nil || g.refused {
 		return nil, nil
 	}
@@ -71,13 +71,14 @@ func (e *Engine) breakerFailed(tx *gorm.DB, ex *models.Execution, def *definitio
 		}
 		return nil, audit.Record(tx, breakerEntry(b, "circuit.opened", audit.System, now, map[string]any{"reopened": true, "errorType": errorType, "executionId": ex.ID}))
 	}
-	return nil, e.countFailure(tx, ex, def, g, errorType, now)
+	return nil, e.countFailure(tx, r, errorType, now)
 }
 
 // countFailure adds a counted failure of the closed breaker to its window in tx, and opens it
 // when the window it counts reaches the threshold; otherwise breakerAfter counts again once
 // tx has committed.
-func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition.Definition, g *gate, errorType string, now time.Time) error {
+func (e *circuits) countFailure(tx *gorm.DB, r *attemptRun, errorType string, now time.Time) error {
+	g := r.h.gate
 	bt := breakerTx{tx: tx, now: now}
 	n, err := bt.RecordFailure(g.id)
 	if err != nil {
@@ -91,13 +92,14 @@ func (e *Engine) countFailure(tx *gorm.DB, ex *models.Execution, def *definition
 		g.recount, g.failedAt, g.errorType = true, now, errorType
 		return nil
 	}
-	_, err = e.trip(bt, ex, def, g, errorType, n)
+	_, err = e.trip(bt, r, errorType, n)
 	return err
 }
 
 // trip opens the closed breaker g with n failures in its window (breakerTx.Trip), and
 // audits and announces it when it won.
-func (e *Engine) trip(bt breakerTx, ex *models.Execution, def *definition.Definition, g *gate, errorType string, n int) (bool, error) {
+func (e *circuits) trip(bt breakerTx, r *attemptRun, errorType string, n int) (bool, error) {
+	ex, def, g := r.ex, r.def, r.h.gate
 	won, err := bt.Trip(g.id, g.cfg, n)
 	if err != nil || !won {
 		return false, err
@@ -131,13 +133,14 @@ func (e *Engine) trip(bt breakerTx, ex *models.Execution, def *definition.Defini
 // breaker, with a compare-and-set only one wins), and releases the rest of the attempts
 // waiting on a breaker that commit closed. A database error is logged: the next failure
 // counts again, and attempts not released run at their own time.
-func (e *Engine) breakerAfter(ctx context.Context, ex *models.Execution, def *definition.Definition, g *gate) {
+func (e *circuits) breakerAfter(ctx context.Context, r *attemptRun) {
+	g := r.h.gate
 	if g == nil {
 		return
 	}
 	if g.recount {
 		g.recount = false
-		if err := e.recount(ctx, ex, def, g); err != nil {
+		if err := e.recount(ctx, r); err != nil {
 			e.log.WarnContext(ctx, "could not count the circuit breaker's window again; its next failure will", "breaker_id", g.id, "err", err)
 		}
 	}
@@ -149,21 +152,22 @@ func (e *Engine) breakerAfter(ctx context.Context, ex *models.Execution, def *de
 
 // recount counts the window of g's closed breaker again, after the failure that fell short
 // committed, and opens it at the threshold.
-func (e *Engine) recount(ctx context.Context, ex *models.Execution, def *definition.Definition, g *gate) error {
+func (e *circuits) recount(ctx context.Context, r *attemptRun) error {
+	g := r.h.gate
 	n, err := breakerTx{tx: e.db.Conn(ctx), now: g.failedAt}.InWindow(g.id, g.failedAt)
 	if err != nil || !breaker.Trips(g.cfg, n) {
 		return err
 	}
 	defer e.breakers.forget(g.cache)
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		_, err := e.trip(breakerTx{tx: tx, now: now}, ex, def, g, g.errorType, n)
+		_, err := e.trip(breakerTx{tx: tx, now: now}, r, g.errorType, n)
 		return nil, err
 	})
 }
 
 // breakerSucceeded closes the breaker after a trial's success (the commit that recorded the
 // success freed its trial slot), and releases the attempts that wait on it.
-func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *gate) {
+func (e *circuits) breakerSucceeded(ctx context.Context, ex *models.Execution, g *gate) {
 	if g == nil || !g.trial {
 		return
 	}
@@ -185,7 +189,7 @@ func (e *Engine) breakerSucceeded(ctx context.Context, ex *models.Execution, g *
 // whether there are more, for after the commit). Every close releases the waiting attempts
 // this way: an admin's reset too. Nothing when another worker closed (or reopened) it first:
 // that one released them.
-func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
+func (e *circuits) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Time) ([]Job, error) {
 	defer e.breakers.forget(g.cache)
 	bt := breakerTx{tx: tx, now: now}
 	won, err := bt.Close(g.id)
@@ -209,7 +213,7 @@ func (e *Engine) closeTx(tx *gorm.DB, ex *models.Execution, g *gate, now time.Ti
 // releaseRest releases the attempts still waiting on a breaker that closed, a batch
 // (releaseBatch) per transaction, each due where the ones before left off, while the
 // breaker stays closed.
-func (e *Engine) releaseRest(ctx context.Context, r *releasing) {
+func (e *circuits) releaseRest(ctx context.Context, r *releasing) {
 	for more := true; more; {
 		err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			var state []string

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/breaker"
-	"lifeline/services/classify"
 	"lifeline/services/definition"
 )
 
@@ -104,7 +101,7 @@ func cacheKey(orgID, scopeKey string) string { return orgID + " " + scopeKey }
 // admit asks the breaker whether attempt a (RUNNING, claimed by this worker) may run. It
 // returns a *waitOnBreaker error when the attempt must wait; any other error is the
 // database's. A half-open breaker admits it as a trial only if it takes a free trial slot.
-func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
+func (e *circuits) admit(ctx context.Context, ex *models.Execution, g *gate, a *models.StepAttempt) error {
 	if id, ok := e.breakers.closed(g.cache); ok && a.WaitingBreakerID == nil {
 		g.id = id
 		return nil
@@ -152,7 +149,7 @@ func (e *Engine) admit(ctx context.Context, ex *models.Execution, g *gate, a *mo
 // breaker from open to half-open first when toHalfOpen. It reports whether it half-opened
 // the breaker (false when another worker changed it first) and whether a holds a trial slot
 // (false when every slot is held).
-func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, a *models.StepAttempt, now time.Time) (halfOpened, trial bool, err error) {
+func (e *circuits) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalfOpen bool, a *models.StepAttempt, now time.Time) (halfOpened, trial bool, err error) {
 	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
 		bt := breakerTx{tx: tx, now: now}
 		if toHalfOpen {
@@ -175,43 +172,11 @@ func (e *Engine) takeTrial(ctx context.Context, b *models.CircuitBreaker, toHalf
 }
 
 // unwait clears what waiting on a breaker left on an attempt that now runs.
-func (e *Engine) unwait(ctx context.Context, a *models.StepAttempt) error {
+func (e *circuits) unwait(ctx context.Context, a *models.StepAttempt) error {
 	if a.WaitingBreakerID == nil && (a.ErrorCode == nil || *a.ErrorCode != CodeCircuitOpen) {
 		return nil
 	}
-	a.WaitingBreakerID, a.ErrorType, a.ErrorCode, a.ErrorMessage = nil, nil, nil, nil
-	return e.db.Conn(ctx).Model(&models.StepAttempt{}).Where("id = ?", a.ID).
-		Updates(map[string]any{"waiting_breaker_id": nil, "error_type": nil, "error_code": nil, "error_message": nil}).Error
-}
-
-// waitOn puts a RUNNING attempt an open breaker refused back to PENDING for until, at the
-// next generation, with the same attempt number (and so idempotency key), saying why.
-func (e *Engine) waitOn(ctx context.Context, h holder, ex *models.Execution, a *models.StepAttempt, generation int, w *waitOnBreaker, log *slog.Logger) (Outcome, error) {
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
-		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			upd := map[string]any{"status": models.StepPending, "generation": generation + 1, "scheduled_at": w.until,
-				"started_at": nil, "lease_expires_at": nil, "next_retry_at": w.until, "waiting_breaker_id": nullable(w.id),
-				"error_type": string(classify.ExternalService), "error_code": CodeCircuitOpen, "error_message": w.Error(), "updated_at": now}
-			if err := finishAttempt(tx, a, generation, upd); err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
-				return nil, err
-			}
-			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}}, nil
-		})
-	})
-	if landed {
-		err = e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}})
-	}
-	if errors.Is(err, errLost) {
-		return OutcomeLost, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	log.InfoContext(ctx, "step waits on an open circuit breaker", "until", w.until)
-	return OutcomeWaiting, nil
+	return e.store.Unwait(ctx, a)
 }
 
 // BreakerAction is an admin's reset or forced opening of a breaker.
@@ -223,10 +188,8 @@ type BreakerAction struct {
 	Actor          audit.Actor
 }
 
-// ActOnBreaker resets (closes) or force-opens a breaker of the organization, with a reason;
-// a reset releases the attempts waiting on it. Errors: ENOTFOUND; EINVALID without a reason
-// (or one over 2,000 characters).
-func (e *Engine) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.CircuitBreaker, error) {
+// ActOnBreaker does what Engine.ActOnBreaker says.
+func (e *circuits) ActOnBreaker(ctx context.Context, r BreakerAction) (*models.CircuitBreaker, error) {
 	reason := strings.TrimSpace(r.Reason)
 	switch {
 	case reason == "":

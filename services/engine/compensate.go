@@ -37,9 +37,8 @@ var compensationPolicy = func() *retry.Spec {
 	return &retry.Spec{MaxRetries: &n, InitialDelayMs: &d, BackoffMultiplier: &m}
 }()
 
-// RunCompensation claims a pending compensation at this generation, runs it and records the
-// result, then schedules the next one. It returns an error only when the database failed.
-func (e *Engine) RunCompensation(ctx context.Context, id string, generation int) error {
+// RunCompensation does what Engine.RunCompensation says.
+func (e *rollbacks) RunCompensation(ctx context.Context, id string, generation int) error {
 	var c models.CompensationAction
 	if err := e.db.Conn(ctx).Where("id = ?", id).First(&c).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -61,17 +60,13 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	}
 	if comp.CompensationType == definition.CompManual {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			return nil, tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
-				Updates(map[string]any{"status": models.CompWaiting, "started_at": now, "updated_at": now}).Error
+			_, err := (stateTx{tx: tx, now: now}).AwaitConfirmation(&c, generation)
+			return nil, err
 		})
 	}
-	r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompPending, generation).
-		Updates(map[string]any{"status": models.CompRunning, "started_at": now, "lease_expires_at": now.Add(timeout + e.cfg.LeaseGrace),
-			"attempts": c.Attempts + 1, "updated_at": now})
-	if r.Error != nil || r.RowsAffected == 0 {
-		return r.Error
+	if claimed, err := e.store.ClaimCompensation(ctx, &c, generation, timeout+e.cfg.LeaseGrace, now); err != nil || !claimed {
+		return err
 	}
-	c.Attempts++
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	// Read before the transaction that records the result (SQLite has one connection).
@@ -83,16 +78,16 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 	if err != nil {
 		return err
 	}
-	result, mask, runErr := e.compensate(ctx, &ex, &c, comp, timeout)
+	result, mask, runErr := e.compensate(ctx, &ex, &c, comp)
 	if mask == nil {
 		mask = e.masker(def)
 	}
 	if runErr != nil && ctx.Err() != nil { // shutdown: run it again later, with the same key
-		return e.db.Conn(rctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation).
-			Updates(map[string]any{"status": models.CompPending, "generation": generation + 1, "lease_expires_at": nil, "updated_at": now}).Error
+		_, err := e.store.ReleaseCompensation(rctx, &c, generation, now)
+		return err
 	}
 	return e.commit(rctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		jobs, err := e.recordCompensation(tx, &c, comp, generation, result, runErr, mask, def.Settings.RollbackStopOnFailure, now)
+		jobs, err := e.recordCompensation(stateTx{tx: tx, now: now}, &c, comp, compensationResult{result, runErr, mask}, def.Settings.RollbackStopOnFailure)
 		if err != nil || runErr != nil || comp.CompensationType != definition.CompNotify {
 			return jobs, err
 		}
@@ -107,7 +102,7 @@ func (e *Engine) RunCompensation(ctx context.Context, id string, generation int)
 
 // compensate runs one compensation (not manual) and returns what it produced, and the
 // masker of every secret it could see (nil when it failed before it rendered its config).
-func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, timeout time.Duration) (any, *redact.Masker, error) {
+func (e *rollbacks) compensate(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation) (any, *redact.Masker, error) {
 	if comp.CompensationType == definition.CompNone {
 		return nil, nil, nil
 	}
@@ -130,12 +125,13 @@ func (e *Engine) compensate(ctx context.Context, ex *models.Execution, c *models
 	}
 	cfg, _ := cfgAny.(map[string]any)
 	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny)
-	out, err := e.runCompensation(ctx, ex, c, comp, cfg, timeout)
+	out, err := e.runCompensation(ctx, ex, c, comp, cfg)
 	return out, mask, err
 }
 
 // runCompensation runs one compensation with its rendered config.
-func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any, timeout time.Duration) (any, error) {
+func (e *rollbacks) runCompensation(ctx context.Context, ex *models.Execution, c *models.CompensationAction, comp definition.Compensation, cfg map[string]any) (any, error) {
+	timeout := compensationTimeout(comp)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch comp.CompensationType {
@@ -178,20 +174,28 @@ func (e *Engine) runCompensation(ctx context.Context, ex *models.Execution, c *m
 	return nil, classify.New(classify.Permanent, "COMPENSATION_TYPE", fmt.Sprintf("unknown compensation type %q", comp.CompensationType))
 }
 
+// compensationResult is what one try of a compensation produced: its value or error, and the
+// masker of every secret it could see.
+type compensationResult struct {
+	value any
+	err   error
+	mask  *redact.Masker
+}
+
 // recordCompensation stores a compensation's result in tx: completed; or failed, retried on
 // its policy or failed for good; then the next compensation (none when a failure stops the
 // rollback).
-func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, comp definition.Compensation, generation int,
-	result any, runErr error, mask *redact.Masker, stopOnFailure bool, now time.Time) ([]Job, error) {
-	claimed := tx.Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, models.CompRunning, generation)
+func (e *rollbacks) recordCompensation(st stateTx, c *models.CompensationAction, comp definition.Compensation, res compensationResult,
+	stopOnFailure bool) ([]Job, error) {
+	tx, now, generation, result, runErr, mask := st.tx, st.now, c.Generation, res.value, res.err, res.mask
 	if runErr == nil {
 		out, _ := json.Marshal(result)
-		r := claimed.Updates(map[string]any{"status": models.CompCompleted, "result": models.JSON(mask.JSON(e.redactor.JSON(out))), "error_type": nil,
-			"error_message": nil, "finished_at": now, "executed_at": now, "lease_expires_at": nil, "updated_at": now})
-		if r.Error != nil || r.RowsAffected == 0 {
-			return nil, r.Error
+		won, err := st.FinishCompensation(c, generation, models.CompCompleted, map[string]any{"result": models.JSON(mask.JSON(e.redactor.JSON(out))),
+			"error_type": nil, "error_message": nil, "executed_at": now})
+		if err != nil || !won {
+			return nil, err
 		}
-		if err := compensationEntry(tx, c, "compensation.completed", audit.System, now, nil); err != nil {
+		if err := compensationEntry(st, c, "compensation.completed", audit.System, nil); err != nil {
 			return nil, err
 		}
 		return e.nextCompensation(tx, c.OrganizationID, *c.ExecutionID, c.Position, now)
@@ -207,20 +211,19 @@ func (e *Engine) recordCompensation(tx *gorm.DB, c *models.CompensationAction, c
 	if neverRetried[cl.Code] {
 		decision.Retry = false
 	}
-	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg, "lease_expires_at": nil, "updated_at": now}
+	upd := map[string]any{"error_type": string(cl.Type), "error_message": msg}
 	if decision.Retry {
 		at := now.Add(policy.Delay(c.Attempts, e.Rand))
-		upd["status"], upd["generation"], upd["scheduled_at"] = models.CompPending, generation+1, at
-		if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
-			return nil, r.Error
+		upd["scheduled_at"] = at
+		if won, err := st.FinishCompensation(c, generation, models.CompPending, upd); err != nil || !won {
+			return nil, err
 		}
 		return []Job{{CompensationID: c.ID, Generation: generation + 1, RunAt: at}}, nil
 	}
-	upd["status"], upd["finished_at"] = models.CompFailed, now
-	if r := claimed.Updates(upd); r.Error != nil || r.RowsAffected == 0 {
-		return nil, r.Error
+	if won, err := st.FinishCompensation(c, generation, models.CompFailed, upd); err != nil || !won {
+		return nil, err
 	}
-	if err := compensationEntry(tx, c, "compensation.failed", audit.System, now, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
+	if err := compensationEntry(st, c, "compensation.failed", audit.System, map[string]any{"errorType": cl.Type, "message": msg}); err != nil {
 		return nil, err
 	}
 	if stopOnFailure {
@@ -239,13 +242,9 @@ type CompensationAction struct {
 	Actor  audit.Actor
 }
 
-// ActOnCompensation retries, skips or confirms a compensation, and lets the rollback go on.
-// Errors: ENOTFOUND; EINVALID for an unknown action; ECONFLICT when the compensation is not
-// in a state the action applies to.
-func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) error {
-	from := map[string][]string{"retry": {models.CompFailed}, "skip": {models.CompFailed, models.CompWaiting, models.CompPending},
-		"confirm": {models.CompWaiting}}[r.Action]
-	if from == nil {
+// ActOnCompensation does what Engine.ActOnCompensation says.
+func (e *rollbacks) ActOnCompensation(ctx context.Context, r CompensationAction) error {
+	if compensationFrom[r.Action] == nil {
 		return apperr.Invalid("compensation.action", map[string]string{"action": "must be retry, skip or confirm"})
 	}
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
@@ -260,28 +259,19 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
 			by = &r.Actor.ID
 		}
-		upd := map[string]any{"resolved_by": by, "updated_at": now}
-		switch r.Action {
-		case "retry":
-			upd["status"], upd["generation"], upd["scheduled_at"], upd["attempts"], upd["finished_at"] = models.CompPending, c.Generation+1, now, 0, nil
-		case "skip":
-			upd["status"], upd["finished_at"] = models.CompSkipped, now
-		case "confirm":
-			upd["status"], upd["finished_at"], upd["executed_at"] = models.CompCompleted, now, now
-		}
-		res := tx.Model(&models.CompensationAction{}).Where("id = ? AND status IN ?", c.ID, from).Updates(upd)
-		if res.Error != nil {
-			return nil, res.Error
-		}
-		if res.RowsAffected == 0 {
-			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "compensation.conflict"}
-		}
-		if err := compensationEntry(tx, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
-			r.Actor, now, nil); err != nil {
+		st := stateTx{tx: tx, now: now}
+		won, err := st.ActOnCompensation(&c, r.Action, by)
+		if err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", *c.ExecutionID, models.RollbackFailed).
-			Updates(map[string]any{"rollback_status": models.RollingBack, "updated_at": now}).Error; err != nil {
+		if !won {
+			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "compensation.conflict"}
+		}
+		if err := compensationEntry(st, &c, "compensation."+map[string]string{"retry": "retried", "skip": "skipped", "confirm": "confirmed"}[r.Action],
+			r.Actor, nil); err != nil {
+			return nil, err
+		}
+		if _, err := st.ResumeRollback(*c.ExecutionID); err != nil {
 			return nil, err
 		}
 		if r.Action == "retry" {
@@ -299,67 +289,11 @@ func (e *Engine) ActOnCompensation(ctx context.Context, r CompensationAction) er
 	})
 }
 
-// Compensations returns an execution's compensations in the order they run.
-func (e *Engine) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
+// Compensations does what Engine.Compensations says.
+func (e *rollbacks) Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error) {
 	var out []models.CompensationAction
 	err := e.db.Conn(ctx).Where("organization_id = ? AND execution_id = ?", orgID, executionID).Order("position").Find(&out).Error
 	return out, err
-}
-
-// reconcileCompensations repairs rollbacks stuck between the database and the queue:
-// compensations RUNNING past their lease (their process died) run again at the next
-// generation, with the same key; compensations due for longer than grace with no live job
-// (never queued, or taken by a process that died) are queued again. One whose job still
-// waits in the queue (a backlog) keeps its place: moving it to the back would starve the
-// rollback. A row that cannot be settled is quarantined and the pass goes on.
-func (e *Engine) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
-	var jobs []Job
-	requeue := func(c *models.CompensationAction, from string, upd map[string]any) error {
-		r := e.db.Conn(ctx).Model(&models.CompensationAction{}).Where("id = ? AND status = ? AND generation = ?", c.ID, from, c.Generation).Updates(upd)
-		switch {
-		case r.Error == nil && r.RowsAffected == 1:
-			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
-		case rowFault(ctx, r.Error):
-			return e.quarantine(ctx, tableCompensations, c.ID, c.OrganizationID, c.ExecutionID, r.Error)
-		case r.Error != nil:
-			return r.Error
-		}
-		return nil
-	}
-	var stuck []models.CompensationAction
-	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.lease_expires_at < ?", models.CompRunning, now).
-		Where(models.NotQuarantined(tableCompensations, "c")).Limit(500).Find(&stuck).Error; err != nil {
-		return err
-	}
-	for i := range stuck {
-		if err := requeue(&stuck[i], models.CompRunning, map[string]any{"status": models.CompPending, "generation": stuck[i].Generation + 1,
-			"scheduled_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
-			return err
-		}
-	}
-	taken := now.Add(-grace)
-	var match, takenSince string
-	if e.db.Dialect == models.Postgres {
-		match = "j.args->>'compensation_id' = c.id::text AND (j.args->>'generation')::int = c.generation"
-		takenSince = "j.attempted_at > ?"
-	} else {
-		match = "json_extract(j.args, '$.compensation_id') = c.id AND json_extract(j.args, '$.generation') = c.generation"
-		takenSince = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
-	}
-	var due []models.CompensationAction
-	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.scheduled_at < ?", models.CompPending, taken).
-		Where(models.NotQuarantined(tableCompensations, "c")).
-		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'compensate' AND "+match+
-			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+takenSince+")))", taken.UTC()).
-		Order("c.scheduled_at").Limit(500).Find(&due).Error; err != nil {
-		return err
-	}
-	for i := range due {
-		if err := requeue(&due[i], models.CompPending, map[string]any{"generation": due[i].Generation + 1, "scheduled_at": now, "updated_at": now}); err != nil {
-			return err
-		}
-	}
-	return e.enq.Enqueue(ctx, jobs)
 }
 
 func compensationTimeout(c definition.Compensation) time.Duration {
@@ -369,7 +303,8 @@ func compensationTimeout(c definition.Compensation) time.Duration {
 	return 30 * time.Second
 }
 
-func compensationEntry(tx *gorm.DB, c *models.CompensationAction, action string, actor audit.Actor, at time.Time, extra map[string]any) error {
+func compensationEntry(st stateTx, c *models.CompensationAction, action string, actor audit.Actor, extra map[string]any) error {
+	tx, at := st.tx, st.now
 	d := map[string]any{"executionId": deref(c.ExecutionID), "stepId": c.StepID, "type": c.CompensationType, "position": c.Position}
 	for k, v := range extra {
 		d[k] = v
@@ -388,7 +323,7 @@ func upperOr(v any, fallback string) any {
 
 // compensationOf decodes a compensation's stored configuration (sealed: its secrets are
 // opened in memory).
-func (e *Engine) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
+func (e *rollbacks) compensationOf(c *models.CompensationAction) (definition.Compensation, error) {
 	var comp definition.Compensation
 	raw, err := e.openRaw(c.CompensationConfig, tableCompensations, c.ID, "compensation_config")
 	if err != nil {

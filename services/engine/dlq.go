@@ -5,13 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"lifeline/models"
 	"lifeline/services/audit"
-	"lifeline/services/classify"
-	"lifeline/services/definition"
-	"lifeline/services/retry"
 )
 
 // StepState is one step's state in a dead letter's snapshot.
@@ -46,14 +41,14 @@ type StepError struct {
 
 // deadLetter moves the execution to the DLQ: error record dead_letter, execution
 // DLQ_PENDING, and a dead_letter_queue row with the redacted input and every step's state.
-func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt,
-	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, g *gate, now time.Time) error {
+func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
+	tx, now, ex, def, failed := st.tx, st.now, r.ex, r.def, r.a
+	rec, c, decision, retriesDone := f.rec, f.c, f.decision, f.retriesDone
 	if err := tx.Model(&models.ExecutionError{}).Where("id = ?", rec.ID).
 		Updates(map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
 		return err
 	}
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-		Updates(map[string]any{"status": models.ExecDLQPending, "current_step_id": failed.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+	if err := st.DeadLetterExecution(ex, failed.StepID); err != nil {
 		return err
 	}
 	var attempts []models.StepAttempt
@@ -89,7 +84,7 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 		if s.ID == failed.StepID {
 			st.Status = models.StepDLQ
 			st.Error = &StepError{Type: string(c.Type), Code: c.Code, Message: c.Message}
-			st.Breaker = g.state(tx)
+			st.Breaker = f.gate.state(tx)
 		}
 		states = append(states, st)
 	}
@@ -103,14 +98,11 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 	if ex.DeadLetterID != nil {
 		// A manual replay failed: the item it served is pending again with the new error
 		// (and follows a full retry to its new execution); no second item.
-		r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", *ex.DeadLetterID, models.DLQProcessing).Updates(map[string]any{
-			"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
-			"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
-			"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "updated_at": now})
-		if r.Error != nil {
-			return r.Error
+		var err error
+		if returned, err = st.ReturnDeadLetter(*ex.DeadLetterID, &dl); err != nil {
+			return err
 		}
-		if returned = r.RowsAffected == 1; returned {
+		if returned {
 			dl.ID = *ex.DeadLetterID
 		}
 	}
@@ -119,7 +111,7 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 			return err
 		}
 	}
-	if err := retriesExhausted(tx, ex, def, failed, rec, c, policy, decision, retriesDone, now); err != nil {
+	if err := retriesExhausted(st, r, f); err != nil {
 		return err
 	}
 	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
@@ -130,8 +122,9 @@ func (e *Engine) deadLetter(tx *gorm.DB, ex *models.Execution, def *definition.D
 
 // retriesExhausted records error.retry_exhausted when the step's retries ran out (rather
 // than its error being one that is never retried).
-func retriesExhausted(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt,
-	rec *models.ExecutionError, c classify.Result, policy retry.Policy, decision retry.Decision, retriesDone int, now time.Time) error {
+func retriesExhausted(st stateTx, r *attemptRun, f failure) error {
+	ex, def, failed, rec, c, policy, decision, retriesDone := r.ex, r.def, r.a, f.rec, f.c, f.policy, f.decision, f.retriesDone
+	tx, now := st.tx, st.now
 	if !policy.Decide(c.Type, 0, def.UnknownRetry(), 0).Retry {
 		return nil
 	}

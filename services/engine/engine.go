@@ -122,27 +122,40 @@ const (
 func (e *Engine) SetHooks(h Hooks) { e.hooks.Store(&h) }
 
 // hooked returns the hooks set (the zero Hooks when none are).
-func (e *Engine) hooked() Hooks {
+func (e *core) hooked() Hooks {
 	if h := e.hooks.Load(); h != nil {
 		return *h
 	}
 	return Hooks{}
 }
 
-func (e *Engine) beforeTx(transition, executionID string) {
+func (e *core) beforeTx(transition, executionID string) {
 	if f := e.hooked().BeforeTx; f != nil {
 		f(transition, executionID)
 	}
 }
 
-// Engine starts and advances executions.
+// Engine starts and advances executions. It is the façade of the engine's parts (parts.go),
+// each responsible for one thing, which share their dependencies (core).
 type Engine struct {
-	db       *models.DB
-	steps    *steps.Registry
-	enq      Enqueuer
-	redactor *redact.Redactor
-	log      *slog.Logger
-	cfg      Config
+	*core
+	starts      *starts
+	attempts    *attempts
+	recovery    *recovery
+	rollbacks   *rollbacks
+	circuits    *circuits
+	maintenance *maintenance
+}
+
+// core is what the engine's parts share: the database, the clock, the log, the queue, the
+// hooks, the definition cache, the notifier, the store of transitions, and secrets.
+type core struct {
+	*secrets
+	db    *models.DB
+	steps *steps.Registry
+	enq   Enqueuer
+	log   *slog.Logger
+	cfg   Config
 	// Rand returns a number in [0, 1) for jitter. Tests may replace it.
 	Rand func() float64
 	// hooks let tests force an interleaving of two state changes (SetHooks); nil: none.
@@ -165,15 +178,17 @@ type Engine struct {
 	// group commits the statements that start executions, claim attempts and record steps
 	// together (PostgreSQL; nil on SQLite).
 	group *group
+	// store makes every change of state (transitions.go).
+	store *transitions
 }
 
 // New returns an engine. SetEnqueuer must be called before it runs anything.
 func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engine {
 	cfg = cfg.withDefaults()
-	e := &Engine{
+	c := &core{
+		secrets:   &secrets{redactor: redact.New(cfg.RedactKeys), sealer: cfg.Sealer},
 		db:        db,
 		steps:     reg,
-		redactor:  redact.New(cfg.RedactKeys),
 		log:       log,
 		cfg:       cfg,
 		Rand:      rand.Float64,
@@ -182,15 +197,24 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 		notifier:  cfg.Notifier,
 		databases: cfg.Databases,
 	}
-	e.health.onUp = e.recover
 	if db.Dialect == models.Postgres {
-		e.group = &group{pool: db.Pool}
+		c.group = &group{pool: db.Pool}
 	}
+	c.store = &transitions{db: db, group: c.group, commit: c.commit}
+	e := &Engine{core: c, starts: &starts{c}, rollbacks: &rollbacks{c}, circuits: &circuits{c}}
+	e.recovery = &recovery{core: c, starts: e.starts}
+	failures := &failures{core: c, rollbacks: e.rollbacks}
+	e.attempts = &attempts{core: c, failures: failures, circuits: e.circuits}
+	e.maintenance = &maintenance{core: c, failures: failures, attempts: e.attempts}
+	c.health.onUp = e.maintenance.recover
 	return e
 }
 
 // Health tells whether the database answers.
 func (e *Engine) Health() *Health { return e.health }
+
+// DatabaseDown reports whether the engine's database is known to be unreachable now.
+func (e *Engine) DatabaseDown() bool { return e.health.Down() }
 
 // SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
 func (e *Engine) SetEnqueuer(q Enqueuer) {
@@ -206,7 +230,7 @@ func (e *Engine) Redactor() *redact.Redactor { return e.redactor }
 // commit runs fn in a transaction and enqueues the jobs it returns, in the transaction or
 // right after it. A failed enqueue after commit is logged, not returned: Reconcile repairs it.
 // fn gets the database clock read just before the transaction began.
-func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time) ([]Job, error)) error {
+func (e *core) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time) ([]Job, error)) error {
 	now, err := e.now(ctx)
 	if err != nil {
 		return err
@@ -241,10 +265,10 @@ func (e *Engine) commit(ctx context.Context, fn func(tx *gorm.DB, now time.Time)
 // now reads the database clock. Never call it inside a transaction: on PostgreSQL it takes
 // a pool connection of its own, and transactions that each hold one connection while waiting
 // for another deadlock once they fill the pool (4 connections on a 2-CPU machine).
-func (e *Engine) now(ctx context.Context) (time.Time, error) { return e.db.Now(ctx) }
+func (e *core) now(ctx context.Context) (time.Time, error) { return e.db.Now(ctx) }
 
 // definitionFor returns the parsed definition of a workflow version (cached; versions are immutable).
-func (e *Engine) definitionFor(ctx context.Context, orgID, workflowID string, version int) (*definition.Definition, error) {
+func (e *core) definitionFor(ctx context.Context, orgID, workflowID string, version int) (*definition.Definition, error) {
 	key := fmt.Sprintf("%s:%s:%d", orgID, workflowID, version) // another organization never reads it from here
 	e.mu.Lock()
 	d, ok := e.defs[key]
@@ -303,12 +327,12 @@ func newAttempt(ex *models.Execution, step definition.Step, index, attempt int, 
 }
 
 // scheduleFor returns when a step's first attempt runs: now, or later for a delay step.
-func (e *Engine) scheduleFor(step definition.Step, now time.Time) time.Time {
+func (e *core) scheduleFor(step definition.Step, now time.Time) time.Time {
 	return now.Add(e.delayOf(step))
 }
 
 // delayOf is how long after its predecessor a step's first attempt waits (a delay step's).
-func (e *Engine) delayOf(step definition.Step) time.Duration {
+func (e *core) delayOf(step definition.Step) time.Duration {
 	if t, ok := e.steps.Get(step.Type); ok {
 		if d, ok := t.(steps.Delayer); ok {
 			return max(d.Delay(step.Config), 0)
@@ -318,7 +342,7 @@ func (e *Engine) delayOf(step definition.Step) time.Duration {
 }
 
 // leaseOf is how long a RUNNING attempt of step is held: its timeout plus LeaseGrace.
-func (e *Engine) leaseOf(step definition.Step) time.Duration {
+func (e *core) leaseOf(step definition.Step) time.Duration {
 	return time.Duration(step.Timeout())*time.Millisecond + e.cfg.LeaseGrace
 }
 

@@ -8,7 +8,7 @@ import (
 // steps before it, the execution. (A replay from an earlier step leaves outputs of later
 // steps from the first run in attempts; they are not the replay's.) Secret values are
 // decrypted here, in memory only.
-func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
+func (e *core) env(ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
 	input, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func (e *Engine) env(ex *models.Execution, attempts []models.StepAttempt, index 
 }
 
 // addOutput adds a succeeded or skipped attempt's output to env (other attempts add nothing).
-func (e *Engine) addOutput(env map[string]any, at models.StepAttempt) error {
+func (e *core) addOutput(env map[string]any, at models.StepAttempt) error {
 	if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"lifeline/services/classify"
 	"lifeline/services/definition"
 	"lifeline/services/notify"
-	"lifeline/services/redact"
 	"lifeline/services/retry"
 )
 
@@ -24,20 +22,10 @@ import (
 // have (at its index): the attempt FAILED (internal / STEP_MISSING) and the execution
 // FAILED, guarded on the attempt being PENDING at generation (OutcomeSkipped when it is not
 // any more), audited and logged once.
-func (e *Engine) failMissingStep(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int) (Outcome, error) {
+func (e *attempts) failMissingStep(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int) (Outcome, error) {
 	msg := fmt.Sprintf("Step %q (position %d) is not in version %d of the workflow: the attempt cannot run.", a.StepID, a.StepIndex+1, ex.WorkflowVersion)
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepFailed, "error_type": string(classify.Internal), "error_code": "STEP_MISSING",
-				"error_message": msg, "finished_at": now, "updated_at": now})
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		if r.RowsAffected == 0 {
-			return nil, errLost
-		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-			Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": now, "updated_at": now}).Error; err != nil {
+		if err := (stateTx{tx: tx, now: now}).FailUnrunnable(ex, a, generation, msg); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "execution.failed",
@@ -86,7 +74,7 @@ func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Po
 // workflow's policies as written in the definition version the execution started on (a
 // later save does not change them), over the organization default, over the built-in one.
 // A manual replay's retry-policy override (the execution's RetryOverride) is applied last.
-func (e *Engine) PolicyFor(tx *gorm.DB, ex *models.Execution, def *definition.Definition, stepIndex int) (retry.Policy, error) {
+func (e *core) policyFor(tx *gorm.DB, ex *models.Execution, def *definition.Definition, stepIndex int) (retry.Policy, error) {
 	var rows []models.RetryPolicy
 	if err := tx.Where("organization_id = ? AND workflow_id IS NULL AND step_id IS NULL", ex.OrganizationID).Limit(1).Find(&rows).Error; err != nil {
 		return retry.Policy{}, err
@@ -116,8 +104,8 @@ func (e *Engine) PolicyFor(tx *gorm.DB, ex *models.Execution, def *definition.De
 // fail records a failed attempt and schedules its retry or dead-letters the execution. What
 // it stores is made storable first; if the database still refuses it for good, the failure
 // is recorded again with a plain internal error, so the attempt never loops.
-func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, runErr error, attempts []models.StepAttempt, mask *redact.Masker, log *slog.Logger) (Outcome, error) {
+func (e *attempts) fail(ctx context.Context, r *attemptRun, runErr error) (Outcome, error) {
+	ex, a, mask, log := r.ex, r.a, r.mask, r.log
 	c := classify.Classify(runErr)
 	var he *classify.HTTPError
 	if errors.As(runErr, &he) { // the service's own words and the status; the URL is in the trace
@@ -126,37 +114,38 @@ func (e *Engine) fail(ctx context.Context, h holder, ex *models.Execution, def *
 	c.Code = cleanText(c.Code, maxErrorCode)
 	c.Message = cleanText(e.maskText(c.Message, mask), maxErrorMessage)
 	trace := cleanText(e.maskText(traceOf(runErr), mask), maxTrace)
-	input, err := e.sealFound(cleanJSON(input), tableAttempts, a.ID, "input", mask)
+	input, err := e.sealFound(cleanJSON(r.input), tableAttempts, a.ID, "input", mask)
 	if err != nil {
 		return "", err
 	}
-	if attempts == nil && a.Attempt > 1 { // not read before it ran (see RunAttempt)
-		if attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
+	if r.attempts == nil && a.Attempt > 1 { // not read before it ran (see RunAttempt)
+		if r.attempts, err = e.db.Attempts(ctx, ex.OrganizationID, ex.ID); err != nil {
 			return "", err
 		}
 	}
-	out, err := e.failWith(ctx, h, ex, def, a, generation, input, runErr, c, trace, attempts, log)
+	out, err := e.failWith(ctx, r, stepFailure{err: runErr, c: c, trace: trace, input: input})
 	if permanentStoreError(err) {
 		log.ErrorContext(ctx, "the step's failure could not be stored as it was; storing a plain internal error", "err", err)
 		c = classify.Result{Type: classify.Internal, Code: "STORE_ERROR",
 			Message: cleanText(e.maskText("The step failed and the database refused to store its error: "+err.Error(), mask), maxErrorMessage)}
-		return e.failWith(ctx, h, ex, def, a, generation, nil, runErr, c, "", attempts, log)
+		return e.failWith(ctx, r, stepFailure{err: runErr, c: c})
 	}
 	return out, err
 }
 
-func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, runErr error, c classify.Result, trace string, attempts []models.StepAttempt, log *slog.Logger) (Outcome, error) {
+func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) (Outcome, error) {
+	ex, def, a, generation, h, attempts, log := r.ex, r.def, r.a, r.generation, r.h, r.attempts, r.log
+	runErr, c, input, trace := sf.err, sf.c, sf.input, sf.trace
 	outcome := OutcomeRetrying
 	var delay time.Duration
 	var decision retry.Decision
 	retryID := models.NewID()
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
-		if err := e.ensureBreaker(ctx, h.gate, string(c.Type)); err != nil {
+	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
+		if err := e.circuits.ensureBreaker(ctx, h.gate, string(c.Type)); err != nil {
 			return err
 		}
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			policy, err := e.PolicyFor(tx, ex, def, a.StepIndex)
+			policy, err := e.policyFor(tx, ex, def, a.StepIndex)
 			if err != nil {
 				return nil, err
 			}
@@ -171,13 +160,13 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 				decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
 			}
 			upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
-				"error_message": c.Message, "stack_trace": nullable(trace), "finished_at": now, "lease_expires_at": nil, "updated_at": now}
+				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil}
 
-			errRec, created, err := e.errorRecord(tx, ex, a, c, trace, input, policy, now)
+			errRec, created, err := e.errorRecord(tx, r, sf, policy, now)
 			if err != nil {
 				return nil, err
 			}
-			released, err := e.breakerFailed(tx, ex, def, h.gate, string(c.Type), now)
+			released, err := e.circuits.breakerFailed(tx, r, string(c.Type), now)
 			if err != nil {
 				return nil, err
 			}
@@ -195,9 +184,9 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 					delay = policy.WithRetryAfter(delay, ra)
 				}
 				next := now.Add(delay)
-				upd["status"] = models.StepRetrying
 				upd["next_retry_at"] = next
-				if err := finishAttempt(tx, a, generation, upd); err != nil {
+				st := stateTx{tx: tx, now: now}
+				if err := st.FinishAttempt(a, generation, models.StepRetrying, upd); err != nil {
 					return nil, err
 				}
 				if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
@@ -205,7 +194,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 				}).Error; err != nil {
 					return nil, err
 				}
-				if err := showStep(tx, ex.ID, a.StepID, now); err != nil {
+				if err := st.ShowStep(ex.ID, a.StepID); err != nil {
 					return nil, err
 				}
 				step := def.Steps[a.StepIndex]
@@ -221,7 +210,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 					return nil, err
 				}
 				if retriesDone == 0 {
-					if err := e.emit(tx, stepEvent(notify.FirstFailure, ex, def, a, c, now)); err != nil {
+					if err := e.emit(tx, stepEvent(notify.FirstFailure, r, c, now)); err != nil {
 						return nil, err
 					}
 				}
@@ -229,7 +218,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 			}
 
 			var jobs []Job
-			outcome, jobs, err = e.failedForGood(tx, ex, def, a, generation, upd, failure{errRec, c, policy, decision, retriesDone, h.gate}, retryID, now)
+			outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{errRec, c, policy, decision, retriesDone, h.gate, retryID})
 			return append(released, jobs...), err
 		})
 	})
@@ -251,7 +240,7 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 	if err != nil {
 		return "", err
 	}
-	e.breakerAfter(ctx, ex, def, h.gate)
+	e.circuits.breakerAfter(ctx, r)
 	switch outcome {
 	case OutcomeRetrying:
 		log.InfoContext(ctx, "step failed; retry scheduled", "error_type", c.Type, "error", c.Message, "delay", delay.String(), "reason", decision.Reason)
@@ -264,8 +253,8 @@ func (e *Engine) failWith(ctx context.Context, h holder, ex *models.Execution, d
 }
 
 // errorRecord returns the open error record of the step, creating it on the first failure.
-func (e *Engine) errorRecord(tx *gorm.DB, ex *models.Execution, a *models.StepAttempt, c classify.Result, trace string,
-	input json.RawMessage, policy retry.Policy, now time.Time) (*models.ExecutionError, bool, error) {
+func (e *core) errorRecord(tx *gorm.DB, r *attemptRun, sf stepFailure, policy retry.Policy, now time.Time) (*models.ExecutionError, bool, error) {
+	ex, a, c, trace, input := r.ex, r.a, sf.c, sf.trace, sf.input
 	var rec models.ExecutionError
 	err := tx.Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID,
 		[]string{models.ErrPending, models.ErrRetrying}).Order("created_at DESC").First(&rec).Error

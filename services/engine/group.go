@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Group commit (PostgreSQL). Every step ends in one statement and one commit (advance), and
+// Group commit (PostgreSQL). Every step ends in one statement and one commit (AdvanceAttempt), and
 // on a durable server each commit waits for its write-ahead log to reach the disk, one flush
 // at a time. So the statements that workers want to commit at about the same moment are sent
 // together: one round trip, one transaction, one flush for all of them. A worker still waits

@@ -13,7 +13,7 @@ import (
 // Health knows whether the database answers. Whoever meets an unreachable database says so
 // (Failed); the log says it once, not once per attempt per retry. While it is down, Watch
 // asks the database every 250 ms; when it answers again the log says so once and the engine
-// recovers at once (Engine.recover) instead of waiting for leases and the reconciler.
+// recovers at once (maintenance.recover) instead of waiting for leases and the reconciler.
 type Health struct {
 	db    *models.DB
 	log   *slog.Logger

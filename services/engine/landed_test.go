@@ -59,12 +59,12 @@ func TestLandedCommitRunsOnlyItsOwnClaim(t *testing.T) {
 			{"finished by then", models.StepSucceeded, firstGeneration, true, false},
 		}
 		for _, c := range cases {
-			next, mine, err := e.landedNext(ctx, attempt(c.status, c.generation), c.claim)
+			next, mine, err := e.attempts.landedNext(ctx, attempt(c.status, c.generation), c.claim)
 			if err != nil || next == nil || mine != c.want {
 				t.Errorf("%s: mine %v, want %v (%v)", c.name, mine, c.want, err)
 			}
 		}
-		if next, mine, err := e.landedNext(ctx, models.NewID(), true); next != nil || mine || err != nil {
+		if next, mine, err := e.attempts.landedNext(ctx, models.NewID(), true); next != nil || mine || err != nil {
 			t.Errorf("no next attempt: %v %v %v", next, mine, err)
 		}
 	})

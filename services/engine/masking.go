@@ -28,7 +28,7 @@ import (
 // masker returns the masker of the secrets of def (the literal values under secret-looking
 // keys of every step's configuration and compensation) and of the values given (decoded
 // JSON: an environment, a rendered configuration…). nil when there are none.
-func (e *Engine) masker(def *definition.Definition, values ...any) *redact.Masker {
+func (e *secrets) masker(def *definition.Definition, values ...any) *redact.Masker {
 	var found []string
 	if def != nil {
 		for _, st := range def.Steps {
@@ -47,8 +47,8 @@ func (e *Engine) masker(def *definition.Definition, values ...any) *redact.Maske
 // sealFound is seal that also seals, inside every string of raw, the secrets m finds (any
 // key). Without a Sealer that can (no keys configured: tests), raw is sealed as seal does:
 // what a step needs is never masked away.
-func (e *Engine) sealFound(raw []byte, table, id, column string, m *redact.Masker) ([]byte, error) {
-	fs, ok := e.cfg.Sealer.(models.FoundSealer)
+func (e *secrets) sealFound(raw []byte, table, id, column string, m *redact.Masker) ([]byte, error) {
+	fs, ok := e.sealer.(models.FoundSealer)
 	if m == nil || len(raw) == 0 || !ok {
 		return e.seal(raw, table, id, column)
 	}
@@ -61,6 +61,6 @@ func (e *Engine) sealFound(raw []byte, table, id, column string, m *redact.Maske
 
 // maskText hides secrets in error text: the secrets m finds, and the values of
 // secret-looking query parameters in URLs.
-func (e *Engine) maskText(s string, m *redact.Masker) string {
+func (e *secrets) maskText(s string, m *redact.Masker) string {
 	return e.redactor.Text(m.Mask(s))
 }

@@ -5,9 +5,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"lifeline/models"
 	"lifeline/services/classify"
-	"lifeline/services/definition"
 	"lifeline/services/notify"
 )
 
@@ -23,7 +21,7 @@ var _ Notifier = (*notify.Service)(nil)
 // that cannot be recorded (a recipient the database refuses, a webhook URL that cannot be
 // sealed or opened) is rolled back alone and logged, and the failure is recorded without it.
 // Only an error that also breaks tx (the savepoint cannot be rolled back to) is returned.
-func (e *Engine) emit(tx *gorm.DB, ev notify.Event) error {
+func (e *core) emit(tx *gorm.DB, ev notify.Event) error {
 	if e.notifier == nil {
 		return nil
 	}
@@ -43,7 +41,8 @@ func (e *Engine) emit(tx *gorm.DB, ev notify.Event) error {
 }
 
 // stepEvent is the event of a failure of attempt a (kind, once per attempt).
-func stepEvent(kind notify.Kind, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, c classify.Result, now time.Time) notify.Event {
+func stepEvent(kind notify.Kind, r *attemptRun, c classify.Result, now time.Time) notify.Event {
+	ex, def, a := r.ex, r.def, r.a
 	ev := notify.Event{Kind: kind, OrganizationID: ex.OrganizationID, WorkflowID: ex.WorkflowID, WorkflowName: def.Name,
 		ExecutionID: ex.ID, Subject: deref(ex.Subject), StepID: a.StepID, ErrorType: string(c.Type), ErrorCode: c.Code,
 		Reason: c.Message, Settings: def.Settings.ErrorNotifications, At: now, DedupKey: string(kind) + ":" + a.ID}

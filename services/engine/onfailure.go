@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
-
-	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
-	"lifeline/services/definition"
 	"lifeline/services/notify"
 	"lifeline/services/retry"
 	"lifeline/services/tmpl"
@@ -34,41 +30,41 @@ type failure struct {
 	decision    retry.Decision
 	retriesDone int
 	gate        *gate
+	// handlerID is the id the handler's attempt gets, if the step has one for the error.
+	handlerID string
 }
 
 // failedForGood settles a step that failed for good, in tx: its handler runs when its
 // on-failure rule names one for the error's type (the handler attempt gets id handlerID);
 // else the execution goes to the DLQ, and is rolled back when the workflow says so. upd is
 // what the failed attempt is finished with (its status is set here).
-func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	upd map[string]any, f failure, handlerID string, now time.Time) (Outcome, []Job, error) {
+func (e *failures) failedForGood(st stateTx, r *attemptRun, upd map[string]any, f failure) (Outcome, []Job, error) {
+	tx, now, ex, def, a, generation := st.tx, st.now, r.ex, r.def, r.a, r.generation
 	// Retries ran out (rather than the error being one that is never retried).
 	exhausted := f.policy.Decide(f.c.Type, 0, def.UnknownRetry(), 0).Retry
 	if hi, _ := def.HandlerFor(a.StepIndex, string(f.c.Type)); hi >= 0 {
-		upd["status"] = models.StepFailed
-		if err := finishAttempt(tx, a, generation, upd); err != nil {
+		if err := st.FinishAttempt(a, generation, models.StepFailed, upd); err != nil {
 			return "", nil, err
 		}
-		jobs, err := e.handOver(tx, ex, def, a, f, hi, handlerID, now)
+		jobs, err := e.handOver(st, r, f, hi)
 		if err == nil && exhausted {
-			err = e.emit(tx, stepEvent(notify.RetryExhausted, ex, def, a, f.c, now))
+			err = e.emit(tx, stepEvent(notify.RetryExhausted, r, f.c, now))
 		}
 		return OutcomeHandled, jobs, err
 	}
-	upd["status"] = models.StepDLQ
-	if err := finishAttempt(tx, a, generation, upd); err != nil {
+	if err := st.FinishAttempt(a, generation, models.StepDLQ, upd); err != nil {
 		return "", nil, err
 	}
-	if err := e.deadLetter(tx, ex, def, a, f.rec, f.c, f.policy, f.decision, f.retriesDone, f.gate, now); err != nil {
+	if err := e.deadLetter(st, r, f); err != nil {
 		return "", nil, err
 	}
-	ev := stepEvent(notify.DLQ, ex, def, a, f.c, now)
+	ev := stepEvent(notify.DLQ, r, f.c, now)
 	ev.RetriesExhausted = exhausted
 	if err := e.emit(tx, ev); err != nil {
 		return "", nil, err
 	}
 	if def.Settings.RollbackOnFailure {
-		jobs, err := e.startRollbackTx(tx, ex, def, audit.System, now)
+		jobs, err := e.rollbacks.startRollbackTx(tx, ex, def, audit.System, now)
 		if errors.Is(err, errNothingToUndo) {
 			return OutcomeDLQ, nil, nil
 		}
@@ -79,13 +75,13 @@ func (e *Engine) failedForGood(tx *gorm.DB, ex *models.Execution, def *definitio
 
 // handOver resolves the failed step's error record as handled and creates the first attempt
 // of handler step hi, naming the failed attempt; it returns the attempt's job.
-func (e *Engine) handOver(tx *gorm.DB, ex *models.Execution, def *definition.Definition, failed *models.StepAttempt, f failure,
-	hi int, id string, now time.Time) ([]Job, error) {
+func (e *failures) handOver(st stateTx, r *attemptRun, f failure, hi int) ([]Job, error) {
+	tx, now, ex, def, failed, id := st.tx, st.now, r.ex, r.def, r.a, f.handlerID
 	if err := tx.Model(&models.ExecutionError{}).Where("id = ?", f.rec.ID).Updates(map[string]any{"status": models.ErrResolved,
 		"resolution_type": "handled", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
 		return nil, err
 	}
-	if err := retriesExhausted(tx, ex, def, failed, f.rec, f.c, f.policy, f.decision, f.retriesDone, now); err != nil {
+	if err := retriesExhausted(st, r, f); err != nil {
 		return nil, err
 	}
 	step := def.Steps[hi]
@@ -98,7 +94,7 @@ func (e *Engine) handOver(tx *gorm.DB, ex *models.Execution, def *definition.Def
 	if err := tx.Create(&h).Error; err != nil {
 		return nil, err
 	}
-	if err := showStep(tx, ex.ID, step.ID, now); err != nil {
+	if err := st.ShowStep(ex.ID, step.ID); err != nil {
 		return nil, err
 	}
 	if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "error.handled",
@@ -115,8 +111,8 @@ func (e *Engine) handOver(tx *gorm.DB, ex *models.Execution, def *definition.Def
 // (id, input: what the failed attempt sent) and mapped (the rule's input mapping, rendered
 // over the rest). mapped is also returned as JSON (nil without a mapping): it is recorded as
 // the handler attempt's input. Errors are classified (the step fails with them).
-func (e *Engine) handlerEnv(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt,
-	attempts []models.StepAttempt, env map[string]any) (map[string]any, json.RawMessage, error) {
+func (e *failures) handlerEnv(ctx context.Context, r *attemptRun, env map[string]any) (map[string]any, json.RawMessage, error) {
+	ex, def, a, attempts := r.ex, r.def, r.a, r.attempts
 	var failed *models.StepAttempt
 	for i := range attempts {
 		if attempts[i].ID == *a.HandlesAttemptID {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"lifeline/models"
@@ -35,8 +34,8 @@ type holder struct {
 // A try that failed may still have committed (the connection broke after the commit was
 // sent). So before each new try persist asks whether the attempt is still RUNNING at
 // generation; if it is not, a try did commit and persist reports landed.
-func (e *Engine) persist(ctx context.Context, h holder, a *models.StepAttempt, generation int,
-	commit func(ctx context.Context) error) (landed bool, err error) {
+func (e *attempts) persist(ctx context.Context, r *attemptRun, commit func(ctx context.Context) error) (landed bool, err error) {
+	h, a, generation := r.h, r.a, r.generation
 	if h.stop == nil {
 		return false, commit(ctx)
 	}
@@ -78,7 +77,7 @@ func (e *Engine) persist(ctx context.Context, h holder, a *models.StepAttempt, g
 }
 
 // held reports whether the attempt is RUNNING at generation.
-func (e *Engine) held(ctx context.Context, attemptID string, generation int) (bool, error) {
+func (e *attempts) held(ctx context.Context, attemptID string, generation int) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
 	var n int64
@@ -95,40 +94,4 @@ func leaseDeadline(a *models.StepAttempt) time.Time {
 	}
 	lease := a.LeaseExpiresAt.Sub(*a.StartedAt)
 	return time.Now().Add(lease - max(lease/10, time.Second))
-}
-
-// recover runs when the database answers again after being unreachable: it releases the
-// attempts this process abandoned (their results were lost with the outage; they run again
-// with the same idempotency key), and runs the reconciler at once, taking every due PENDING
-// attempt without a waiting job as orphaned: the jobs that workers took during the outage
-// failed without River being able to record it.
-func (e *Engine) recover(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
-	released := 0
-	e.abandoned.Range(func(k, v any) bool {
-		a := &models.StepAttempt{ID: k.(string)}
-		if err := e.db.Conn(ctx).Where("id = ?", a.ID).First(a).Error; err != nil {
-			if models.IsNotFound(err) {
-				e.abandoned.Delete(k)
-			}
-			return true
-		}
-		outcome, err := e.release(ctx, holder{}, a, v.(int), nil, 0) // counted in the line below
-		if err == nil {
-			e.abandoned.Delete(k)
-			if outcome == OutcomeReleased {
-				released++
-			}
-		}
-		return true
-	})
-	res, err := e.reconcile(ctx, 0)
-	if err != nil && !errors.Is(err, context.Canceled) {
-		e.log.WarnContext(ctx, "reconciling after the database came back failed; the periodic reconciler will repair it", "err", err)
-		return
-	}
-	if released+res.Reclaimed+res.Requeued+res.Exhausted > 0 {
-		e.log.InfoContext(ctx, "resumed the work the database outage interrupted", "released", released,
-			"requeued", res.Requeued, "reclaimed", res.Reclaimed, "exhausted", res.Exhausted)
-	}
 }

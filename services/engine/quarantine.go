@@ -26,9 +26,11 @@ func rowFault(ctx context.Context, err error) bool {
 		!models.Unavailable(err) && !models.Busy(err)
 }
 
-// quarantine keeps the row table/rowID of orgID out of later passes because settling it
-// failed with cause. It fails only when the quarantine cannot be written.
-func (e *Engine) quarantine(ctx context.Context, table, rowID, orgID string, executionID *string, cause error) error {
+// quarantine keeps the row q names (its table, row, organization and execution) out of
+// later passes because settling it failed with cause. It fails only when the quarantine
+// cannot be written.
+func (e *maintenance) quarantine(ctx context.Context, row models.QuarantinedRow, cause error) error {
+	table, rowID, orgID, executionID := row.Table, row.RowID, row.OrganizationID, row.ExecutionID
 	reason := cleanText(cause.Error(), maxErrorMessage)
 	var inserted bool
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
@@ -51,8 +53,8 @@ func (e *Engine) quarantine(ctx context.Context, table, rowID, orgID string, exe
 	return err
 }
 
-// Quarantined lists the organization's quarantined rows, newest first (at most limit).
-func (e *Engine) Quarantined(ctx context.Context, orgID string, limit int) ([]models.QuarantinedRow, error) {
+// Quarantined does what Engine.Quarantined says.
+func (e *maintenance) Quarantined(ctx context.Context, orgID string, limit int) ([]models.QuarantinedRow, error) {
 	rows, err := e.db.QuarantinedRows(ctx, orgID, limit)
 	for i := range rows {
 		rows[i].Reason = e.redactor.Text(rows[i].Reason)
@@ -60,10 +62,8 @@ func (e *Engine) Quarantined(ctx context.Context, orgID string, limit int) ([]mo
 	return rows, err
 }
 
-// ReleaseQuarantined takes the organization's quarantined row id out of quarantine: the
-// next reconciler pass tries it again (and quarantines it again if it still cannot be
-// settled). Audit quarantine.released. ENOTFOUND for another organization's or an unknown id.
-func (e *Engine) ReleaseQuarantined(ctx context.Context, orgID, id string, actor audit.Actor) error {
+// ReleaseQuarantined does what Engine.ReleaseQuarantined says.
+func (e *maintenance) ReleaseQuarantined(ctx context.Context, orgID, id string, actor audit.Actor) error {
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		q, err := e.db.ReleaseQuarantined(tx, orgID, id)
 		if err != nil {
@@ -77,6 +77,3 @@ func (e *Engine) ReleaseQuarantined(ctx context.Context, orgID, id string, actor
 			EntityType: "workflow_execution", EntityID: entityID, At: now, Details: map[string]any{"table": q.Table, "rowId": q.RowID}})
 	})
 }
-
-// DatabaseDown reports whether the engine's database is known to be unreachable now.
-func (e *Engine) DatabaseDown() bool { return e.health.Down() }

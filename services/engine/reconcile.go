@@ -38,7 +38,7 @@ const liveJobStates = "'available', 'scheduled', 'retryable', 'pending'"
 // job: none waiting in the queue, and none taken by a worker within pendingGrace (a worker
 // claims its attempt right after taking the job, so a job taken longer ago whose attempt
 // is still PENDING belonged to a process that died).
-func (e *Engine) orphans(ctx context.Context, now time.Time, pendingGrace time.Duration) ([]models.StepAttempt, error) {
+func (e *maintenance) orphans(ctx context.Context, now time.Time, pendingGrace time.Duration) ([]models.StepAttempt, error) {
 	grace := now.Add(-pendingGrace)
 	var match, taken string
 	if e.db.Dialect == models.Postgres {
@@ -57,15 +57,14 @@ func (e *Engine) orphans(ctx context.Context, now time.Time, pendingGrace time.D
 	return due, err
 }
 
-// Reconcile repairs executions stuck between the database and the queue (seed 001,
-// "workflow reconciliation"). It is safe to run at any time, on any number of processes.
-func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
+// Reconcile does what Engine.Reconcile says.
+func (e *maintenance) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	return e.reconcile(ctx, e.cfg.PendingGrace)
 }
 
 // reconcile is Reconcile, taking a due PENDING attempt whose job was taken pendingGrace ago
 // and has not claimed it as orphaned.
-func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (ReconcileResult, error) {
+func (e *maintenance) reconcile(ctx context.Context, pendingGrace time.Duration) (ReconcileResult, error) {
 	var res ReconcileResult
 	now, err := e.now(ctx)
 	if err != nil {
@@ -85,7 +84,7 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 		case errors.Is(err, errLost):
 			return false, nil
 		case rowFault(ctx, err):
-			return false, e.quarantine(ctx, tableAttempts, a.ID, a.OrganizationID, &a.ExecutionID, err)
+			return false, e.quarantine(ctx, models.QuarantinedRow{Table: tableAttempts, RowID: a.ID, OrganizationID: a.OrganizationID, ExecutionID: &a.ExecutionID}, err)
 		}
 		return false, err
 	}
@@ -102,12 +101,7 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 			continue
 		}
 		err := e.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
-			err := finishAttempt(tx, a, a.Generation, map[string]any{"status": models.StepPending, "generation": a.Generation + 1,
-				"reclaims": a.Reclaims + 1, "started_at": nil, "lease_expires_at": nil, "scheduled_at": now, "updated_at": now})
-			if err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
+			if err := (stateTx{tx: tx, now: now}).ReclaimAttempt(a); err != nil {
 				return nil, err
 			}
 			if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: audit.System, Action: "execution.reclaimed",
@@ -140,13 +134,8 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 	for i := range due {
 		a := &due[i]
 		err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-			r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, a.Generation).
-				Updates(map[string]any{"generation": a.Generation + 1, "scheduled_at": now, "updated_at": now})
-			if r.Error != nil {
-				return nil, r.Error
-			}
-			if r.RowsAffected == 0 {
-				return nil, errLost
+			if err := (stateTx{tx: tx, now: now}).RequeueAttempt(a); err != nil {
+				return nil, err
 			}
 			return []Job{{AttemptID: a.ID, Generation: a.Generation + 1, RunAt: now}}, nil
 		})
@@ -163,7 +152,7 @@ func (e *Engine) reconcile(ctx context.Context, pendingGrace time.Duration) (Rec
 
 // exhaust sends an attempt that was reclaimed MaxReclaims times to the DLQ: its process
 // died every time it ran it, so running it again would likely kill the next one too.
-func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
+func (e *maintenance) exhaust(ctx context.Context, a *models.StepAttempt) error {
 	var ex models.Execution
 	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", a.OrganizationID, a.ExecutionID).First(&ex).Error; err != nil {
 		return err
@@ -177,12 +166,13 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 	}
 	c := classify.Result{Type: classify.Internal, Code: "LEASE_EXHAUSTED",
 		Message: fmt.Sprintf("The process running this step stopped %d times before the step finished (its lease ran out each time); it was not run again.", MaxReclaims)}
+	r := &attemptRun{ex: &ex, def: def, a: a, generation: a.Generation}
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		policy, err := e.PolicyFor(tx, &ex, def, a.StepIndex)
+		policy, err := e.policyFor(tx, &ex, def, a.StepIndex)
 		if err != nil {
 			return nil, err
 		}
-		rec, created, err := e.errorRecord(tx, &ex, a, c, "", json.RawMessage(a.Input), policy, now)
+		rec, created, err := e.errorRecord(tx, r, stepFailure{c: c, input: json.RawMessage(a.Input)}, policy, now)
 		if err != nil {
 			return nil, err
 		}
@@ -195,8 +185,8 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 		}
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
 		upd := map[string]any{"reclaims": a.Reclaims + 1, "error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
-			"finished_at": now, "lease_expires_at": nil, "updated_at": now}
-		_, jobs, err := e.failedForGood(tx, &ex, def, a, a.Generation, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil}, models.NewID(), now)
+			"lease_expires_at": nil}
+		_, jobs, err := e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil, models.NewID()})
 		return jobs, err
 	})
 	if err == nil {
@@ -204,4 +194,95 @@ func (e *Engine) exhaust(ctx context.Context, a *models.StepAttempt) error {
 			"execution_id", a.ExecutionID, "step_id", a.StepID, "attempt", a.Attempt, "reclaims", a.Reclaims+1)
 	}
 	return err
+}
+
+// reconcileCompensations repairs rollbacks stuck between the database and the queue:
+// compensations RUNNING past their lease (their process died) run again at the next
+// generation, with the same key; compensations due for longer than grace with no live job
+// (never queued, or taken by a process that died) are queued again. One whose job still
+// waits in the queue (a backlog) keeps its place: moving it to the back would starve the
+// rollback. A row that cannot be settled is quarantined and the pass goes on.
+func (e *maintenance) reconcileCompensations(ctx context.Context, now time.Time, grace time.Duration) error {
+	var jobs []Job
+	requeue := func(c *models.CompensationAction, transition func(context.Context, *models.CompensationAction, time.Time) (bool, error)) error {
+		won, err := transition(ctx, c, now)
+		switch {
+		case err == nil && won:
+			jobs = append(jobs, Job{CompensationID: c.ID, Generation: c.Generation + 1, RunAt: now})
+		case rowFault(ctx, err):
+			return e.quarantine(ctx, models.QuarantinedRow{Table: tableCompensations, RowID: c.ID, OrganizationID: c.OrganizationID, ExecutionID: c.ExecutionID}, err)
+		case err != nil:
+			return err
+		}
+		return nil
+	}
+	var stuck []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.lease_expires_at < ?", models.CompRunning, now).
+		Where(models.NotQuarantined(tableCompensations, "c")).Limit(500).Find(&stuck).Error; err != nil {
+		return err
+	}
+	for i := range stuck {
+		if err := requeue(&stuck[i], e.store.ReclaimCompensation); err != nil {
+			return err
+		}
+	}
+	taken := now.Add(-grace)
+	var match, takenSince string
+	if e.db.Dialect == models.Postgres {
+		match = "j.args->>'compensation_id' = c.id::text AND (j.args->>'generation')::int = c.generation"
+		takenSince = "j.attempted_at > ?"
+	} else {
+		match = "json_extract(j.args, '$.compensation_id') = c.id AND json_extract(j.args, '$.generation') = c.generation"
+		takenSince = "j.attempted_at > strftime('%Y-%m-%d %H:%M:%f', ?)"
+	}
+	var due []models.CompensationAction
+	if err := e.db.Conn(ctx).Table("compensation_actions c").Select("c.*").Where("c.status = ? AND c.scheduled_at < ?", models.CompPending, taken).
+		Where(models.NotQuarantined(tableCompensations, "c")).
+		Where("NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = 'compensate' AND "+match+
+			" AND (j.state IN ("+liveJobStates+") OR (j.state = 'running' AND "+takenSince+")))", taken.UTC()).
+		Order("c.scheduled_at").Limit(500).Find(&due).Error; err != nil {
+		return err
+	}
+	for i := range due {
+		if err := requeue(&due[i], e.store.RequeueCompensation); err != nil {
+			return err
+		}
+	}
+	return e.enq.Enqueue(ctx, jobs)
+}
+
+// recover runs when the database answers again after being unreachable: it releases the
+// attempts this process abandoned (their results were lost with the outage; they run again
+// with the same idempotency key), and runs the reconciler at once, taking every due PENDING
+// attempt without a waiting job as orphaned: the jobs that workers took during the outage
+// failed without River being able to record it.
+func (e *maintenance) recover(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	released := 0
+	e.abandoned.Range(func(k, v any) bool {
+		a := &models.StepAttempt{ID: k.(string)}
+		if err := e.db.Conn(ctx).Where("id = ?", a.ID).First(a).Error; err != nil {
+			if models.IsNotFound(err) {
+				e.abandoned.Delete(k)
+			}
+			return true
+		}
+		outcome, err := e.attempts.release(ctx, &attemptRun{a: a, generation: v.(int)}, 0) // counted in the line below
+		if err == nil {
+			e.abandoned.Delete(k)
+			if outcome == OutcomeReleased {
+				released++
+			}
+		}
+		return true
+	})
+	res, err := e.reconcile(ctx, 0)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		e.log.WarnContext(ctx, "reconciling after the database came back failed; the periodic reconciler will repair it", "err", err)
+		return
+	}
+	if released+res.Reclaimed+res.Requeued+res.Exhausted > 0 {
+		e.log.InfoContext(ctx, "resumed the work the database outage interrupted", "released", released,
+			"requeued", res.Requeued, "reclaimed", res.Reclaimed, "exhausted", res.Exhausted)
+	}
 }

@@ -72,12 +72,8 @@ type ReplayResult struct {
 	Replayed bool
 }
 
-// Replay runs a dead letter's execution again. The dead letter must be pending; it becomes
-// processing until the run settles: resolved when it succeeds, pending again with the new
-// error when it fails (the same item, never a second one). Errors: ENOTFOUND when the dead
-// letter is not the organization's; EINVALID with field messages for a bad request;
-// ECONFLICT when the item is not pending (someone else acted on it first).
-func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
+// Replay does what Engine.Replay says.
+func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
 	if !slices.Contains(ReplayModes, r.Mode) {
 		return nil, apperr.Invalid("replay.mode", map[string]string{"retryType": "must be one of " + strings.Join(ReplayModes, ", ")})
 	}
@@ -143,7 +139,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	}
 	if ex.RollbackStatus != nil && r.Mode != ReplayFull {
 		// Its completed steps were undone: their outputs must not feed the steps after them.
-		// (Checked again, guarded, when the replay starts: startReplay.)
+		// (Checked again, guarded, when the replay starts: StartReplay.)
 		return nil, errRolledBack
 	}
 	input, inputChanged, err := e.replayInput(ex, r.Input)
@@ -158,10 +154,11 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
 	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
+		if done, err := e.idempotent(stateTx{tx: tx, now: now}, dl, r.IdempotencyKey, reqHash, res); done || err != nil {
 			return nil, err
 		}
-		if err := claimDeadLetter(tx, dl, models.DLQProcessing, now, map[string]any{
+		st := stateTx{tx: tx, now: now}
+		if err := st.ClaimDeadLetter(dl, models.DLQProcessing, map[string]any{
 			"manual_retry_count": gorm.Expr("manual_retry_count + 1"), "last_manual_retry_at": now}); err != nil {
 			return nil, err
 		}
@@ -169,17 +166,19 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 		if r.RetryPolicy != nil {
 			override = models.JSON(specJSON(r.RetryPolicy))
 		}
+		plan := &replayPlan{dl: dl, ex: ex, wf: wf, def: def, index: index, mode: r.Mode, input: input, inputChanged: inputChanged,
+			output: output, override: override, actor: r.Actor, res: res}
 		var jobs []Job
 		var err error
 		if r.Mode == ReplayFull {
-			jobs, err = e.replayFull(tx, dl, ex, wf, def, input, override, r.Actor, now, res)
+			jobs, err = e.replayFull(st, plan)
 		} else {
-			jobs, err = e.replayInPlace(tx, dl, ex, def, index, r.Mode, input, inputChanged, output, override, now)
+			jobs, err = e.replayInPlace(st, plan)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("replay_execution_id", res.ExecutionID).Error; err != nil {
+		if err := st.RecordReplay(dl, res.ExecutionID); err != nil {
 			return nil, err
 		}
 		details := map[string]any{"mode": r.Mode, "executionId": res.ExecutionID, "originalExecutionId": ex.ID, "stepId": def.Steps[index].ID}
@@ -211,7 +210,7 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
 			return nil, err
 		}
-		if err := e.rememberKey(tx, dl, r.IdempotencyKey, reqHash, res.ExecutionID, now); err != nil {
+		if err := e.rememberKey(st, dl, r.IdempotencyKey, reqHash, res.ExecutionID); err != nil {
 			return nil, err
 		}
 		return jobs, nil
@@ -225,10 +224,28 @@ func (e *Engine) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, er
 	return res, nil
 }
 
+// replayPlan is what a replay's transaction does: on which dead letter and execution, from
+// which step of which definition, with what input (and a skipped step's output).
+type replayPlan struct {
+	dl           *models.DeadLetter
+	ex           *models.Execution
+	wf           *models.Workflow // a full retry's workflow, at the version it runs
+	def          *definition.Definition
+	index        int
+	mode         string
+	input        []byte
+	inputChanged bool
+	output       []byte
+	override     models.JSON
+	actor        audit.Actor
+	res          *ReplayResult
+}
+
 // replayInPlace runs the execution again from step index (the failed step, or an earlier one),
 // or records the failed step SKIPPED and goes on with the next.
-func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition, index int, mode string,
-	input []byte, inputChanged bool, output []byte, override models.JSON, now time.Time) ([]Job, error) {
+func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
+	tx, now, dl, ex, def, index, mode := st.tx, st.now, p.dl, p.ex, p.def, p.index, p.mode
+	input, inputChanged, output, override := p.input, p.inputChanged, p.output, p.override
 	upd := map[string]any{"status": models.ExecPending, "finished_at": nil, "dead_letter_id": dl.ID, "replayed_at": now,
 		"retry_override": override, "current_step_id": def.Steps[index].ID, "updated_at": now}
 	mask := e.inputMasker(def, input)
@@ -269,14 +286,15 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 		skipped := index
 		if index = def.After(index); index < 0 { // the skipped step was the last: the execution is done
 			upd["status"], upd["current_step_id"], upd["finished_at"] = endStatus(def, skipped), nil, now
-			if err := startReplay(tx, ex, upd); err != nil {
+			st := stateTx{tx: tx, now: now}
+			if err := st.StartReplay(ex, upd); err != nil {
 				return nil, err
 			}
-			return nil, e.replaySucceeded(tx, ex, now)
+			return nil, st.ResolveReplayed(ex)
 		}
 		upd["current_step_id"] = def.Steps[index].ID
 	}
-	if err := startReplay(tx, ex, upd); err != nil {
+	if err := (stateTx{tx: tx, now: now}).StartReplay(ex, upd); err != nil {
 		return nil, err
 	}
 	step := def.Steps[index]
@@ -301,38 +319,12 @@ func (e *Engine) replayInPlace(tx *gorm.DB, dl *models.DeadLetter, ex *models.Ex
 	return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: a.ScheduledAt}}, nil
 }
 
-// replayable are the statuses a replay in place starts from.
-var replayable = []string{models.ExecDLQPending, models.ExecFailed}
-
-// errRolledBack: the execution's completed steps were (or are being) undone.
-var errRolledBack = apperr.Errorf(apperr.ECONFLICT, "This execution was rolled back: its completed steps were undone and their outputs cannot be reused. Retry the entire workflow instead.")
-
-// startReplay is the transition StartReplay: it changes ex (upd) only while it is
-// dead-lettered or failed and no rollback has started on it, and is ECONFLICT (errRolledBack,
-// or the status it has now) when it lost to another change, a rollback started at the same
-// moment included.
-func startReplay(tx *gorm.DB, ex *models.Execution, upd map[string]any) error {
-	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
-		ex.ID, ex.OrganizationID, replayable).Updates(upd)
-	if r.Error != nil || r.RowsAffected == 1 {
-		return r.Error
-	}
-	var cur models.Execution
-	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
-		return err
-	}
-	if cur.RollbackStatus != nil {
-		return errRolledBack
-	}
-	return apperr.Errorf(apperr.ECONFLICT, "The execution is %s now; it can be replayed only when it has failed.", cur.Status)
-}
-
 // replayFull starts a new execution of the workflow (at wf.Version) with the original's input
 // (or the edited one), linked to the original, which ends FAILED: its dead letter now follows
 // the new execution.
-func (e *Engine) replayFull(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execution, wf *models.Workflow, def *definition.Definition,
-	input []byte, override models.JSON, actor audit.Actor, now time.Time, res *ReplayResult) ([]Job, error) {
-	nx, err := e.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input)
+func (e *recovery) replayFull(st stateTx, p *replayPlan) ([]Job, error) {
+	tx, now, dl, ex, wf, def, input, override, actor, res := st.tx, st.now, p.dl, p.ex, p.wf, p.def, p.input, p.override, p.actor, p.res
+	nx, err := e.starts.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input)
 	if err != nil {
 		return nil, err
 	}
@@ -347,8 +339,7 @@ func (e *Engine) replayFull(tx *gorm.DB, dl *models.DeadLetter, ex *models.Execu
 	if err := tx.Create(&a).Error; err != nil {
 		return nil, err
 	}
-	if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-		Updates(map[string]any{"status": models.ExecFailed, "updated_at": now}).Error; err != nil {
+	if err := (stateTx{tx: tx, now: now}).EndReplaced(ex); err != nil {
 		return nil, err
 	}
 	if err := audit.Record(tx, startedEntry(&nx, actor, now)); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -47,7 +46,7 @@ func firstOfRun(ex *models.Execution, attempts []models.StepAttempt, a *models.S
 
 // replayInput returns the input a replay runs with: the execution's own (opened), or the edited
 // one with masked values restored from the stored input; and whether it differs.
-func (e *Engine) replayInput(ex *models.Execution, edited json.RawMessage) ([]byte, bool, error) {
+func (e *recovery) replayInput(ex *models.Execution, edited json.RawMessage) ([]byte, bool, error) {
 	stored, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 	if err != nil {
 		return nil, false, err
@@ -96,7 +95,8 @@ func normalizeValue(raw json.RawMessage) ([]byte, error) {
 // idempotent answers a repeated request: when key was used for this dead letter with the
 // same request, res becomes the first result (Replayed) and done is true; with a different
 // request it is EINVALID.
-func (e *Engine) idempotent(tx *gorm.DB, dl *models.DeadLetter, key, reqHash string, now time.Time, res *ReplayResult) (bool, error) {
+func (e *recovery) idempotent(st stateTx, dl *models.DeadLetter, key, reqHash string, res *ReplayResult) (bool, error) {
+	tx, now := st.tx, st.now
 	if key == "" {
 		return false, nil
 	}
@@ -118,7 +118,8 @@ func (e *Engine) idempotent(tx *gorm.DB, dl *models.DeadLetter, key, reqHash str
 	return false, err
 }
 
-func (e *Engine) rememberKey(tx *gorm.DB, dl *models.DeadLetter, key, reqHash, executionID string, now time.Time) error {
+func (e *recovery) rememberKey(st stateTx, dl *models.DeadLetter, key, reqHash, executionID string) error {
+	tx, now := st.tx, st.now
 	if key == "" {
 		return nil
 	}

@@ -7,15 +7,8 @@ import (
 	"lifeline/models"
 )
 
-// Reseal re-encrypts every sealed value at rest under the Sealer's active key: execution
-// inputs (and their originals, kept when an operator edited one), attempt inputs and outputs,
-// compensations' configurations (sealing those stored in clear before they were sealed),
-// database connections' DSNs, notification webhook URLs (settings and deliveries) (here) and
-// workflow definitions (models). Run it after
-// putting a new key first in LIFELINE_ENCRYPTION_KEYS; afterwards the old keys can go. It
-// returns how many column values it rewrote. Safe to run while Lifeline serves: each value
-// is rewritten with a compare-and-set on its old content.
-func (e *Engine) Reseal(ctx context.Context) (int, error) {
+// Reseal does what Engine.Reseal says.
+func (e *maintenance) Reseal(ctx context.Context) (int, error) {
 	if e.cfg.Sealer == nil {
 		return 0, fmt.Errorf("reseal: no encryption keys configured")
 	}

@@ -24,12 +24,8 @@ type RetentionResult struct {
 	IdempotencyKeys    int
 }
 
-// Retain applies the retention rules: pending dead letters past expires_at (30 days after
-// they were dead-lettered) become "expired" and their payload (the input and the steps'
-// states) is purged; the item itself, its error record and the audit trail stay. Items a
-// replay is running (processing) wait for it. API idempotency keys past their 24 hours are
-// deleted, and failures counted against circuit breakers more than an hour ago.
-func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
+// Retain does what Engine.Retain says.
+func (e *maintenance) Retain(ctx context.Context) (RetentionResult, error) {
 	var res RetentionResult
 	now, err := e.now(ctx)
 	if err != nil {
@@ -61,7 +57,7 @@ func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 
 // expireBatch expires up to RetentionBatch pending dead letters past expires_at in one
 // transaction, each with its audit entry, and says how many it expired.
-func (e *Engine) expireBatch(ctx context.Context, now time.Time) (int, error) {
+func (e *maintenance) expireBatch(ctx context.Context, now time.Time) (int, error) {
 	n := 0
 	err := e.db.Tx(ctx, func(tx *gorm.DB) error {
 		n = 0
@@ -75,13 +71,8 @@ func (e *Engine) expireBatch(ctx context.Context, now time.Time) (int, error) {
 			ids[i] = dl.ID
 		}
 		// The status is checked again: a replay may have taken an item since it was read.
-		if err := tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ?", ids, models.DLQPending).
-			Updates(map[string]any{"status": models.DLQExpired, "original_input": models.JSON("{}"), "step_states": models.JSON("[]"), "updated_at": now}).Error; err != nil {
-			return err
-		}
-		var expired []string
-		if err := tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ? AND updated_at = ?", ids, models.DLQExpired, now).
-			Pluck("id", &expired).Error; err != nil {
+		expired, err := (stateTx{tx: tx, now: now}).ExpireDeadLetters(ids)
+		if err != nil {
 			return err
 		}
 		rows := make([]models.AuditEntry, 0, len(expired))

@@ -36,9 +36,8 @@ type RollbackRequest struct {
 	Actor          audit.Actor
 }
 
-// StartRollback starts the rollback of a failed execution (DLQ_PENDING or FAILED). Errors:
-// ENOTFOUND; ECONFLICT when it is not failed, or was rolled back (or is being) already.
-func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.Execution, error) {
+// StartRollback does what Engine.StartRollback says.
+func (e *rollbacks) StartRollback(ctx context.Context, r RollbackRequest) (*models.Execution, error) {
 	ex, err := e.db.GetExecution(ctx, r.OrganizationID, r.ExecutionID)
 	if err != nil {
 		return nil, err
@@ -52,7 +51,7 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 		if err := tx.Where("id = ?", ex.ID).First(ex).Error; err != nil {
 			return nil, err
 		}
-		// Said first, as the transition would (startRollback decides, guarded).
+		// Said first, as the transition would (StartRollback decides, guarded).
 		switch {
 		case ex.RollbackStatus != nil:
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
@@ -67,41 +66,13 @@ func (e *Engine) StartRollback(ctx context.Context, r RollbackRequest) (*models.
 	return ex, nil
 }
 
-// rollbackable are the statuses a rollback starts from.
-var rollbackable = []string{models.ExecDLQPending, models.ExecFailed}
-
-// startRollback is the transition StartRollback: ex becomes ROLLING_BACK only while it is
-// dead-lettered or failed (not replaying) and no rollback has started on it; otherwise
-// ECONFLICT (rollback.already.<status>, or rollback.notfailed), a replay started at the same
-// moment included.
-func startRollback(tx *gorm.DB, ex *models.Execution, now time.Time) error {
-	rolling := models.RollingBack
-	r := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ? AND rollback_status IS NULL AND status IN ?",
-		ex.ID, ex.OrganizationID, rollbackable).Updates(map[string]any{"rollback_status": rolling, "updated_at": now})
-	if r.Error != nil {
-		return r.Error
-	}
-	if r.RowsAffected == 1 {
-		ex.RollbackStatus = &rolling
-		return nil
-	}
-	var cur models.Execution
-	if err := tx.Select("status, rollback_status").Where("id = ?", ex.ID).First(&cur).Error; err != nil {
-		return err
-	}
-	if cur.RollbackStatus != nil {
-		return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
-	}
-	return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
-}
-
 // errNothingToUndo: no completed step of the execution has a compensation to run.
 var errNothingToUndo = &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.nothing"}
 
 // startRollbackTx records the rollback of ex in tx (errNothingToUndo when no completed
 // step has a compensation other than none): a row per completed step with a
 // compensation, last step first, and the job of the first to run.
-func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
+func (e *rollbacks) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definition.Definition, actor audit.Actor, now time.Time) ([]Job, error) {
 	var attempts []models.StepAttempt
 	if err := tx.Select("step_id, step_index, attempt, status").Where("execution_id = ?", ex.ID).Order("step_index, attempt").Find(&attempts).Error; err != nil {
 		return nil, err
@@ -141,7 +112,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 		// outputs stay usable by a retry from the failed step.
 		return nil, errNothingToUndo
 	}
-	if err := startRollback(tx, ex, now); err != nil {
+	if err := (stateTx{tx: tx, now: now}).StartRollback(ex); err != nil {
 		return nil, err
 	}
 	if len(rows) > 0 {
@@ -152,7 +123,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 	for i := range rows {
 		// Every compensation has its audit entry: one of type none is skipped at once.
 		if *rows[i].Status == models.CompSkipped {
-			if err := compensationEntry(tx, &rows[i], "compensation.skipped", audit.System, now, map[string]any{"reason": "none"}); err != nil {
+			if err := compensationEntry(stateTx{tx: tx, now: now}, &rows[i], "compensation.skipped", audit.System, map[string]any{"reason": "none"}); err != nil {
 				return nil, err
 			}
 		}
@@ -166,7 +137,7 @@ func (e *Engine) startRollbackTx(tx *gorm.DB, ex *models.Execution, def *definit
 
 // nextCompensation schedules the first compensation after position that has not run yet and
 // returns its job; when none is left the rollback ends (or waits for a manual confirmation).
-func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, position int, now time.Time) ([]Job, error) {
+func (e *rollbacks) nextCompensation(tx *gorm.DB, orgID, executionID string, position int, now time.Time) ([]Job, error) {
 	var next []models.CompensationAction
 	if err := tx.Where("execution_id = ? AND position > ? AND status = ? AND scheduled_at IS NULL", executionID, position, models.CompPending).
 		Order("position").Limit(1).Find(&next).Error; err != nil {
@@ -174,7 +145,7 @@ func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, positi
 	}
 	if len(next) == 1 {
 		c := next[0]
-		if err := tx.Model(&models.CompensationAction{}).Where("id = ?", c.ID).Updates(map[string]any{"scheduled_at": now, "updated_at": now}).Error; err != nil {
+		if won, err := (stateTx{tx: tx, now: now}).ScheduleCompensation(&c); err != nil || !won {
 			return nil, err
 		}
 		return []Job{{CompensationID: c.ID, Generation: c.Generation, RunAt: now}}, nil
@@ -184,7 +155,7 @@ func (e *Engine) nextCompensation(tx *gorm.DB, orgID, executionID string, positi
 
 // finishRollback ends the rollback when no compensation is left to run: ROLLED_BACK, or
 // ROLLBACK_FAILED when one failed for good (or is still pending behind one that stopped it).
-func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time.Time) error {
+func (e *rollbacks) finishRollback(tx *gorm.DB, orgID, executionID string, now time.Time) error {
 	var open, failed int64
 	if err := tx.Model(&models.CompensationAction{}).Where("execution_id = ? AND status IN ?", executionID,
 		[]string{models.CompRunning, models.CompWaiting}).Count(&open).Error; err != nil {
@@ -201,10 +172,8 @@ func (e *Engine) finishRollback(tx *gorm.DB, orgID, executionID string, now time
 	if failed > 0 {
 		status = models.RollbackFailed
 	}
-	r := tx.Model(&models.Execution{}).Where("id = ? AND rollback_status = ?", executionID, models.RollingBack).
-		Updates(map[string]any{"rollback_status": status, "updated_at": now})
-	if r.Error != nil || r.RowsAffected == 0 {
-		return r.Error
+	if won, err := (stateTx{tx: tx, now: now}).FinishRollback(executionID, status); err != nil || !won {
+		return err
 	}
 	return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: audit.System, Action: "execution.rollback",
 		EntityType: "workflow_execution", EntityID: executionID, At: now, Details: map[string]any{"phase": "finished", "status": status}})

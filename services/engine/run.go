@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
-
-	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/services/classify"
@@ -38,11 +37,8 @@ const (
 // that shutdown does not cancel: a step that has finished is always recorded.
 const commitTimeout = 30 * time.Second
 
-// RunAttempt claims the attempt at this generation, runs its step and records the result.
-// It returns an error only when the database failed; the job should then be retried. A job
-// that comes before its attempt's time by the database clock (the application's clock may
-// be off) does not run it: the attempt is re-queued for its time (OutcomeDeferred).
-func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
+// RunAttempt does what Engine.RunAttempt says.
+func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
 	var a models.StepAttempt
 	if err := e.db.Conn(ctx).Where("id = ?", attemptID).First(&a).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -68,13 +64,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	step := def.Steps[a.StepIndex]
 
 	// Claim: compare-and-set PENDING → RUNNING at this generation, once due by the database clock.
-	var claimed bool
-	var now time.Time
-	if e.db.Dialect == models.Postgres {
-		claimed, now, err = e.claim(ctx, &ex, &a, generation, e.leaseOf(step))
-	} else {
-		claimed, now, err = e.claimTx(ctx, &ex, &a, generation, e.leaseOf(step))
-	}
+	claimed, now, err := e.store.ClaimAttempt(ctx, &ex, &a, generation, e.leaseOf(step))
 	if err != nil {
 		if e.health.Failed(err) {
 			// The claim may have committed before the connection broke: if it did, the
@@ -102,7 +92,7 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 	chain := &chainBudget{started: time.Now()}
 	var env map[string]any // what templates see: built at the first step, extended after each
 	for {
-		outcome, next, err := e.runClaimed(ctx, &ex, def, &a, generation, attempts, &env, chain)
+		outcome, next, err := e.runClaimed(ctx, &attemptRun{ex: &ex, def: def, a: &a, generation: generation, attempts: attempts}, &env, chain)
 		if next == nil || err != nil {
 			return outcome, err
 		}
@@ -114,42 +104,6 @@ func (e *Engine) RunAttempt(ctx context.Context, attemptID string, generation in
 		}
 		a, generation = *next, next.Generation
 	}
-}
-
-// claimTx claims a due PENDING attempt in a transaction (SQLite): RUNNING, leased for
-// lease (leaseOf), and its execution RUNNING. It returns whether it claimed
-// it, and the database time it compared the attempt's schedule with.
-func (e *Engine) claimTx(ctx context.Context, ex *models.Execution, a *models.StepAttempt, generation int, lease time.Duration) (bool, time.Time, error) {
-	now, err := e.now(ctx)
-	if err != nil {
-		return false, now, err
-	}
-	if a.ScheduledAt.Sub(now) > dueTolerance {
-		return false, now, nil
-	}
-	claimed := false
-	err = e.db.Tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&models.StepAttempt{}).
-			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": now.Add(lease), "updated_at": now})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		claimed = true
-		upd := map[string]any{"current_step_id": a.StepID, "updated_at": now}
-		if ex.Status == models.ExecPending {
-			upd["status"] = models.ExecRunning
-		}
-		if ex.StartedAt == nil {
-			upd["started_at"] = now
-		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).Updates(upd).Error; err != nil {
-			return err
-		}
-		markClaimed(ex, a, now, lease)
-		return nil
-	})
-	return claimed, now, err
 }
 
 // Chain budget: a worker runs at most chainSteps steps of one execution, or for chainTime,
@@ -177,14 +131,43 @@ func (c *chainBudget) more(ctx context.Context) bool {
 	return ctx.Err() == nil && c.steps < chainSteps && time.Since(c.started) < chainTime
 }
 
+// attemptRun is an attempt this worker holds (RUNNING at generation) and what recording it
+// needs: every step of the attempt path takes it, instead of a dozen parameters.
+type attemptRun struct {
+	ex         *models.Execution
+	def        *definition.Definition
+	a          *models.StepAttempt
+	generation int
+	// attempts are the execution's attempts read before the step ran (nil: not read).
+	attempts []models.StepAttempt
+	// h is how long the worker may keep trying to record the attempt, and the breaker it passed.
+	h holder
+	// input is what the step was sent (its rendered configuration, or a handler's mapped input).
+	input json.RawMessage
+	// mask hides every secret the attempt could see.
+	mask *redact.Masker
+	// log says what happened to the attempt (nil: the caller says it for many at once).
+	log *slog.Logger
+}
+
+// stepFailure is a step's failure as failWith records it: the error, its classification,
+// trace and the input it was sent, made storable.
+type stepFailure struct {
+	err   error
+	c     classify.Result
+	trace string
+	input json.RawMessage
+}
+
 // runClaimed runs a claimed (RUNNING at generation) attempt and records its result. When the
 // step succeeded and its successor was claimed in the same commit, it returns that attempt:
 // the caller runs it next. On return a holds what was stored (status, output).
-func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	attempts []models.StepAttempt, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
+func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
+	ex, def, a, attempts := r.ex, r.def, r.a, r.attempts
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
-	h := holder{stop: ctx, deadline: leaseDeadline(a)}
+	r.h = holder{stop: ctx, deadline: leaseDeadline(a)}
+	h := &r.h
 	if chain.steps > 0 { // claimed by its predecessor's commit: not shown yet
 		// The timer's function may still run after this returns, when the caller reuses a
 		// for the next step: it gets copies.
@@ -192,7 +175,8 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		shown := time.AfterFunc(showAfter, func() { e.showRunning(exID, attemptID, stepID) })
 		defer shown.Stop()
 	}
-	log := e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
+	r.log = e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
+	log := r.log
 	var input json.RawMessage
 	var mask *redact.Masker
 	out, runErr := func() (any, error) {
@@ -215,7 +199,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		var mapped json.RawMessage
 		if a.HandlesAttemptID != nil { // a handler: it also reads the failure it was handed
 			var err error
-			if env, mapped, err = e.handlerEnv(ctx, ex, def, a, attempts, env); err != nil {
+			if env, mapped, err = e.failures.handlerEnv(ctx, r, env); err != nil {
 				var c classify.Classified
 				if !errors.As(err, &c) {
 					return nil, &storeError{err}
@@ -235,7 +219,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		}
 		cfgMap, _ := cfg.(map[string]any)
 		if h.gate = breakerOf(ex, def, a.StepIndex, cfgMap); h.gate != nil {
-			if err := e.admit(ctx, ex, h.gate, a); err != nil {
+			if err := e.circuits.admit(ctx, ex, h.gate, a); err != nil {
 				var w *waitOnBreaker
 				if !errors.As(err, &w) {
 					return nil, &storeError{err}
@@ -247,6 +231,7 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 		defer cancel()
 		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
 	}()
+	r.input, r.mask = input, mask
 	chain.steps++
 
 	// What happens next is recorded even if the job's context ends now (shutdown).
@@ -262,14 +247,14 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			log.WarnContext(ctx, "the database failed before the step ran; the attempt is handed back", "err", se.err)
 			delay = storeRetryDelay
 		}
-		outcome, err := e.release(rctx, h, a, generation, log, delay)
+		outcome, err := e.release(rctx, r, delay)
 		return outcome, nil, err
 	}
 	var w *waitOnBreaker
 	if errors.As(runErr, &w) {
 		budget := def.Breaker(a.StepIndex).WaitBudget
 		if w.until.Sub(a.CreatedAt) <= budget {
-			outcome, err := e.waitOn(rctx, h, ex, a, generation, w, log)
+			outcome, err := e.waitOn(rctx, r, w)
 			return outcome, nil, err
 		}
 		// Waited too long: the step fails for good, without counting against the breaker;
@@ -279,9 +264,9 @@ func (e *Engine) runClaimed(ctx context.Context, ex *models.Execution, def *defi
 			"The circuit breaker stayed open longer than the step may wait (%s); the step was not run.", budget))
 	}
 	if runErr == nil {
-		return e.succeed(rctx, h, ex, def, a, generation, input, out, attempts, mask, chain.more(ctx), log)
+		return e.succeed(rctx, r, out, chain.more(ctx))
 	}
-	outcome, err := e.fail(rctx, h, ex, def, a, generation, input, runErr, attempts, mask, log)
+	outcome, err := e.fail(rctx, r, runErr)
 	return outcome, nil, err
 }
 

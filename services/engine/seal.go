@@ -15,11 +15,11 @@ type Sealer = models.Sealer
 func aad(table, id, column string) string { return table + ":" + id + ":" + column }
 
 // seal encrypts the secret values of raw for the column of a row (no-op without a Sealer).
-func (e *Engine) seal(raw []byte, table, id, column string) ([]byte, error) {
-	if e.cfg.Sealer == nil || len(raw) == 0 {
+func (e *secrets) seal(raw []byte, table, id, column string) ([]byte, error) {
+	if e.sealer == nil || len(raw) == 0 {
 		return raw, nil
 	}
-	out, err := e.cfg.Sealer.Seal(raw, aad(table, id, column))
+	out, err := e.sealer.Seal(raw, aad(table, id, column))
 	if err != nil {
 		return nil, fmt.Errorf("encrypt %s.%s: %w", table, column, err)
 	}
@@ -27,11 +27,11 @@ func (e *Engine) seal(raw []byte, table, id, column string) ([]byte, error) {
 }
 
 // openRaw decrypts what seal encrypted.
-func (e *Engine) openRaw(raw []byte, table, id, column string) ([]byte, error) {
-	if e.cfg.Sealer == nil || len(raw) == 0 {
+func (e *secrets) openRaw(raw []byte, table, id, column string) ([]byte, error) {
+	if e.sealer == nil || len(raw) == 0 {
 		return raw, nil
 	}
-	out, err := e.cfg.Sealer.Open(raw, aad(table, id, column))
+	out, err := e.sealer.Open(raw, aad(table, id, column))
 	if err != nil {
 		return nil, fmt.Errorf("decrypt %s.%s of %s: %w", table, column, id, err)
 	}
@@ -39,13 +39,13 @@ func (e *Engine) openRaw(raw []byte, table, id, column string) ([]byte, error) {
 }
 
 // open decrypts what seal encrypted and decodes it.
-func (e *Engine) open(raw []byte, table, id, column string) (any, error) {
+func (e *secrets) open(raw []byte, table, id, column string) (any, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	if e.cfg.Sealer != nil {
+	if e.sealer != nil {
 		var err error
-		if raw, err = e.cfg.Sealer.Open(raw, aad(table, id, column)); err != nil {
+		if raw, err = e.sealer.Open(raw, aad(table, id, column)); err != nil {
 			return nil, fmt.Errorf("decrypt %s.%s of %s: %w", table, column, id, err)
 		}
 	}

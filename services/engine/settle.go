@@ -24,9 +24,8 @@ type SettleRequest struct {
 	IdempotencyKey string
 }
 
-// Settle marks a pending dead letter resolved or skipped, with notes: its error record is
-// resolved and its execution ends FAILED. Errors as Replay's.
-func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, error) {
+// Settle does what Engine.Settle says.
+func (e *recovery) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, error) {
 	fields := map[string]string{}
 	if r.Status != models.DLQResolved && r.Status != models.DLQSkipped {
 		fields["action"] = "must be resolve or skip"
@@ -45,14 +44,15 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 	res := &ReplayResult{DeadLetterID: dl.ID, ExecutionID: ex.ID}
 	e.beforeTx(TransitionStartReplay, ex.ID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if done, err := e.idempotent(tx, dl, r.IdempotencyKey, reqHash, now, res); done || err != nil {
+		if done, err := e.idempotent(stateTx{tx: tx, now: now}, dl, r.IdempotencyKey, reqHash, res); done || err != nil {
 			return nil, err
 		}
 		var by *string
 		if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
 			by = &r.Actor.ID
 		}
-		if err := claimDeadLetter(tx, dl, r.Status, now, map[string]any{"resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now}); err != nil {
+		st := stateTx{tx: tx, now: now}
+		if err := st.ClaimDeadLetter(dl, r.Status, map[string]any{"resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now}); err != nil {
 			return nil, err
 		}
 		kind := "manual"
@@ -63,8 +63,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 			"resolution_type": kind, "resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now, "updated_at": now}).Error; err != nil {
 			return nil, err
 		}
-		if err := tx.Model(&models.Execution{}).Where("id = ? AND status = ?", ex.ID, models.ExecDLQPending).
-			Updates(map[string]any{"status": models.ExecFailed, "updated_at": now}).Error; err != nil {
+		if _, err := st.FailDeadLettered(ex.ID); err != nil {
 			return nil, err
 		}
 		action := "dlq.resolved"
@@ -79,7 +78,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
 			return nil, err
 		}
-		return nil, e.rememberKey(tx, dl, r.IdempotencyKey, reqHash, ex.ID, now)
+		return nil, e.rememberKey(st, dl, r.IdempotencyKey, reqHash, ex.ID)
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +87,7 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 }
 
 // deadLetterOf loads a dead letter of the organization and the execution it is about.
-func (e *Engine) deadLetterOf(ctx context.Context, orgID, id string) (*models.DeadLetter, *models.Execution, error) {
+func (e *recovery) deadLetterOf(ctx context.Context, orgID, id string) (*models.DeadLetter, *models.Execution, error) {
 	var dl models.DeadLetter
 	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -101,52 +100,4 @@ func (e *Engine) deadLetterOf(ctx context.Context, orgID, id string) (*models.De
 		return nil, nil, err
 	}
 	return &dl, ex, nil
-}
-
-// claimDeadLetter moves a pending dead letter to status (compare-and-set): of two people
-// acting at once, one wins; the other gets ECONFLICT naming what happened.
-func claimDeadLetter(tx *gorm.DB, dl *models.DeadLetter, status string, now time.Time, extra map[string]any) error {
-	upd := map[string]any{"status": status, "updated_at": now}
-	for k, v := range extra {
-		upd[k] = v
-	}
-	r := tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", dl.ID, models.DLQPending).Updates(upd)
-	if r.Error != nil {
-		return r.Error
-	}
-	if r.RowsAffected == 1 {
-		return nil
-	}
-	var cur models.DeadLetter
-	if err := tx.Select("status").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
-		return err
-	}
-	return &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.conflict." + cur.Status}
-}
-
-// replaySucceeded settles the dead letter a replay served when its execution succeeds: the
-// item resolved, its error record resolved (manual_retry).
-func (e *Engine) replaySucceeded(tx *gorm.DB, ex *models.Execution, now time.Time) error {
-	if ex.DeadLetterID == nil {
-		return nil
-	}
-	var dl models.DeadLetter
-	err := tx.Where("id = ? AND status = ?", *ex.DeadLetterID, models.DLQProcessing).First(&dl).Error
-	if models.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).
-		Updates(map[string]any{"status": models.DLQResolved, "resolved_at": now, "updated_at": now}).Error; err != nil {
-		return err
-	}
-	if err := tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", dl.ErrorID, models.ErrDeadLetter).
-		Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "manual_retry", "resolved_at": now, "updated_at": now}).Error; err != nil {
-		return err
-	}
-	return audit.Record(tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: audit.System, Action: "dlq.resolved",
-		EntityType: "dead_letter_queue", EntityID: dl.ID, At: now,
-		Details: map[string]any{"executionId": ex.ID, "resolution": "replay_succeeded"}})
 }

@@ -46,10 +46,8 @@ type StartRequest struct {
 	IdempotencyKey string
 }
 
-// Start creates an execution and schedules its first step. It returns the execution and
-// whether it was an idempotent replay of an earlier request. Errors: ENOTFOUND when the
-// workflow is not in the organization; EINVALID for bad input or a reused key.
-func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, bool, error) {
+// Start does what Engine.Start says.
+func (e *starts) Start(ctx context.Context, r StartRequest) (*models.Execution, bool, error) {
 	input, err := normalizeInput(r.Input)
 	if err != nil {
 		return nil, false, err
@@ -66,7 +64,7 @@ func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, 
 	}
 }
 
-func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*models.Execution, bool, error) {
+func (e *starts) start(ctx context.Context, r StartRequest, input []byte) (*models.Execution, bool, error) {
 	var ex models.Execution
 	replayed := false
 	hash := sha256.Sum256(input)
@@ -139,14 +137,14 @@ func (e *Engine) start(ctx context.Context, r StartRequest, input []byte) (*mode
 	return &ex, replayed, nil
 }
 
-func (e *Engine) logStarted(ctx context.Context, ex *models.Execution) {
+func (e *starts) logStarted(ctx context.Context, ex *models.Execution) {
 	e.log.InfoContext(ctx, "execution started", "execution_id", ex.ID, "correlation_id", ex.CorrelationID,
 		"workflow_id", ex.WorkflowID, "trigger", ex.TriggerType)
 }
 
 // newExecution builds the PENDING execution of a start, its input sealed; the caller sets
 // its times from the database clock.
-func (e *Engine) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
+func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
 	id := models.NewID()
 	sealed, err := e.sealFound(input, tableExecutions, id, "input", e.inputMasker(def, input))
 	if err != nil {
@@ -184,7 +182,7 @@ func startedEntry(ex *models.Execution, actor audit.Actor, at time.Time) audit.E
 // startOne starts an execution without an idempotency key on PostgreSQL in one statement
 // (the execution, its first attempt and the audit event), committed with the attempt's job
 // in a group commit. What it writes is what start's transaction writes.
-func (e *Engine) startOne(ctx context.Context, wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (*models.Execution, bool, error) {
+func (e *starts) startOne(ctx context.Context, wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (*models.Execution, bool, error) {
 	ex, err := e.newExecution(wf, def, r, input)
 	if err != nil {
 		return nil, false, err
@@ -285,7 +283,7 @@ func unstorable(v any, path string) string {
 }
 
 // inputMasker returns the masker of the secrets of def and of input (raw JSON).
-func (e *Engine) inputMasker(def *definition.Definition, input []byte) *redact.Masker {
+func (e *secrets) inputMasker(def *definition.Definition, input []byte) *redact.Masker {
 	var in any
 	_ = json.Unmarshal(input, &in)
 	return e.masker(def, in)
@@ -294,7 +292,7 @@ func (e *Engine) inputMasker(def *definition.Definition, input []byte) *redact.M
 // subject renders the workflow's settings.subject over the input: nil (the title is then the
 // short id) when the workflow sets none, when it fails, or when it renders to nothing but
 // separators (the input lacks its fields). Secret values of the input never appear in it.
-func (e *Engine) subject(def *definition.Definition, input []byte) *string {
+func (e *starts) subject(def *definition.Definition, input []byte) *string {
 	if def.Settings.Subject == "" {
 		return nil
 	}

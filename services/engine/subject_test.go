@@ -11,7 +11,7 @@ import (
 // the input lacks the fields, so that only the template's separators are left, there is no
 // subject (the pages then show the short id).
 func TestSubject(t *testing.T) {
-	e := &Engine{redactor: redact.New(nil)}
+	e := &starts{&core{secrets: &secrets{redactor: redact.New(nil)}}}
 	def := &definition.Definition{}
 	def.Settings.Subject = "{{ input.clientName }} · {{ input.period }}"
 	for _, c := range []struct{ input, want string }{

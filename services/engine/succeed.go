@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"gorm.io/gorm"
@@ -13,7 +12,6 @@ import (
 	"lifeline/models"
 	"lifeline/services/classify"
 	"lifeline/services/definition"
-	"lifeline/services/redact"
 )
 
 // landedNext reads the next attempt a commit that landed created (nil when it created none)
@@ -23,7 +21,7 @@ import (
 // one else can hold that generation; a reclaim (after a long outage, its lease ran out)
 // moves it to the next one, which another worker may hold: that one is not run here, or the
 // same idempotency key would be sent twice at once.
-func (e *Engine) landedNext(ctx context.Context, id string, claim bool) (*models.StepAttempt, bool, error) {
+func (e *attempts) landedNext(ctx context.Context, id string, claim bool) (*models.StepAttempt, bool, error) {
 	var n models.StepAttempt
 	err := e.db.Conn(ctx).Where("id = ?", id).First(&n).Error
 	if models.IsNotFound(err) {
@@ -37,57 +35,26 @@ func (e *Engine) landedNext(ctx context.Context, id string, claim bool) (*models
 
 // claimsNext reports whether the commit recording step index's success claims the step after
 // it (when the worker chains): there is one and it is runnable at once (no delay).
-func (e *Engine) claimsNext(def *definition.Definition, index int) bool {
+func (e *attempts) claimsNext(def *definition.Definition, index int) bool {
 	i := def.After(index)
 	return i >= 0 && e.delayOf(def.Steps[i]) == 0
 }
 
 // showRunning writes a step as its execution's current step if its attempt is still running.
-func (e *Engine) showRunning(executionID, attemptID, stepID string) {
+func (e *attempts) showRunning(executionID, attemptID, stepID string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	now, err := e.now(ctx)
-	if err == nil {
-		err = e.db.Conn(ctx).Model(&models.Execution{}).
-			Where("id = ? AND EXISTS (SELECT 1 FROM step_executions WHERE id = ? AND status = ?)", executionID, attemptID, models.StepRunning).
-			Updates(map[string]any{"current_step_id": stepID, "updated_at": now}).Error
-	}
-	if err != nil {
+	if err := e.store.ShowRunning(ctx, executionID, attemptID, stepID); err != nil {
 		e.log.DebugContext(ctx, "could not show the running step", "execution_id", executionID, "step_id", stepID, "err", err)
 	}
 }
 
-// showStep writes the execution's current step (see showAfter).
-func showStep(tx *gorm.DB, executionID, stepID string, now time.Time) error {
-	return tx.Model(&models.Execution{}).Where("id = ?", executionID).
-		Updates(map[string]any{"current_step_id": stepID, "updated_at": now}).Error
-}
-
-// finishAttempt moves the attempt from RUNNING at generation to status; errLost if it is no longer held.
-func finishAttempt(tx *gorm.DB, a *models.StepAttempt, generation int, upd map[string]any) error {
-	res := tx.Model(&models.StepAttempt{}).
-		Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepRunning, generation).
-		Updates(upd)
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
-		return errLost
-	}
-	return nil
-}
-
 // deferAttempt moves a PENDING attempt that is not due yet to the next generation and
 // queues a job for its scheduled time (read from the database clock, as River compares it).
-func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, generation int) (Outcome, error) {
+func (e *attempts) deferAttempt(ctx context.Context, a *models.StepAttempt, generation int) (Outcome, error) {
 	err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		r := tx.Model(&models.StepAttempt{}).Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"generation": generation + 1, "updated_at": now})
-		if r.Error != nil {
-			return nil, r.Error
-		}
-		if r.RowsAffected == 0 {
-			return nil, errLost
+		if err := (stateTx{tx: tx, now: now}).DeferAttempt(a, generation); err != nil {
+			return nil, err
 		}
 		return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: a.ScheduledAt}}, nil
 	})
@@ -102,16 +69,12 @@ func (e *Engine) deferAttempt(ctx context.Context, a *models.StepAttempt, genera
 
 // release hands a held attempt back: PENDING at the next generation, due after delay (0:
 // now), with its job. It logs that on log (nil: the caller says it for many at once).
-func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, generation int, log *slog.Logger, delay time.Duration) (Outcome, error) {
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) error {
+func (e *attempts) release(ctx context.Context, r *attemptRun, delay time.Duration) (Outcome, error) {
+	a, generation, log := r.a, r.generation, r.log
+	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
 		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			due := now.Add(delay)
-			err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepPending, "generation": generation + 1,
-				"started_at": nil, "lease_expires_at": nil, "scheduled_at": due, "updated_at": now})
-			if err != nil {
-				return nil, err
-			}
-			if err := showStep(tx, a.ExecutionID, a.StepID, now); err != nil {
+			if err := (stateTx{tx: tx, now: now}).ReleaseAttempt(a, generation, due); err != nil {
 				return nil, err
 			}
 			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: due}}, nil
@@ -129,8 +92,8 @@ func (e *Engine) release(ctx context.Context, h holder, a *models.StepAttempt, g
 	return OutcomeReleased, nil
 }
 
-func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	input json.RawMessage, out any, attempts []models.StepAttempt, mask *redact.Masker, claimNext bool, log *slog.Logger) (Outcome, *models.StepAttempt, error) {
+func (e *attempts) succeed(ctx context.Context, r *attemptRun, out any, claimNext bool) (Outcome, *models.StepAttempt, error) {
+	ex, def, a, generation, h, input, mask, log := r.ex, r.def, r.a, r.generation, r.h, r.input, r.mask, r.log
 	output, err := json.Marshal(out)
 	if err != nil {
 		output, _ = json.Marshal(fmt.Sprint(out))
@@ -146,15 +109,13 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 	var next *models.StepAttempt
 	var claimed bool
 	nextID := models.NewID()
-	// One statement on PostgreSQL, except for a manual replay: its end settles a dead letter
-	// and its next steps may have run before (see advanceTx).
-	one := e.db.Dialect == models.Postgres && ex.DeadLetterID == nil
-	landed, err := e.persist(ctx, h, a, generation, func(ctx context.Context) (err error) {
-		if one {
-			next, claimed, err = e.advance(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
-		} else {
-			next, claimed, err = e.advanceTx(ctx, ex, def, a, generation, nextID, sealedIn, sealedOut, claimNext)
-		}
+	one := e.store.oneStatement(ex)
+	s := &success{ex: ex, def: def, a: a, generation: generation, nextID: nextID, in: sealedIn, out: sealedOut, chain: claimNext}
+	if i := def.After(a.StepIndex); i >= 0 {
+		s.delay, s.lease = e.delayOf(def.Steps[i]), e.leaseOf(def.Steps[i])
+	}
+	landed, err := e.persist(ctx, r, func(ctx context.Context) (err error) {
+		next, claimed, err = e.store.AdvanceAttempt(ctx, s)
 		return err
 	})
 	if landed { // a try committed though it seemed to fail: see what it left
@@ -174,14 +135,14 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 		log.ErrorContext(ctx, "the step's result could not be stored", "err", err)
 		storeErr := classify.New(classify.Internal, "STORE_RESULT",
 			"The step succeeded but the database refused to store its result: "+err.Error())
-		outcome, err := e.fail(ctx, h, ex, def, a, generation, input, storeErr, attempts, mask, log)
+		outcome, err := e.fail(ctx, r, storeErr)
 		return outcome, nil, err
 	}
 	if err != nil {
 		return "", nil, err
 	}
 	a.Status, a.Output, a.Input = models.StepSucceeded, models.JSON(sealedOut), models.JSON(sealedIn)
-	e.breakerSucceeded(ctx, ex, h.gate)
+	e.circuits.breakerSucceeded(ctx, ex, h.gate)
 	log.DebugContext(ctx, "step succeeded")
 	if !claimed {
 		next = nil
@@ -189,61 +150,27 @@ func (e *Engine) succeed(ctx context.Context, h holder, ex *models.Execution, de
 	return OutcomeSucceeded, next, nil
 }
 
-// advanceTx is advance as a transaction of several statements, for SQLite, where a
-// statement costs no round trip and the jobs are inserted in the same transaction.
-func (e *Engine) advanceTx(ctx context.Context, ex *models.Execution, def *definition.Definition, a *models.StepAttempt, generation int,
-	nextID string, sealedIn, sealedOut []byte, chain bool) (next *models.StepAttempt, claimed bool, err error) {
-	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		if err := finishAttempt(tx, a, generation, map[string]any{"status": models.StepSucceeded, "input": models.JSON(sealedIn),
-			"output": models.JSON(sealedOut), "finished_at": now, "lease_expires_at": nil, "updated_at": now}); err != nil {
-			return nil, err
-		}
-		// A step that recovers by retrying resolves its error record (a first attempt has none).
-		if a.Attempt > 1 {
-			if err := tx.Model(&models.ExecutionError{}).
-				Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
-				Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+// waitOn puts a RUNNING attempt an open breaker refused back to PENDING for until, at the
+// next generation, with the same attempt number (and so idempotency key), saying why.
+func (e *attempts) waitOn(ctx context.Context, r *attemptRun, w *waitOnBreaker) (Outcome, error) {
+	a, generation, log := r.a, r.generation, r.log
+	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
+		return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+			if err := (stateTx{tx: tx, now: now}).ParkAttempt(a, generation, w); err != nil {
 				return nil, err
 			}
-		}
-		i := def.After(a.StepIndex)
-		if i < 0 {
-			if err := tx.Model(&models.Execution{}).Where("id = ?", ex.ID).
-				Updates(map[string]any{"status": endStatus(def, a.StepIndex), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
-				return nil, err
-			}
-			return nil, e.replaySucceeded(tx, ex, now)
-		}
-		step := def.Steps[i]
-		number, err := nextAttemptNumber(tx, ex, step.ID)
-		if err != nil {
-			return nil, err
-		}
-		na := newAttempt(ex, step, i, number, e.scheduleFor(step, now))
-		na.ID, na.CreatedAt, na.UpdatedAt = nextID, now, now
-		// The next step is runnable now: claim it in this commit (RUNNING, leased by the
-		// database clock) and run it in this worker, with no queue round trip. A crash
-		// leaves a leased row the reconciler reclaims with the same idempotency key.
-		claimed = chain && !na.ScheduledAt.After(now)
-		if claimed {
-			markClaimed(nil, &na, now, e.leaseOf(step))
-		}
-		if err := tx.Create(&na).Error; err != nil {
-			return nil, err
-		}
-		if !claimed { // a claimed step is shown by showRunning
-			if err := showStep(tx, ex.ID, step.ID, now); err != nil {
-				return nil, err
-			}
-		}
-		next = &na
-		if claimed {
-			return nil, nil
-		}
-		return []Job{{AttemptID: na.ID, Generation: na.Generation, RunAt: na.ScheduledAt}}, nil
+			return []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}}, nil
+		})
 	})
-	if err != nil {
-		return nil, false, err
+	if landed {
+		err = e.enq.Enqueue(ctx, []Job{{AttemptID: a.ID, Generation: generation + 1, RunAt: w.until}})
 	}
-	return next, claimed, nil
+	if errors.Is(err, errLost) {
+		return OutcomeLost, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	log.InfoContext(ctx, "step waits on an open circuit breaker", "until", w.until)
+	return OutcomeWaiting, nil
 }

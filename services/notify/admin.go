@@ -144,12 +144,11 @@ func (s *Service) Resend(ctx context.Context, orgID, id string, actor audit.Acto
 		if d.Status != models.DeliverySent && d.Status != models.DeliveryFailed {
 			return apperr.Errorf(apperr.ECONFLICT, "The delivery is %s; only sent or failed deliveries can be sent again.", d.Status)
 		}
-		res := tx.Model(&models.NotificationDelivery{}).Where("id = ? AND status = ?", id, d.Status).Updates(map[string]any{
-			"status": models.DeliveryPending, "attempts": 0, "next_attempt_at": now, "claim_token": nil, "lease_until": nil, "updated_at": now})
-		if res.Error != nil {
-			return res.Error
+		won, err := ResendDelivery(tx, &d, now)
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if !won {
 			return apperr.Errorf(apperr.ECONFLICT, "The delivery changed meanwhile; reload.")
 		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "notification.resent",

@@ -82,16 +82,11 @@ const leaseMargin = 5 * time.Second
 // claim takes delivery id if it is still due: status sending, a new claim token, a lease,
 // one more attempt (compare-and-set). nil: someone else has it, or it is done.
 func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.NotificationDelivery, error) {
-	tok := models.NewID()
-	res := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).
-		Where("id = ? AND ((status = ? AND next_attempt_at <= ?) OR (status = ? AND lease_until < ?))",
-			id, models.DeliveryPending, now, models.DeliverySending, now).
-		Updates(map[string]any{"status": models.DeliverySending, "claim_token": tok, "lease_until": now.Add(s.cfg.Lease),
-			"attempts": gorm.Expr("attempts + 1"), "updated_at": now})
-	if res.Error != nil {
-		return nil, fmt.Errorf("notify: claim delivery: %w", res.Error)
+	tok, err := ClaimDelivery(s.db.Conn(ctx), id, now, s.cfg.Lease)
+	if err != nil {
+		return nil, fmt.Errorf("notify: claim delivery: %w", err)
 	}
-	if res.RowsAffected == 0 {
+	if tok == "" {
 		return nil, nil
 	}
 	var d models.NotificationDelivery
@@ -105,9 +100,9 @@ func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.
 		// Its webhook URL cannot be decrypted (a key left the ring): it can never be sent.
 		// It fails now rather than being claimed again every lease, and the batch goes on.
 		s.cfg.Log.Warn("notification not delivered: its target cannot be decrypted", "delivery", d.ID, "err", err)
-		return nil, s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, tok).
-			Updates(map[string]any{"status": models.DeliveryFailed, "last_error": "the webhook URL cannot be decrypted with the current keys",
-				"lease_until": nil, "updated_at": now}).Error
+		_, err := FinishDelivery(s.db.Conn(ctx), &d, models.DeliveryFailed, now,
+			map[string]any{"last_error": "the webhook URL cannot be decrypted with the current keys"})
+		return nil, err
 	}
 	return &d, nil
 }
@@ -131,10 +126,10 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 		cancel()
 	}
 	now := s.now()
-	q := s.db.Conn(rctx).Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken)
+	conn := s.db.Conn(rctx)
 	if err == nil {
-		return q.Updates(map[string]any{"status": models.DeliverySent, "sent_at": now, "last_error": nil,
-			"lease_until": nil, "updated_at": now}).Error
+		_, err := FinishDelivery(conn, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
+		return err
 	}
 	permanent, after := classify(err)
 	msg := err.Error()
@@ -144,14 +139,15 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 	msg = clip(msg, 2000)
 	if permanent || once || d.Attempts >= s.cfg.MaxAttempts {
 		s.cfg.Log.Warn("notification not delivered", "delivery", d.ID, "channel", d.Channel, "err", msg)
-		return q.Updates(map[string]any{"status": models.DeliveryFailed, "last_error": msg, "lease_until": nil, "updated_at": now}).Error
+		_, err := FinishDelivery(conn, d, models.DeliveryFailed, now, map[string]any{"last_error": msg})
+		return err
 	}
 	if after <= 0 {
 		after = s.cfg.Backoff(d.Attempts)
 	}
 	after = min(after, maxRetryAfter) // a service's Retry-After of a year is not a schedule
-	return q.Updates(map[string]any{"status": models.DeliveryPending, "last_error": msg, "lease_until": nil,
-		"next_attempt_at": now.Add(after), "updated_at": now}).Error
+	_, err = FinishDelivery(conn, d, models.DeliveryPending, now, map[string]any{"last_error": msg, "next_attempt_at": now.Add(after)})
+	return err
 }
 
 func (s *Service) send(ctx context.Context, m Message) error {
@@ -167,10 +163,9 @@ func (s *Service) send(ctx context.Context, m Message) error {
 func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery, n models.Notification) error {
 	now := s.now()
 	return s.db.Tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&models.NotificationDelivery{}).Where("id = ? AND claim_token = ?", d.ID, *d.ClaimToken).
-			Updates(map[string]any{"status": models.DeliverySent, "sent_at": now, "last_error": nil, "lease_until": nil, "updated_at": now})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error // lost the claim: the new holder writes it
+		won, err := FinishDelivery(tx, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
+		if err != nil || !won {
+			return err // lost the claim: the new holder writes it
 		}
 		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "delivery_id"}},
 			DoUpdates: clause.Assignments(map[string]any{"read_at": nil, "created_at": now})}).Create(&n).Error

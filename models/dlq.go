@@ -15,8 +15,8 @@ type DLQFilter struct {
 	ErrorType  string
 	StepID     string    // the failed step's id
 	From, To   time.Time // created_at in [From, To)
-	// Q is text the subject or the reason contains (case-insensitive; on SQLite for ASCII
-	// letters only). On PostgreSQL trigram indexes answer it.
+	// Q is text the subject, the reason or an input value contains, ignoring case and
+	// diacritics (search_text, folded by Fold). On PostgreSQL a trigram index answers it.
 	Q      string
 	Cursor string // a previous page's next cursor; "" for the first page
 	Limit  int    // 1-200; anything else is 50
@@ -91,8 +91,7 @@ func (db *DB) dlqWhere(q *gorm.DB, f DLQFilter) *gorm.DB {
 		q = q.Where("dead_letter_queue.created_at < ?", f.To.UTC())
 	}
 	if f.Q != "" {
-		p := containsPattern(f.Q)
-		q = q.Where("("+db.contains("dead_letter_queue.subject")+" OR "+db.contains("dead_letter_queue.reason")+")", p, p)
+		q = q.Where(db.contains("dead_letter_queue.search_text"), containsPattern(Fold(f.Q)))
 	}
 	return q
 }

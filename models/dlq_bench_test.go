@@ -81,6 +81,8 @@ func BenchmarkDLQList(b *testing.B) {
 		{models.DLQFilter{Q: clientName(n / 3)}, 1, 50},
 		{models.DLQFilter{Q: "NIP"}, 50, 50},
 		{models.DLQFilter{Q: "Zzyzx"}, 0, 0},
+		{models.DLQFilter{Q: "saldo KONCOWE"}, 50, 50},
+		{models.DLQFilter{Q: "Żółć"}, 0, 0},
 		{models.DLQFilter{Cursor: deep}, 50, 50},
 	} {
 		rows, _, err := db.ListDLQ(ctx, org, c.f)
@@ -130,6 +132,15 @@ func BenchmarkDLQList(b *testing.B) {
 		// A common word in few rows of the other filters: about 200 of a million.
 		{"search-rare-combination", list(models.DLQFilter{Q: "NIP", Status: models.DLQExpired, ErrorType: "timeout"})},
 		{"search-two-letters", list(models.DLQFilter{Q: "zł"})},
+		// Polish letters, typed or not (issue 21): many rows, few, none; and the same words
+		// without their diacritics, in capitals.
+		{"search-polish-many", list(models.DLQFilter{Q: "Saldo końcowe"})},
+		{"search-polish-few", func(i int) error {
+			return list(models.DLQFilter{Q: "Woźniak " + fmt.Sprint(rand.IntN(200)) + " ·"})(i)
+		}},
+		{"search-polish-none", list(models.DLQFilter{Q: "Źdźbło"})},
+		{"search-polish-none-2", list(models.DLQFilter{Q: "Żółć"})},
+		{"search-folded", list(models.DLQFilter{Q: "KONCOWE"})},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := range 5 { // warm the cache and the connections
@@ -247,6 +258,11 @@ func seedDLQ(ctx context.Context, db *models.DB, org string, wfs []string, space
 	  WHEN 13 THEN 'amount: must be a number'
 	  WHEN 14 THEN 'Saldo końcowe nie zgadza się z sumą operacji o ' || (i % 1000) || ',00 zł'
 	  ELSE 'internal: LEASE_EXHAUSTED' END`
+	// search_text as models.Fold makes it (lower case, Polish letters plain; the seed's text
+	// has no other diacritics); the input's one value is "526".
+	fold := func(x string) string {
+		return `translate(lower(` + x + `), 'ąćęłńóśźżĄĆĘŁŃÓŚŹŻ', 'acelnoszzacelnoszz')`
+	}
 	errType := `(ARRAY['transient','permanent','timeout','validation','authorization','rate_limit','external_service','internal','unknown'])[1 + i % 9]`
 	status := `CASE WHEN i % 100 < 70 THEN 'pending' WHEN i % 100 < 75 THEN 'processing' WHEN i % 100 < 90 THEN 'resolved'
 	  WHEN i % 100 < 97 THEN 'skipped' ELSE 'expired' END`
@@ -254,18 +270,19 @@ func seedDLQ(ctx context.Context, db *models.DB, org string, wfs []string, space
 	withWF := []any{org, n, wfs[0], wfs[1], wfs[2]}
 	for _, sql := range []string{
 		`INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-		   current_step_id, subject, started_at, finished_at, created_at, updated_at)
+		   current_step_id, subject, search_text, started_at, finished_at, created_at, updated_at)
 		 SELECT ` + id(1, "i") + `, $1::uuid, ` + wf + `, 1, 'DLQ_PENDING', '{"nip": "526"}', 'api', 'c' || i, ` + failed + `, ` + subject + `,
-		   t, t, t, t FROM generate_series(1, $2::int) i, LATERAL (SELECT ` + at + ` AS t) x`,
+		   ` + fold(subject+` || chr(10) || '526'`) + `, t, t, t, t FROM generate_series(1, $2::int) i, LATERAL (SELECT ` + at + ` AS t) x`,
 		`INSERT INTO workflow_execution_errors (id, organization_id, execution_id, step_id, error_type, error_code, error_message, stack_trace,
 		   retry_count, max_retries, status, created_at, updated_at)
 		 SELECT ` + id(2, "i") + `, $1::uuid, ` + id(1, "i") + `, ` + failed + `, ` + errType + `, 'E' || (i % 50), ` + reason + `,
 		   'goroutine 1 [running]:', i % 4, 3, 'dead_letter', t, t
 		 FROM generate_series(1, $2::int) i, LATERAL (SELECT ` + at + ` AS t) x`,
 		`INSERT INTO dead_letter_queue (id, organization_id, error_id, workflow_id, execution_id, original_input, step_states, failed_step_id,
-		   status, expires_at, subject, error_type, reason, retry_count, created_at, updated_at)
+		   status, expires_at, subject, error_type, reason, retry_count, search_text, created_at, updated_at)
 		 SELECT ` + id(3, "i") + `, $1::uuid, ` + id(2, "i") + `, ` + wf + `, ` + id(1, "i") + `, '{"nip": "526"}', '[]', ` + failed + `,
-		   ` + status + `, t + interval '30 days', ` + subject + `, ` + errType + `, ` + reason + `, i % 4, t, t
+		   ` + status + `, t + interval '30 days', ` + subject + `, ` + errType + `, ` + reason + `, i % 4,
+		   ` + fold(subject+` || chr(10) || '526' || chr(10) || `+reason) + `, t, t
 		 FROM generate_series(1, $2::int) i, LATERAL (SELECT ` + at + ` AS t) x`,
 		// Ten attempts an execution: three of each of the first three steps, one of the last.
 		`INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, idempotency_key, output,

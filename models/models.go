@@ -186,6 +186,9 @@ type Execution struct {
 	// Subject is the workflow's settings.subject rendered over the input at start; nil
 	// when the workflow sets none.
 	Subject *string
+	// SearchText is what a search finds the execution by (SearchText: its subject and the
+	// values of its input, folded; never a secret's value).
+	SearchText string
 	// RetryOf names the execution a full retry retries.
 	RetryOf *string
 	// While a manual replay runs: the dead letter it serves, when it began (retries are
@@ -301,6 +304,9 @@ type DeadLetter struct {
 	ErrorType  string
 	Reason     string
 	RetryCount int
+	// SearchText is what a search finds the item by: its execution's search text and the
+	// reason, folded.
+	SearchText string
 	// Set when someone resolves or skips the item.
 	ResolutionNotes *string
 	ResolvedBy      *string

@@ -97,7 +97,8 @@ func (db *DB) ListWorkflows(ctx context.Context, orgID string) ([]Workflow, map[
 type ExecutionFilter struct {
 	Status     string // an execution status, or a rollback status (ExecutionFilterStatuses)
 	WorkflowID string
-	// Q is text the subject contains (case-insensitive; on SQLite for ASCII letters only).
+	// Q is text the subject or an input value contains, ignoring case and diacritics
+	// (search_text, folded by Fold; on PostgreSQL a trigram index answers it).
 	Q      string
 	Cursor string // from a previous page's Next
 	Limit  int
@@ -139,7 +140,7 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 		q = q.Where("workflow_executions.workflow_id = ?", f.WorkflowID)
 	}
 	if f.Q != "" {
-		q = q.Where(db.contains("workflow_executions.subject"), containsPattern(f.Q))
+		q = q.Where(db.contains("workflow_executions.search_text"), containsPattern(Fold(f.Q)))
 	}
 	q, err := keyset(q, "workflow_executions", f.Cursor)
 	if err != nil {

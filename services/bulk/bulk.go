@@ -30,12 +30,12 @@ import (
 
 // Actions.
 const (
-	Retry   = "retry"
+	Retry = "retry"
 	// RetryFull retries each item's whole workflow: a new execution of it (the only retry
 	// a rolled-back execution takes).
 	RetryFull = "retry_full"
-	Skip    = "skip"
-	Resolve = "resolve"
+	Skip      = "skip"
+	Resolve   = "resolve"
 )
 
 // Actions lists the bulk actions.

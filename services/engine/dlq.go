@@ -93,6 +93,7 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 		OriginalInput: models.JSON(e.redactor.JSON(ex.Input)), StepStates: models.MustJSON(states), FailedStepID: failed.StepID,
 		Status: models.DLQPending, ExpiresAt: now.Add(e.cfg.DLQRetention), CreatedAt: now, UpdatedAt: now,
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
+		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)),
 	}
 	returned := false
 	if ex.DeadLetterID != nil {

@@ -162,6 +162,7 @@ func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r
 		CurrentStepID:   &def.Steps[def.First()].ID,
 		Subject:         e.subject(def, input),
 	}
+	ex.SearchText = e.searchText(def, ex.Subject, input)
 	if ex.TriggerType == "" {
 		ex.TriggerType = TriggerAPI
 	}
@@ -194,8 +195,8 @@ func (e *starts) startOne(ctx context.Context, wf *models.Workflow, def *definit
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
   INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-    current_step_id, created_by, subject, created_at, updated_at)
-  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, now(), now())
+    current_step_id, created_by, subject, search_text, created_at, updated_at)
+  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, @search, now(), now())
   RETURNING id),
 at AS (
   INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, generation, reclaims,
@@ -210,7 +211,7 @@ SELECT now()`
 	jobs := func() []Job { return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.UTC().Add(delay)}} }
 	err = e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
-		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject,
+		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject, "search": ex.SearchText,
 		"aid": a.ID, "aidx": fi, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
 	}, jobs, &now)

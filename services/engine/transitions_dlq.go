@@ -117,7 +117,7 @@ func (s stateTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error
 	r := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", id, models.DLQProcessing).Updates(map[string]any{
 		"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
 		"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
-		"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "updated_at": s.now})
+		"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "search_text": dl.SearchText, "updated_at": s.now})
 	return r.RowsAffected == 1, r.Error
 }
 

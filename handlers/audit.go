@@ -174,7 +174,7 @@ func csvSeparator(lang string) rune {
 func auditRow(lk links, l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 	v := pages.AuditRow{ID: r.ID, Event: r.Action, Label: l.TOr("audit."+r.Action, r.Action), EntityType: r.EntityType,
 		EntityLabel: l.TOr("entity."+r.EntityType, r.EntityType), EntityID: r.EntityID,
-		At: rfc(r.CreatedAt), AtText: displayTime(l, r.CreatedAt)}
+		At: rfc(r.CreatedAt), AtText: l.TimeSec(r.CreatedAt)}
 	details := detailsOf(r.Details)
 	v.Note = auditNote(l, details)
 	if d := string(r.Details); d != "{}" && d != "null" {

@@ -216,11 +216,13 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(a.Input),
 				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: span(l, a.StartedAt, a.FinishedAt)}
-			av.StartedAt, av.StartedAtText = displayTimePtr(l, a.StartedAt)
-			av.FinishedAt, av.FinishedAtText = displayTimePtr(l, a.FinishedAt)
+			// Attempts to the second: they are seconds apart.
+			av.StartedAt, av.StartedAtText = secondsPtr(l, a.StartedAt)
+			av.FinishedAt, av.FinishedAtText = secondsPtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {
-				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", displayTime(l, a.ScheduledAt))
-				st.NextRetryAt, st.NextRetryAtText = rfc(a.ScheduledAt), relativeTime(l, a.ScheduledAt)
+				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", l.TimeSec(a.ScheduledAt))
+				st.NextRetryAt = rfc(a.ScheduledAt)
+				st.NextRetryAtText = l.T("execution.nextattempt", "Number", a.Attempt, "Time", l.TimeSec(a.ScheduledAt), "Relative", l.RelativeSec(a.ScheduledAt, time.Now()))
 				if deref(a.ErrorCode) == engine.CodeCircuitOpen {
 					// Not an error: the step waits, unsent, for the breaker to let it through.
 					av.BreakerWait = l.T("breakers.wait", "Time", displayTime(l, a.ScheduledAt), "Relative", until(l, a.ScheduledAt, time.Now()))

@@ -226,6 +226,14 @@ func relativeTime(l *i18n.Localizer, t time.Time) string {
 // displayTime shows t in the user's language and time zone.
 func displayTime(l *i18n.Localizer, t time.Time) string { return l.Time(t) }
 
+// secondsPtr is displayTimePtr to the second.
+func secondsPtr(l *i18n.Localizer, t *time.Time) (iso, text string) {
+	if t == nil {
+		return "", ""
+	}
+	return rfc(*t), l.TimeSec(*t)
+}
+
 func displayTimePtr(l *i18n.Localizer, t *time.Time) (iso, text string) {
 	if t == nil {
 		return "", ""

@@ -260,6 +260,29 @@ func (l *Localizer) Time(t time.Time) string {
 		"Year", t.Year(), "Clock", t.Format("15:04"))
 }
 
+// TimeSec is Time to the second, where seconds matter (attempts, a dead letter's history):
+// "23 lis 2026, 14:05:07".
+func (l *Localizer) TimeSec(t time.Time) string {
+	t = t.In(l.zone)
+	return l.T("time.format", "Day", t.Day(), "Month", l.T(fmt.Sprintf("month.short.%d", int(t.Month()))),
+		"Year", t.Year(), "Clock", t.Format("15:04:05"))
+}
+
+// RelativeSec is Relative counted in seconds when t is under a minute and a half away ("in
+// 12 seconds", "12 seconds ago"), for what happens soon (the next attempt).
+func (l *Localizer) RelativeSec(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d >= 90*time.Second || d <= -90*time.Second:
+		return l.Relative(t, now)
+	case d == 0:
+		return l.T("time.now")
+	case d > 0:
+		return l.T("time.in", "Amount", l.N("time.seconds", int(d.Seconds())))
+	}
+	return l.T("time.ago", "Amount", l.N("time.seconds", int(-d.Seconds())))
+}
+
 // UTC shows t in UTC for a tooltip: "2026-11-23 13:05:00 UTC".
 func (l *Localizer) UTC(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
 

@@ -285,3 +285,36 @@ func TestFormats_EngineText(t *testing.T) {
 		}
 	}
 }
+
+// Attempts and what comes next read to the second (issue 21).
+func TestTimeToTheSecond(t *testing.T) {
+	waw, _ := time.LoadLocation("Europe/Warsaw")
+	pl, en := New("pl", waw), New("en", time.UTC)
+	at := time.Date(2026, 11, 25, 7, 14, 7, 0, time.UTC)
+	if got := pl.TimeSec(at); got != "25 lis 2026, 08:14:07" {
+		t.Errorf("TimeSec pl = %q", got)
+	}
+	if got := en.TimeSec(at); got != "25 Nov 2026, 07:14:07" {
+		t.Errorf("TimeSec en = %q", got)
+	}
+	for _, c := range []struct {
+		d      time.Duration
+		pl, en string
+	}{
+		{12 * time.Second, "za 12 sekund", "in 12 seconds"},
+		{-2 * time.Second, "2 sekundy temu", "2 seconds ago"},
+		{time.Second, "za 1 sekundę", "in 1 second"},
+		{0, "", ""},
+		{5 * time.Minute, "za 5 minut", "in 5 minutes"},
+	} {
+		if c.pl == "" {
+			continue
+		}
+		if got := pl.RelativeSec(at.Add(c.d), at); got != c.pl {
+			t.Errorf("RelativeSec pl %v = %q, want %q", c.d, got, c.pl)
+		}
+		if got := en.RelativeSec(at.Add(c.d), at); got != c.en {
+			t.Errorf("RelativeSec en %v = %q, want %q", c.d, got, c.en)
+		}
+	}
+}

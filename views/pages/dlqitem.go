@@ -55,11 +55,11 @@ type DLQStepVM struct {
 // RecoveryVM is the actions panel of a pending dead letter. Every form posts to Action with
 // a field "action": retry, resume, full, edit, skip_step, resolve, skip.
 type RecoveryVM struct {
-	Action         string
-	CSRF           string
-	CanAdmin       bool // the retry-policy override (everyone who sees the panel fixes data)
+	Action   string
+	CSRF     string
+	CanAdmin bool // the retry-policy override (everyone who sees the panel fixes data)
 	// NoteRequired: skipping the step or closing the item needs a note (accountants).
-	NoteRequired bool
+	NoteRequired   bool
 	FailedStepName string
 	ResumeSteps    []Option // the failed step and the steps before it
 	Version        int      // the version the execution ran

@@ -46,7 +46,7 @@ func (h *HealthHandler) Show(c echo.Context) error {
 	}
 	vm := pages.HealthVM{DatabaseUp: !h.svc.DatabaseDown(), CSRF: csrfToken(c)}
 	for _, q := range rows {
-		r := pages.QuarantineRow{ID: q.ID, What: l.TOr("health.table."+q.Table, q.Table), Reason: q.Reason,
+		r := pages.QuarantineRow{ID: q.ID, What: l.TOr("health.table."+q.Table, q.Table), Reason: l.Text(q.Reason),
 			At: displayTime(l, q.CreatedAt), AtISO: rfc(q.CreatedAt), ReleaseURL: h.url("health.release", q.ID)}
 		if q.ExecutionID != nil {
 			r.ExecutionID, r.ExecutionURL = shortID(*q.ExecutionID), h.url("execution", *q.ExecutionID)

@@ -45,6 +45,9 @@ var (
 	_ recoveryPanel  = (*DLQActionsHandler)(nil)
 )
 
+// statusCompensated is a step's status on the page once a rollback undid it.
+const statusCompensated = "COMPENSATED"
+
 // ExecutionsHandler serves the executions: the filtered list and an execution's page (its
 // steps and attempts, its failure's recovery actions, its rollback), and the same in the
 // API.
@@ -194,7 +197,14 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 		CreatedAt: rfc(ex.CreatedAt), CreatedAtText: displayTime(l, ex.CreatedAt), InputJSON: prettyJSON(ex.Input),
 		Live: ex.Status == models.ExecPending || ex.Status == models.ExecRunning, RefreshURL: h.url("execution", ex.ID)}
 	vm.FinishedAt, vm.FinishedAtText = displayTimePtr(l, ex.FinishedAt)
-	vm.Duration = span(l, ex.StartedAt, ex.FinishedAt)
+	// An execution's time includes its rollback: it ends when the last compensation did.
+	end := ex.FinishedAt
+	for _, c := range d.Compensations {
+		if c.FinishedAt != nil && end != nil && c.FinishedAt.After(*end) {
+			end = c.FinishedAt
+		}
+	}
+	vm.Duration = span(l, ex.StartedAt, end)
 	if d.DLQ != nil {
 		vm.DLQURL = h.url("dlq.item", d.DLQ.ID)
 	}
@@ -207,11 +217,20 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 	if d.RetriedAs != "" {
 		vm.RetriedAsURL, vm.RetriedAsID = h.url("execution", d.RetriedAs), shortID(d.RetriedAs)
 	}
+	undone := map[string]bool{}
+	for _, c := range d.Compensations {
+		if deref(c.Status) == models.CompCompleted {
+			undone[c.StepID] = true
+		}
+	}
 	for _, sd := range d.Steps {
 		if sd.Step.Handler && len(sd.Attempts) == 0 {
 			continue // a handler runs only when a failure is handed to it
 		}
 		st := pages.StepVM{Index: sd.Index + 1, ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(ex), Handler: sd.Step.Handler}
+		if undone[sd.Step.ID] {
+			st.Status = statusCompensated // it succeeded, and a rollback undid it
+		}
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(a.Input),

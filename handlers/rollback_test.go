@@ -108,6 +108,12 @@ func TestRollbackAPI(t *testing.T) {
 		if p := page(admin); !strings.Contains(p, `data-status="ROLLED_BACK"`) || strings.Count(p, `data-testid="compensation" data-status="completed"`) != 2 {
 			t.Errorf("the rolled-back execution's page: %s", p)
 		}
+		// The undone steps read "undone", not "succeeded"; the rollback leads the page, above
+		// the retry it leaves.
+		if p := page(admin); strings.Count(p, `data-status="COMPENSATED"`) != 2 || !strings.Contains(p, ">Undone<") ||
+			(strings.Contains(p, `data-testid="recovery"`) && strings.Index(p, `data-testid="rollback"`) > strings.Index(p, `data-testid="recovery"`)) {
+			t.Errorf("the rolled-back execution's page does not read its steps as undone, or puts the rollback below the retry")
+		}
 		if got := cancels(); len(got) != 1 || got[0] != "/cancel/B-7" {
 			t.Errorf("cancellations %v", got)
 		}

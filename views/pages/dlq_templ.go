@@ -126,7 +126,7 @@ func DLQ(p layouts.Page, vm DLQVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" hx-trigger=\"change, submit, input[target.name==='q'] delay:300ms\" hx-target=\"#dlq-table\" hx-select=\"#dlq-table\" hx-swap=\"outerHTML\" hx-push-url=\"true\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" hx-trigger=\"change, submit, input changed delay:300ms from:find .filter-q\" hx-target=\"#dlq-table\" hx-select=\"#dlq-table\" hx-swap=\"outerHTML\" hx-push-url=\"true\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

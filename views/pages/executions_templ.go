@@ -113,7 +113,7 @@ func Executions(p layouts.Page, vm ExecutionsVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" hx-trigger=\"change, submit, input[target.name==='q'] delay:300ms\" hx-target=\"#executions-table\" hx-select=\"#executions-table\" hx-swap=\"outerHTML\" hx-push-url=\"true\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" hx-trigger=\"change, submit, input changed delay:300ms from:find .filter-q\" hx-target=\"#executions-table\" hx-select=\"#executions-table\" hx-swap=\"outerHTML\" hx-push-url=\"true\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

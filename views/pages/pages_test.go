@@ -640,7 +640,7 @@ func TestExecutions(t *testing.T) {
 	filter := one(t, doc, "executions-filter")
 	for k, want := range map[string]string{
 		"method": "get", "action": "/executions", "hx-get": "/executions",
-		"hx-target": "#executions-table", "hx-push-url": "true", "hx-trigger": "change, submit, input[target.name==='q'] delay:300ms",
+		"hx-target": "#executions-table", "hx-push-url": "true", "hx-trigger": "change, submit, input changed delay:300ms from:find .filter-q",
 	} {
 		if got := attr(filter, k); got != want {
 			t.Errorf("filter %s = %q, want %q", k, got, want)

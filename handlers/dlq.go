@@ -130,7 +130,9 @@ func (h *DLQHandler) List(c echo.Context) error {
 		}
 		sort.Slice(vm.Bulk.Fields, func(i, j int) bool { return vm.Bulk.Fields[i].Name < vm.Bulk.Fields[j].Name })
 	}
-	if isHTMX(c) {
+	// The live refresh (X-Live) takes the whole page: it swaps in the counts and the
+	// navigation's badge too.
+	if isHTMX(c) && c.Request().Header.Get("X-Live") == "" {
 		return render(c, status, pages.DLQTableFragment(vm))
 	}
 	counts, err := h.store.DLQStatusCounts(ctx, p.OrganizationID)

@@ -18,6 +18,10 @@
 //    page; ticking a row of the DLQ list chooses "with the selected items".
 // 8. A submit button with data-confirm asks first (the attribute's text); Cancel sends
 //    nothing. Closing a dead letter takes that second thought.
+// 9. Live lists: an element marked data-live refreshes its list from the address shown
+//    (filters included). It skips a turn while the tab is hidden, rows are ticked, more rows
+//    were loaded, or the person paused it with its data-live-toggle button (remembered for
+//    the tab).
 (function () {
   "use strict";
 
@@ -247,6 +251,46 @@
     syncSelectAll();
   });
   document.addEventListener("htmx:afterSettle", syncSelectAll);
+
+  // ---------- live lists ----------
+  function livePaused(id) { return sessionStorage.getItem("live-paused:" + id) === "1"; }
+  function showLive(btn) {
+    var paused = livePaused(btn.getAttribute("data-live-toggle"));
+    btn.setAttribute("aria-pressed", paused ? "true" : "false");
+    btn.classList.toggle("is-paused", paused);
+  }
+  document.addEventListener("click", function (evt) {
+    var btn = evt.target && evt.target.closest && evt.target.closest("[data-live-toggle]");
+    if (!btn) return;
+    var id = btn.getAttribute("data-live-toggle");
+    sessionStorage.setItem("live-paused:" + id, livePaused(id) ? "0" : "1");
+    showLive(btn);
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-live-toggle]").forEach(showLive);
+  });
+  // Rows added by "load more" would be lost to a refresh: mark their table.
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var from = evt.detail.requestConfig && evt.detail.requestConfig.elt;
+    if (from && from.getAttribute("data-testid") === "load-more" && evt.detail.target) {
+      evt.detail.target.setAttribute("data-more-loaded", "");
+    }
+  });
+  document.addEventListener("htmx:configRequest", function (evt) {
+    if (evt.detail.elt && evt.detail.elt.hasAttribute("data-live")) {
+      evt.detail.path = location.pathname + location.search; // the filters shown now
+    }
+  });
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (!elt || !elt.hasAttribute("data-live")) return;
+    var target = document.querySelector(elt.getAttribute("hx-target"));
+    if (document.hidden || livePaused(elt.id) ||
+        document.querySelector('input[name=ids]:checked') ||
+        (target && target.querySelector("[data-more-loaded]"))) {
+      evt.preventDefault();
+    }
+  });
 
   // ---------- asking first ----------
   document.addEventListener("click", function (evt) {

@@ -129,14 +129,14 @@ func Base(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><svg class=\"brand-mark\" aria-hidden=\"true\" viewBox=\"0 0 28 28\" width=\"28\" height=\"28\"><rect width=\"28\" height=\"28\" rx=\"7\" fill=\"#2f6fe4\"></rect><path d=\"M4 15h5l2.5-6 4 11 2.5-5H24\" fill=\"none\" stroke=\"#fff\" stroke-width=\"2.2\" stroke-linecap=\"round\" stroke-linejoin=\"round\"></path></svg> <span class=\"brand-name\">Lifeline</span></a><nav class=\"mainnav\" aria-label=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><svg class=\"brand-mark\" aria-hidden=\"true\" viewBox=\"0 0 28 28\" width=\"28\" height=\"28\"><rect width=\"28\" height=\"28\" rx=\"7\" fill=\"#2f6fe4\"></rect><path d=\"M4 15h5l2.5-6 4 11 2.5-5H24\" fill=\"none\" stroke=\"#fff\" stroke-width=\"2.2\" stroke-linecap=\"round\" stroke-linejoin=\"round\"></path></svg> <span class=\"brand-name\">Lifeline</span></a><nav class=\"mainnav\" id=\"topnav\" aria-label=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var7 string
 			templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(i18n.T(ctx, "nav.main"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layouts/base.templ`, Line: 46, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `layouts/base.templ`, Line: 46, Col: 75}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 			if templ_7745c5c3_Err != nil {

@@ -361,13 +361,35 @@ func (h *BulkHandler) Show(c echo.Context) error {
 		vm.Percent = job.Processed * 100 / job.Total
 	}
 	shown := items[:min(len(items), maxShownItems)]
-	ids := make([]string, len(shown))
-	for i, it := range shown {
+	ids := make([]string, len(items))
+	for i, it := range items {
 		ids[i] = it.DeadLetterID
 	}
 	briefs, err := h.briefs.DeadLetterBriefs(c.Request().Context(), p.OrganizationID, ids)
 	if err != nil {
 		return err
+	}
+	// A retry job is over when every retry it started is: the page follows them, then says
+	// how they ended.
+	if job.Action == bulk.Retry || job.Action == bulk.RetryFull {
+		var fixed, back, refused, running int
+		for _, it := range items {
+			switch {
+			case it.Status == bulk.ItemFailed:
+				refused++
+			case it.Status != bulk.ItemDone:
+			case briefs[it.DeadLetterID].Status == models.DLQProcessing:
+				running++
+			case briefs[it.DeadLetterID].Status == models.DLQPending:
+				back++
+			case briefs[it.DeadLetterID].Status == models.DLQResolved:
+				fixed++
+			}
+		}
+		vm.Live = vm.Live || running > 0
+		if !vm.Live && job.Status == models.BulkDone {
+			vm.Summary = l.T("bulk.summary", "Fixed", fixed, "Back", back, "Refused", refused)
+		}
 	}
 	for _, it := range shown {
 		b := briefs[it.DeadLetterID]

@@ -218,6 +218,11 @@ func TestBulkRetryByFilter(t *testing.T) {
 			!strings.Contains(page, `data-testid="bulk-item-now"><span class="badge badge--ok" data-testid="status" data-status="resolved"`) {
 			t.Errorf("the retry's progress page does not show the items' status now")
 		}
+		// Once every retry ended, the page says how they did (issue 21).
+		if page := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body; !regexp.MustCompile(`data-testid="bulk-summary">Fixed [1-9][0-9]* · back in the queue 0 · refused 0<`).MatchString(page) ||
+			strings.Contains(page, `hx-trigger="every 1s"`) {
+			t.Errorf("the finished retry's page has no summary, or still refreshes itself")
+		}
 		var ids []string
 		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)
 		postForm := func(form url.Values) resp {

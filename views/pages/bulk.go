@@ -10,7 +10,10 @@ type BulkVM struct {
 	Succeeded     int
 	Failed        int
 	Percent       int
-	Live          bool // queued or running: the page refreshes itself
+	Live          bool // queued or running, or retries it started still running: the page refreshes itself
+	// Summary says how the items ended once every retry did ("fixed 31 · back in the queue 4
+	// · refused 1"); "" while any runs, and for resolve and skip.
+	Summary string
 	RefreshURL    string
 	CancelURL     string // empty when it cannot be cancelled
 	CSRF          string

@@ -105,7 +105,12 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) 
 	for _, o := range opts {
 		o(&deps, a.srv.Listener.Addr().String())
 	}
-	ecfg := engine.Config{Sealer: sealer}
+	jcfg := jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}
+	queue, err := jobs.NewQueue(db, jcfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecfg := engine.Config{Queue: queue, Sealer: sealer}
 	if deps.Notify != nil {
 		ecfg.Notifier = deps.Notify
 	}
@@ -113,7 +118,7 @@ func newAppWith(t testing.TB, db *models.DB, logw io.Writer, opts ...appOption) 
 		ecfg.Databases = deps.Databases
 	}
 	a.eng = engine.New(db, reg, log, ecfg)
-	runner, err := jobs.New(db, a.eng, jobs.Config{FetchPollInterval: 50 * time.Millisecond, BulkRate: 1000}, log)
+	runner, err := jobs.New(db, a.eng, queue, jcfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,10 +97,11 @@ func TestResealRotatesKeys(t *testing.T) {
 			db.Sealer = sealerOf(k1)
 			reg := steps.Builtins(outbound.NewClient(outbound.Options{}))
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			eng := engine.New(db, reg, log, engine.Config{Sealer: db.Sealer})
-			if _, err := jobs.New(db, eng, jobs.Config{}, log); err != nil {
+			queue, err := jobs.NewQueue(db, jobs.Config{}, log)
+			if err != nil {
 				t.Fatal(err)
 			}
+			eng := engine.New(db, reg, log, engine.Config{Queue: queue, Sealer: db.Sealer})
 			org := models.Organization{ID: models.NewID(), Name: "Biuro Klucze"}
 			if err := db.Conn(ctx).Create(&org).Error; err != nil {
 				t.Fatal(err)

@@ -136,7 +136,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 		db.Sealer = sealer
-		n, err := engine.New(db, stepRegistry(cfg), log, engine.Config{RedactKeys: cfg.RedactKeys, Sealer: sealer}).Reseal(ctx)
+		queue, err := jobs.NewQueue(db, jobs.Config{}, log) // reseal queues nothing; the engine needs one
+		if err != nil {
+			return err
+		}
+		n, err := engine.New(db, stepRegistry(cfg), log, engine.Config{Queue: queue, RedactKeys: cfg.RedactKeys, Sealer: sealer}).Reseal(ctx)
 		if err != nil {
 			return err
 		}

@@ -66,8 +66,14 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	// They reach the networks of LIFELINE_DBCONN_ALLOW (not the demo's loopback address, nor
 	// LIFELINE_OUTBOUND_ALLOW), never Lifeline's own database server or listen address.
 	databases := dbconn.New(db, dbconn.Config{Allow: cfg.DBConnAllow, Own: cfg.OwnServers})
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys, Sealer: sealer,
-		Notifier: notifier, Databases: databases})
+	// The queue first (it inserts jobs and needs nothing else), then the engine that queues
+	// with it, then the runner whose workers call the engine.
+	queue, err := jobs.NewQueue(db, jcfg, log)
+	if err != nil {
+		return err
+	}
+	eng := engine.New(db, reg, log, engine.Config{Queue: queue, LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys,
+		Sealer: sealer, Notifier: notifier, Databases: databases})
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
 	registerNotify, dispatch := jobs.NotifyJobs(notifier)
 	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
@@ -75,7 +81,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})
 		registerNotify(w)
 	}
-	runner, err := jobs.New(db, eng, jcfg, log)
+	runner, err := jobs.New(db, eng, queue, jcfg, log)
 	if err != nil {
 		return err
 	}

@@ -185,10 +185,11 @@ func prepareExecution(t *testing.T, url, def string) (*models.DB, string) {
 	t.Cleanup(func() { _ = db.Close() })
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(db, reg, log, engine.Config{})
-	if _, err := jobs.New(db, eng, jobs.Config{}, log); err != nil { // unstarted: inserts jobs only
+	queue, err := jobs.NewQueue(db, jobs.Config{}, log) // inserts jobs only: nothing works them here
+	if err != nil {
 		t.Fatal(err)
 	}
+	eng := engine.New(db, reg, log, engine.Config{Queue: queue})
 	org := models.Organization{ID: models.NewID(), Name: "Biuro Rachunkowe"}
 	if err := db.Conn(ctx).Create(&org).Error; err != nil {
 		t.Fatal(err)

@@ -69,8 +69,7 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	b.Cleanup(func() { _ = db.Close() })
 	// The engine and queue as `lifeline serve` configures them (no test intervals).
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	eng := engine.New(db, reg, testLogger(b), engine.Config{})
-	runner, err := jobs.New(db, eng, q, testLogger(b))
+	eng, runner, err := wire(db, testLogger(b), reg, engine.Config{}, q)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -441,7 +440,7 @@ func TestBenchChild(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	runner, err := jobs.New(db, engine.New(db, reg, log, engine.Config{}), benchQueue(), log)
+	_, runner, err := wire(db, log, reg, engine.Config{}, benchQueue())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,7 @@ func testOpensAtThreshold(t *testing.T, dialect string) {
 	}
 	defer db.Close()
 	reg := loopbackSteps()
-	eng := engine.New(db, reg, testLogger(t), engine.Config{})
-	eng.SetEnqueuer(noQueue{})
+	eng := engine.New(db, reg, testLogger(t), engine.Config{Queue: noQueue{}})
 	org := models.Organization{ID: models.NewID(), Name: "Biuro Testowe"}
 	if err := db.Conn(ctx).Create(&org).Error; err != nil {
 		t.Fatal(err)

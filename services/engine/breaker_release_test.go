@@ -54,8 +54,7 @@ func TestBreakerResetReleasesInBatches(t *testing.T) {
 		const waitingN = 1100
 		ctx := context.Background()
 		q := &jobLog{}
-		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
-		e.SetEnqueuer(q)
+		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Queue: q})
 		now, err := db.Now(ctx)
 		if err != nil {
 			t.Fatal(err)

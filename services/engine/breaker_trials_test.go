@@ -177,7 +177,7 @@ func testTrialsHeld(t *testing.T, dialect string) {
 			if r.RowsAffected == 0 {
 				continue // its own job moved it on meanwhile
 			}
-			if err := runners[i%2].Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
+			if err := runners[i%2].Queue().Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
 				t.Fatal(err)
 			}
 			all = append(all, asked{a, a.Generation + 1})

@@ -56,8 +56,7 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(db, loopbackSteps(), testLogger(t), engine.Config{})
-	eng.SetEnqueuer(runners[0])
+	eng := engine.New(db, loopbackSteps(), testLogger(t), engine.Config{Queue: runners[0].Queue()})
 	start := func() string {
 		ex, _, err := eng.Start(ctx, engine.StartRequest{OrganizationID: org.ID, WorkflowID: wf.ID, Input: []byte(`{}`)})
 		if err != nil {
@@ -103,7 +102,7 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 			Updates(map[string]any{"scheduled_at": time.Now().UTC().Add(-time.Second), "generation": a.Generation + 1}).Error; err != nil {
 			t.Fatal(err)
 		}
-		if err := runners[i%2].Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
+		if err := runners[i%2].Queue().Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,7 +25,7 @@ func (h *harness) rerun(a models.StepAttempt) {
 		Updates(map[string]any{"scheduled_at": now, "generation": a.Generation + 1}).Error; err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.runner.Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
+	if err := h.runner.Queue().Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
 		h.t.Fatal(err)
 	}
 }

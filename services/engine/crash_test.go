@@ -46,12 +46,29 @@ func newStackWith(db *models.DB, log *slog.Logger, reg *steps.Registry) (*engine
 
 // newStackConfig is newStackWith with the engine's notifier and databases from cfg.
 func newStackConfig(db *models.DB, log *slog.Logger, reg *steps.Registry, cfg engine.Config) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
-	eng := engine.New(db, reg, log, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: cfg.Notifier, Databases: cfg.Databases})
-	runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, log)
+	eng, runner, err := wire(db, log, reg,
+		engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: cfg.Notifier, Databases: cfg.Databases},
+		jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return eng, runner, reg, nil
+}
+
+// wire builds the stack in serve's order: the queue, the engine over reg queueing with it
+// (ecfg.Queue is set here), then the unstarted runner whose workers call the engine.
+func wire(db *models.DB, log *slog.Logger, reg *steps.Registry, ecfg engine.Config, jcfg jobs.Config) (*engine.Engine, *jobs.Runner, error) {
+	queue, err := jobs.NewQueue(db, jcfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	ecfg.Queue = queue
+	eng := engine.New(db, reg, log, ecfg)
+	runner, err := jobs.New(db, eng, queue, jcfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return eng, runner, nil
 }
 
 // TestCrashChild is not a test: it is the engine process of TestCrashRecovery, which runs

@@ -18,7 +18,7 @@ func TestDefinitionCacheIsPerOrganization(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		ctx := context.Background()
-		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Queue: &jobLog{}})
 		own, other := models.Organization{ID: models.NewID(), Name: "A"}, models.Organization{ID: models.NewID(), Name: "B"}
 		now := time.Now().UTC()
 		def := models.JSON(`{"name": "W", "steps": [{"id": "t", "type": "transform", "config": {"output": 1}}]}`)

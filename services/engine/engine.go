@@ -39,7 +39,9 @@ type Job struct {
 	RunAt          time.Time
 }
 
-// Enqueuer puts attempt jobs on the queue.
+// Enqueuer puts attempt and compensation jobs on the queue (jobs.Queue). The engine
+// declares it and is given one at construction (Config.Queue); the queue's workers, which
+// need the engine, are built after it.
 type Enqueuer interface {
 	// EnqueueTx is called inside the transaction that made the jobs necessary. It either
 	// enqueues in tx, or returns a function to call after commit.
@@ -52,8 +54,12 @@ type Enqueuer interface {
 	EnqueuePgx(ctx context.Context, tx pgx.Tx, jobs []Job) error
 }
 
-// Config tunes the engine. Zero values take the defaults.
+// Config tunes the engine. Zero values take the defaults, except Queue, which is required.
 type Config struct {
+	// Queue inserts the jobs that run attempts and compensations: on SQLite in the
+	// transaction that made them necessary, on PostgreSQL right after it commits (and, for
+	// group commit, in the batch's own transaction). Required: New panics without one.
+	Queue Enqueuer
 	// LeaseGrace is added to a step's timeout to form the lease of a RUNNING attempt;
 	// an attempt whose lease has passed belonged to a dead process and is reclaimed.
 	LeaseGrace time.Duration
@@ -182,13 +188,18 @@ type core struct {
 	store *transitions
 }
 
-// New returns an engine. SetEnqueuer must be called before it runs anything.
+// New returns an engine that queues its jobs with cfg.Queue. It panics when cfg.Queue is
+// nil: that is a wiring mistake, caught at construction rather than at the first job.
 func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engine {
+	if cfg.Queue == nil {
+		panic("engine.New: Config.Queue is nil (build it first: jobs.NewQueue)")
+	}
 	cfg = cfg.withDefaults()
 	c := &core{
 		secrets:   &secrets{redactor: redact.New(cfg.RedactKeys), sealer: cfg.Sealer},
 		db:        db,
 		steps:     reg,
+		enq:       cfg.Queue,
 		log:       log,
 		cfg:       cfg,
 		Rand:      rand.Float64,
@@ -198,7 +209,7 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 		databases: cfg.Databases,
 	}
 	if db.Dialect == models.Postgres {
-		c.group = &group{pool: db.Pool}
+		c.group = &group{pool: db.Pool, insert: cfg.Queue.EnqueuePgx}
 	}
 	c.store = &transitions{db: db, group: c.group, commit: c.commit}
 	e := &Engine{core: c, starts: &starts{c}, rollbacks: &rollbacks{c}, circuits: &circuits{c}}
@@ -215,14 +226,6 @@ func (e *Engine) Health() *Health { return e.health }
 
 // DatabaseDown reports whether the engine's database is known to be unreachable now.
 func (e *Engine) DatabaseDown() bool { return e.health.Down() }
-
-// SetEnqueuer sets the queue (the queue's workers need the engine, so it comes after New).
-func (e *Engine) SetEnqueuer(q Enqueuer) {
-	e.enq = q
-	if e.group != nil {
-		e.group.insert = q.EnqueuePgx
-	}
-}
 
 // Redactor returns the redactor used for snapshots.
 func (e *Engine) Redactor() *redact.Redactor { return e.redactor }

@@ -464,9 +464,9 @@ func TestRetryTimingIgnoresSkewedAppClock(t *testing.T) {
 		srv := httptest.NewServer(svc)
 		defer srv.Close()
 		reg := loopbackSteps()
-		eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
-		runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: time.Second, FetchPollInterval: 50 * time.Millisecond,
-			Clock: func() time.Time { return clock.Now().Add(5 * time.Minute) }}, testLogger(t))
+		eng, runner, err := wire(db, testLogger(t), reg, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second},
+			jobs.Config{ReconcileEvery: time.Second, FetchPollInterval: 50 * time.Millisecond,
+				Clock: func() time.Time { return clock.Now().Add(5 * time.Minute) }})
 		if err != nil {
 			t.Fatal(err)
 		}

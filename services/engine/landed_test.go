@@ -21,7 +21,7 @@ func TestLandedCommitRunsOnlyItsOwnClaim(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		ctx := context.Background()
-		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Queue: &jobLog{}})
 		org := models.Organization{ID: models.NewID(), Name: "Biuro"}
 		if err := db.Conn(ctx).Create(&org).Error; err != nil {
 			t.Fatal(err)
@@ -77,7 +77,7 @@ func TestAttemptOfAMissingStepEnds(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		ctx := context.Background()
-		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+		e := New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Queue: &jobLog{}})
 		org := models.Organization{ID: models.NewID(), Name: "Biuro"}
 		now := time.Now().UTC().Add(-time.Minute)
 		def := models.JSON(`{"name": "W", "steps": [{"id": "t", "type": "transform", "config": {"output": 1}}]}`)

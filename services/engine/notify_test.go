@@ -95,10 +95,11 @@ func TestFailuresAreNotified(t *testing.T) {
 			notify.Slack: slack.New(client), notify.Teams: tm}})
 
 		reg := loopbackSteps()
-		eng := engine.New(db, reg, testLogger(t), engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: notifier})
 		register, dispatch := jobs.NotifyJobs(notifier)
-		runner, err := jobs.New(db, eng, jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-			Register: func(w *river.Workers) { register(w) }, Periodic: dispatch}, testLogger(t))
+		eng, runner, err := wire(db, testLogger(t), reg,
+			engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: notifier},
+			jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+				Register: func(w *river.Workers) { register(w) }, Periodic: dispatch})
 		if err != nil {
 			t.Fatal(err)
 		}

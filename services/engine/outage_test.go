@@ -144,8 +144,7 @@ func testOutage(t *testing.T, db *models.DB, outage time.Duration, down, up func
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	eng := engine.New(db, reg, log, engine.Config{})
-	runner, err := jobs.New(db, eng, jobs.Config{}, log)
+	eng, runner, err := wire(db, log, reg, engine.Config{}, jobs.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

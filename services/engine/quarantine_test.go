@@ -129,7 +129,7 @@ func TestCompensationBacklogKeepsItsPlace(t *testing.T) {
 		}
 		queued, lost := comp(0), comp(1)
 		rows(t, db, &org, &wf, &ex, queued, lost)
-		if err := runner.Enqueue(ctx, []engine.Job{{CompensationID: queued.ID, Generation: 1, RunAt: due}}); err != nil {
+		if err := runner.Queue().Enqueue(ctx, []engine.Job{{CompensationID: queued.ID, Generation: 1, RunAt: due}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := eng.Reconcile(ctx); err != nil {

@@ -32,7 +32,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, db *models.DB) *fixture {
 	ctx := context.Background()
-	f := &fixture{t: t, ctx: ctx, db: db, e: New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{}),
+	f := &fixture{t: t, ctx: ctx, db: db, e: New(db, steps.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Queue: &jobLog{}}),
 		org: models.NewID(), wf: models.NewID(), at: time.Now().UTC().Add(-time.Minute)}
 	f.create(&models.Organization{ID: f.org, Name: "Biuro"},
 		&models.Workflow{ID: f.wf, OrganizationID: f.org, Name: "W", Version: 1, Definition: models.JSON(`{}`), UnknownErrors: "retry",

@@ -372,8 +372,8 @@ func TestLongExecutionYields(t *testing.T) {
 		ctx := context.Background()
 		log := testLogger(t)
 		reg := loopbackSteps()
-		eng := engine.New(db, reg, log, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second})
-		runner, err := jobs.New(db, eng, jobs.Config{Workers: 1, ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond}, log)
+		eng, runner, err := wire(db, log, reg, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second},
+			jobs.Config{Workers: 1, ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

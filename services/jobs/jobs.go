@@ -1,21 +1,19 @@
 // Package jobs is Lifeline's background work on River: thin workers that call services.
 // Every job here is safe to run twice: the services they call are compare-and-set guarded.
+//
+// Wiring goes one way, each part built with what it needs: NewQueue (an insert-only River
+// client), engine.New given that queue, then New (the River client that works the jobs,
+// whose workers call the engine and insert bulk jobs with the same queue).
 package jobs
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertype"
-	"gorm.io/gorm"
 
 	"lifeline/models"
 	"lifeline/services/auth"
@@ -243,36 +241,26 @@ func (c Config) queue() *river.Config {
 	}
 }
 
-// clock adapts an application clock to River's time generator.
-type clock func() time.Time
-
-func (c clock) Now() time.Time { return c() }
-
-func (c clock) NowOrNil() *time.Time {
-	t := c().UTC()
-	return &t
-}
-
-// Runner owns the River client.
+// Runner owns the River client that works Lifeline's jobs. It inserts none of the engine's
+// jobs itself: the Queue does, for the engine and the bulk actions alike.
 type Runner struct {
-	db   *models.DB
-	eng  *engine.Engine
-	log  *slog.Logger
-	bulk *bulk.Service
+	eng   *engine.Engine
+	queue *Queue
+	bulk  *bulk.Service
 	// stopWatch stops the engine's database health watch.
 	stopWatch context.CancelFunc
-	sqlite    *river.Client[*sql.Tx]
-	pg        *river.Client[pgx.Tx]
+	riverClient
 }
 
-var _ engine.Enqueuer = (*Runner)(nil)
-
-// New builds the River client for db's dialect with Lifeline's workers.
-func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runner, error) {
+// New builds the River client for db's dialect with Lifeline's workers, which run eng's
+// attempts and compensations and q's bulk jobs. It comes last in the wiring: NewQueue, then
+// engine.New with the queue (engine.Config.Queue), then New. cfg should be the Config q was
+// built with (the same clock). The client works nothing until Start.
+func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logger) (*Runner, error) {
 	cfg = cfg.withDefaults(db.Dialect)
 	workers := river.NewWorkers()
-	r := &Runner{db: db, eng: eng, log: log}
-	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: r, Rate: cfg.BulkRate}
+	r := &Runner{eng: eng, queue: q}
+	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: q, Rate: cfg.BulkRate}
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
 	river.AddWorker(workers, &ReconcileWorker{Engine: eng, Bulk: r.bulk})
 	river.AddWorker(workers, &BulkWorker{Bulk: r.bulk})
@@ -289,34 +277,24 @@ func New(db *models.DB, eng *engine.Engine, cfg Config, log *slog.Logger) (*Runn
 			func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}, cfg.Periodic...)
-	rc := cfg.queue()
-	rc.Workers = workers
-	rc.PeriodicJobs = periodic
 	// While the database is unreachable River's components fail and say so every few
 	// milliseconds; the engine's health says it once instead.
-	rc.Logger = slog.New(levelFilter{log.Handler(), slog.LevelWarn, eng.Health().Down})
-	rc.JobTimeout = 15 * time.Minute
-	rc.Middleware = []rivertype.Middleware{&onTime{}}
-	switch {
-	case cfg.Clock != nil:
-		rc.Test.Time = clock(cfg.Clock)
-	case db.Dialect == models.SQLite && db.TestClock != nil:
-		// A test moves this SQLite database's clock (db.Now): River must compare due times
-		// with the same clock. (On PostgreSQL the moved clock is the database's now().)
-		rc.Test.Time = clock(db.TestClock)
-	}
+	rc := cfg.riverConfig(db, slog.New(levelFilter{log.Handler(), slog.LevelWarn, eng.Health().Down}))
+	rc.Queues = cfg.queue().Queues
+	rc.Workers = workers
+	rc.PeriodicJobs = periodic
 	var err error
-	if db.Dialect == models.Postgres {
-		r.pg, err = river.NewClient(riverpgxv5.New(db.Pool), rc)
-	} else {
-		r.sqlite, err = river.NewClient(riversqlite.New(db.SQL), rc)
-	}
-	if err != nil {
+	if r.riverClient, err = newRiverClient(db, rc); err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	eng.SetEnqueuer(r)
 	return r, nil
 }
+
+// Queue returns the queue New was given, which the bulk service inserts with.
+func (r *Runner) Queue() *Queue { return r.queue }
+
+// Bulk returns the service of bulk actions on dead letters, whose jobs this runner works.
+func (r *Runner) Bulk() *bulk.Service { return r.bulk }
 
 // Start starts working jobs. Cancelling ctx does not stop them (River would stop hard and
 // cancel running steps): call Stop, which lets them finish.
@@ -382,88 +360,6 @@ func (r *Runner) Kill() {
 	_ = r.sqlite.StopAndCancel(ctx)
 }
 
-func params(jobs []engine.Job) []river.InsertManyParams {
-	out := make([]river.InsertManyParams, len(jobs))
-	for i, j := range jobs {
-		if j.CompensationID != "" {
-			opts := CompensateArgs{}.InsertOpts()
-			if !j.RunAt.IsZero() {
-				opts.ScheduledAt = j.RunAt
-			}
-			out[i] = river.InsertManyParams{Args: CompensateArgs{CompensationID: j.CompensationID, Generation: j.Generation}, InsertOpts: &opts}
-			continue
-		}
-		opts := AttemptArgs{}.InsertOpts()
-		// RunAt is read from the database clock; River compares it with the same clock.
-		// (The application clock may be off: it never decides when an attempt is due.)
-		if !j.RunAt.IsZero() {
-			opts.ScheduledAt = j.RunAt
-		}
-		out[i] = river.InsertManyParams{Args: AttemptArgs{AttemptID: j.AttemptID, Generation: j.Generation}, InsertOpts: &opts}
-	}
-	return out
-}
-
-// EnqueueTx inserts in tx on SQLite; on PostgreSQL (River cannot share GORM's transaction)
-// it returns the insert to run after commit.
-func (r *Runner) EnqueueTx(ctx context.Context, tx *gorm.DB, jobs []engine.Job) (func(context.Context) error, error) {
-	if r.sqlite != nil {
-		sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
-		if !ok {
-			return nil, errors.New("jobs: EnqueueTx needs a GORM transaction")
-		}
-		_, err := r.sqlite.InsertManyTx(ctx, sqlTx, params(jobs))
-		return nil, err
-	}
-	return func(ctx context.Context) error { return r.Enqueue(ctx, jobs) }, nil
-}
-
-// Bulk returns the service of bulk actions on dead letters, whose jobs this runner works.
-func (r *Runner) Bulk() *bulk.Service { return r.bulk }
-
-// EnqueueBulk queues the next batch of a bulk job (skipped when one is already queued).
-func (r *Runner) EnqueueBulk(ctx context.Context, id string) error {
-	var err error
-	if r.pg != nil {
-		_, err = r.pg.Insert(ctx, BulkArgs{BulkID: id}, nil)
-	} else {
-		_, err = r.sqlite.Insert(ctx, BulkArgs{BulkID: id}, nil)
-	}
-	return err
-}
-
-// EnqueuePgx inserts in tx, a transaction of the engine's on PostgreSQL.
-func (r *Runner) EnqueuePgx(ctx context.Context, tx pgx.Tx, jobs []engine.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	_, err := r.pg.InsertManyTx(ctx, tx, params(jobs))
-	return err
-}
-
-// Enqueue inserts outside a transaction.
-func (r *Runner) Enqueue(ctx context.Context, jobs []engine.Job) error {
-	if len(jobs) == 0 {
-		return nil
-	}
-	if r.pg == nil {
-		_, err := r.sqlite.InsertMany(ctx, params(jobs))
-		return err
-	}
-	// The attempts these jobs run are already committed, durably; a job only makes an
-	// attempt start at once. So the job's commit does not wait for the disk: were it lost in
-	// a crash, the reconciler would queue the attempt again. That saves a WAL flush per job.
-	tx, err := r.db.Pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit TO OFF"})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := r.EnqueuePgx(ctx, tx, jobs); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
-
 // levelFilter drops River's records below a level (River is chatty at info), and all of
 // them while quiet says so.
 type levelFilter struct {
@@ -482,20 +378,4 @@ func (l levelFilter) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (l levelFilter) WithGroup(name string) slog.Handler {
 	return levelFilter{l.Handler.WithGroup(name), l.min, l.quiet}
-}
-
-// onTime keeps attempt and compensation jobs "available" even when they are due in the future. River's
-// fetch takes available jobs whose scheduled_at has passed, so a retry starts within
-// FetchPollInterval of its time, instead of waiting for River's scheduler, which
-// promotes "scheduled" jobs only every 5 seconds.
-type onTime struct{ river.MiddlewareDefaults }
-
-func (*onTime) InsertMany(ctx context.Context, many []*rivertype.JobInsertParams,
-	doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
-	for _, p := range many {
-		if (p.Kind == (AttemptArgs{}).Kind() || p.Kind == (CompensateArgs{}).Kind()) && p.State == rivertype.JobStateScheduled {
-			p.State = rivertype.JobStateAvailable
-		}
-	}
-	return doInner(ctx)
 }

@@ -75,7 +75,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	eng := engine.New(db, reg, log, engine.Config{Queue: queue, LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys,
 		Sealer: sealer, Notifier: notifier, Databases: databases})
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
-	registerNotify, dispatch := jobs.NotifyJobs(notifier)
+	registerNotify, dispatch := jobs.NotifyJobs(notifier, 0)
 	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
 	jcfg.Register = func(w *river.Workers) {
 		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})

@@ -90,12 +90,13 @@ func TestFailuresAreNotified(t *testing.T) {
 		client := outbound.NewClient(outbound.Options{Allow: loopback, Timeout: 5 * time.Second})
 		tm := teams.New(client)
 		tm.SkipURLCheck = true
-		notifier := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "https://lifeline.example", Allow: loopback, Senders: map[notify.Channel]notify.Sender{
+		// The notifier reads the clock the test moves, as the engine does.
+		notifier := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "https://lifeline.example", Allow: loopback, Now: clock.Now, Senders: map[notify.Channel]notify.Sender{
 			notify.Email: email.New(sink.Config("lifeline@biuro.example")),
 			notify.Slack: slack.New(client), notify.Teams: tm}})
 
 		reg := loopbackSteps()
-		register, dispatch := jobs.NotifyJobs(notifier)
+		register, dispatch := jobs.NotifyJobs(notifier, 100*time.Millisecond)
 		eng, runner, err := wire(db, testLogger(t), reg,
 			engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: notifier},
 			jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,

@@ -71,14 +71,18 @@ func (w *NotifyRetentionWorker) Work(ctx context.Context, _ *river.Job[NotifyRet
 	return err
 }
 
-// NotifyJobs registers the notification dispatcher and its hourly retention: add the
-// workers with Config.Register and the returned periodic jobs to Config.Periodic.
-func NotifyJobs(svc *notify.Service) (func(*river.Workers), []*river.PeriodicJob) {
+// NotifyJobs registers the notification dispatcher, run every every (0: NotifyEvery), and
+// its hourly retention: add the workers with Config.Register and the returned periodic jobs
+// to Config.Periodic. Tests pass a shorter interval instead of waiting for the dispatcher.
+func NotifyJobs(svc *notify.Service, every time.Duration) (func(*river.Workers), []*river.PeriodicJob) {
+	if every <= 0 {
+		every = NotifyEvery
+	}
 	return func(w *river.Workers) {
 			river.AddWorker(w, &NotifyWorker{Notify: svc})
 			river.AddWorker(w, &NotifyRetentionWorker{Notify: svc})
 		}, []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(NotifyEvery),
+			river.NewPeriodicJob(river.PeriodicInterval(every),
 				func() (river.JobArgs, *river.InsertOpts) { return NotifyArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
 			river.NewPeriodicJob(river.PeriodicInterval(time.Hour),

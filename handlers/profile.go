@@ -98,7 +98,7 @@ func (h *ProfileHandler) render(c echo.Context, status int, lang, zone string, s
 	if orgZone == "" {
 		orgZone = "UTC"
 	}
-	vm := pages.ProfileVM{Action: h.url("profile.save"), Email: p.Email, OrgID: p.OrganizationID, Language: lang, TimeZone: zone,
+	vm := pages.ProfileVM{Action: h.url("profile.save"), Email: p.Email, OrgID: p.OrganizationID, Admin: p.Can(models.RoleAdmin), Language: lang, TimeZone: zone,
 		OrgLang: l.TOr("app.language."+orgLang, l.T("app.language."+i18n.Fallback)), OrgZone: orgZone, Zones: commonZones,
 		Now: l.Time(h.now()) + " (" + l.Zone().String() + ")", Saved: saved, Org: org}
 	vm.FormError, vm.Errors = translated(l, msg, fields)

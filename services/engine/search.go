@@ -1,25 +1,18 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/json"
 	"slices"
+	"strconv"
 
 	"lifeline/models"
-	"lifeline/services/definition"
+	"lifeline/services/redact"
 )
 
 // searchText is what a search finds an execution by (models.SearchText): its subject and
-// the values of its input, in key order. The values under secret-looking keys are left out and
-// secret values found anywhere are masked, so a secret never becomes searchable text.
-func (e *secrets) searchText(def *definition.Definition, subject *string, input []byte) string {
-	var in any
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	if dec.Decode(&in) != nil {
-		return models.SearchText(deref(subject))
-	}
-	m := e.masker(def, in)
+// the values of in (its decoded input), in key order. The values under secret-looking keys
+// are left out and the secret values m finds anywhere are masked, so a secret never becomes
+// searchable text.
+func (e *secrets) searchText(in any, subject *string, m *redact.Masker) string {
 	parts := []string{deref(subject)}
 	var walk func(v any)
 	walk = func(v any) {
@@ -41,8 +34,8 @@ func (e *secrets) searchText(def *definition.Definition, subject *string, input 
 			}
 		case string:
 			parts = append(parts, m.Mask(x))
-		case json.Number:
-			parts = append(parts, m.Mask(string(x)))
+		case float64: // as JSON wrote it: a NIP typed as a number is found by its digits
+			parts = append(parts, m.Mask(strconv.FormatFloat(x, 'f', -1, 64)))
 		}
 	}
 	walk(in)

@@ -146,7 +146,14 @@ func (e *starts) logStarted(ctx context.Context, ex *models.Execution) {
 // its times from the database clock.
 func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
 	id := models.NewID()
-	sealed, err := e.sealFound(input, tableExecutions, id, "input", e.inputMasker(def, input))
+	// One masker for the input's secrets: it seals them, and keeps them out of the subject
+	// and the search text.
+	var in any
+	if json.Unmarshal(input, &in) != nil {
+		in = nil
+	}
+	m := e.masker(def, in)
+	sealed, err := e.sealFound(input, tableExecutions, id, "input", m)
 	if err != nil {
 		return models.Execution{}, err
 	}
@@ -160,9 +167,9 @@ func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r
 		TriggerType:     r.Trigger,
 		CorrelationID:   strings.ReplaceAll(models.NewID(), "-", "")[:16],
 		CurrentStepID:   &def.Steps[def.First()].ID,
-		Subject:         e.subject(def, input),
+		Subject:         e.subject(def, in, m),
 	}
-	ex.SearchText = e.searchText(def, ex.Subject, input)
+	ex.SearchText = e.searchText(in, ex.Subject, m)
 	if ex.TriggerType == "" {
 		ex.TriggerType = TriggerAPI
 	}
@@ -293,19 +300,15 @@ func (e *secrets) inputMasker(def *definition.Definition, input []byte) *redact.
 // subject renders the workflow's settings.subject over the input: nil (the title is then the
 // short id) when the workflow sets none, when it fails, or when it renders to nothing but
 // separators (the input lacks its fields). Secret values of the input never appear in it.
-func (e *starts) subject(def *definition.Definition, input []byte) *string {
-	if def.Settings.Subject == "" {
-		return nil
-	}
-	var in any
-	if err := json.Unmarshal(input, &in); err != nil {
+func (e *starts) subject(def *definition.Definition, in any, m *redact.Masker) *string {
+	if def.Settings.Subject == "" || in == nil {
 		return nil
 	}
 	s, err := tmpl.RenderString(def.Settings.Subject, map[string]any{"input": in})
 	if err != nil {
 		return nil
 	}
-	s = strings.Join(strings.Fields(e.masker(def, in).Mask(s)), " ")
+	s = strings.Join(strings.Fields(m.Mask(s)), " ")
 	if !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
 		return nil // nothing but the template's separators: the input lacks its fields
 	}

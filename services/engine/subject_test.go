@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"testing"
 
 	"lifeline/services/definition"
@@ -22,7 +23,11 @@ func TestSubject(t *testing.T) {
 		{`{"clientName": "  ", "period": "-"}`, ""},
 	} {
 		got := ""
-		if s := e.subject(def, []byte(c.input)); s != nil {
+		var in any
+		if err := json.Unmarshal([]byte(c.input), &in); err != nil {
+			t.Fatal(err)
+		}
+		if s := e.subject(def, in, e.masker(def, in)); s != nil {
 			got = *s
 		}
 		if got != c.want {

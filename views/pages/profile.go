@@ -5,6 +5,7 @@ type ProfileVM struct {
 	Action    string
 	Email     string
 	OrgID     string   // the organization's id, which the command line and API tokens name
+	Admin     bool     // the user is an admin: the page shows the command line that makes a token
 	Language  string   // "", "pl", "en" ("": the organization's)
 	TimeZone  string   // an IANA name; "": the organization's
 	OrgLang   string   // display: the organization's language, or the browser's

@@ -78,7 +78,7 @@ func Profile(p layouts.Page, vm ProfileVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = orgID(vm.OrgID).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = orgID(vm.OrgID, vm.Admin).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

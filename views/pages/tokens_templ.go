@@ -92,7 +92,7 @@ func Tokens(p layouts.Page, vm TokensVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = orgID(vm.OrgID).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = orgID(vm.OrgID, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -272,8 +272,8 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	// are read to count those still pending.
 	shown := ids[:min(len(ids), maxConfirmItems)]
 	read := shown
-	if r.Filter == nil {
-		read = ids
+	if r.Filter == nil || r.Action == bulk.Retry {
+		read = ids // a retry counts beforehand the items it will be refused
 	}
 	briefs, err := h.briefs.DeadLetterBriefs(c.Request().Context(), principal(c).OrganizationID, read)
 	if err != nil {
@@ -294,6 +294,17 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	}
 	if left := len(ids) - vm.Count; left > 0 {
 		vm.LeftAlone = l.N("bulk.confirm.leftalone", left)
+	}
+	if r.Action == bulk.Retry {
+		rolled := 0
+		for _, id := range ids {
+			if b := briefs[id]; b.RolledBack && b.Status == models.DLQPending {
+				rolled++
+			}
+		}
+		if rolled > 0 {
+			vm.Refusals = l.N("bulk.confirm.rolledback", rolled)
+		}
 	}
 	for _, id := range shown {
 		b := briefs[id]

@@ -262,6 +262,19 @@ func TestRollbackFromDLQItem(t *testing.T) {
 			t.Error("the execution with nothing to undo offers a rollback, or no retry from the failed step")
 		}
 
+		// Bulk: a retry of rolled-back items says beforehand that it will be refused for them,
+		// and why; the whole-workflow retry says nothing of the kind (issue 21).
+		confirm := func(action string) string {
+			form := url.Values{"_csrf": {csrf}, "action": {action}, "scope": {"selected"}, "ids": {dl2}}
+			return do(t, admin, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}).body
+		}
+		if p := confirm("retry"); !strings.Contains(p, `data-testid="bulk-refusals"`) || !strings.Contains(p, "Retry the whole workflow") {
+			t.Error("a bulk retry of a rolled-back item does not warn that it will be refused")
+		}
+		if p := confirm("retry_full"); strings.Contains(p, `data-testid="bulk-refusals"`) {
+			t.Error("a bulk whole-workflow retry warns of refusals")
+		}
+
 		// The executions list finds rolled-back executions (its status filter, in the API and
 		// on the page) and marks them.
 		if got := apiIDs(t, do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions?status=ROLLED_BACK", "", bearer(rs.token))); !slices.Equal(got, []string{ex2, ex1}) {

@@ -33,19 +33,31 @@ func (db *DB) DLQOwned(ctx context.Context, orgID string, ids []string) (map[str
 type DLQBrief struct {
 	Subject string
 	Status  string
+	// RolledBack: its execution's completed steps were undone (or are being): only a retry of
+	// the whole workflow takes it.
+	RolledBack bool
 }
 
-// DLQBriefs returns the subject and status of the organization's dead letters among ids.
+// DLQBriefs returns the subject and status of the organization's dead letters among ids, and
+// whether their executions were rolled back.
 func (db *DB) DLQBriefs(ctx context.Context, orgID string, ids []string) (map[string]DLQBrief, error) {
 	out := make(map[string]DLQBrief, len(ids))
 	for start := 0; start < len(ids); start += 500 {
-		var rows []DeadLetter
-		if err := db.Conn(ctx).Select("id, subject, status").Where("organization_id = ? AND id IN ?", orgID, ids[start:min(start+500, len(ids))]).
-			Find(&rows).Error; err != nil {
+		var rows []struct {
+			ID             string
+			Subject        *string
+			Status         string
+			RollbackStatus *string
+		}
+		if err := db.Conn(ctx).Table("dead_letter_queue").
+			Select("dead_letter_queue.id, dead_letter_queue.subject, dead_letter_queue.status, workflow_executions.rollback_status").
+			Joins("LEFT JOIN workflow_executions ON workflow_executions.id = dead_letter_queue.execution_id AND workflow_executions.organization_id = dead_letter_queue.organization_id").
+			Where("dead_letter_queue.organization_id = ? AND dead_letter_queue.id IN ?", orgID, ids[start:min(start+500, len(ids))]).
+			Scan(&rows).Error; err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			b := DLQBrief{Status: r.Status}
+			b := DLQBrief{Status: r.Status, RolledBack: r.RollbackStatus != nil}
 			if r.Subject != nil {
 				b.Subject = *r.Subject
 			}

@@ -81,6 +81,9 @@ type BulkConfirmVM struct {
 	More     string            // "and 180 more", "" when Items names them all
 	// LeftAlone: the selected items no longer pending, which it leaves alone ("" for none).
 	LeftAlone string
+	// Refusals says beforehand how many items the action will be refused for, and why ("" for
+	// none): a retry from the failed step of rolled-back executions.
+	Refusals string
 	// Token identifies the items shown, Nonce this confirmation (a double click is one job).
 	Token, Nonce string
 	// Changed: the items changed since the person confirmed; this is the new set.

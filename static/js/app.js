@@ -22,6 +22,9 @@
 //    (filters included). It skips a turn while the tab is hidden, rows are ticked, more rows
 //    were loaded, or the person paused it with its data-live-toggle button (remembered for
 //    the tab).
+// 10. List keys: "/" focuses the search, "j"/"k" move between rows (their data-row-link),
+//    "x" ticks the focused row, Enter opens it, "?" shows the keys (#keys-help). Keys typed
+//    into a field are the field's; Escape leaves it.
 (function () {
   "use strict";
 
@@ -289,6 +292,46 @@
         document.querySelector('input[name=ids]:checked') ||
         (target && target.querySelector("[data-more-loaded]"))) {
       evt.preventDefault();
+    }
+  });
+
+  // ---------- list keys ----------
+  document.addEventListener("keydown", function (evt) {
+    if (evt.defaultPrevented || evt.ctrlKey || evt.metaKey || evt.altKey) return;
+    var t = evt.target, tag = t && t.tagName;
+    if (tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (t && t.isContentEditable)) {
+      if (evt.key === "Escape" && t.blur) t.blur();
+      return;
+    }
+    var links = Array.prototype.slice.call(document.querySelectorAll("[data-row-link]"));
+    var help = document.getElementById("keys-help");
+    switch (evt.key) {
+      case "/":
+        var q = document.querySelector("input[name=q]");
+        if (q) { evt.preventDefault(); q.focus(); q.select(); }
+        break;
+      case "j":
+      case "k":
+        if (!links.length) return;
+        evt.preventDefault();
+        var i = links.indexOf(document.activeElement);
+        i = evt.key === "j" ? Math.min(links.length - 1, i + 1) : Math.max(0, i - 1);
+        links[i].focus();
+        var row = links[i].closest("tr");
+        if (row && row.scrollIntoView) row.scrollIntoView({ block: "nearest" });
+        break;
+      case "x":
+        var cur = document.activeElement;
+        if (links.indexOf(cur) < 0) return;
+        var box = cur.closest("tr") && cur.closest("tr").querySelector("input[type=checkbox]");
+        if (box) { evt.preventDefault(); box.click(); }
+        break;
+      case "?":
+        if (help) { evt.preventDefault(); help.hidden = !help.hidden; }
+        break;
+      case "Escape":
+        if (help && !help.hidden) help.hidden = true;
+        break;
     }
   });
 

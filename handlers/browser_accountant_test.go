@@ -95,8 +95,16 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 		t.Fatalf("the reason does not say what is wrong: %q", reason)
 	}
 	step("open", chromedp.Click(`[data-testid=dlq-open]`), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)
+	// The right action first: a retry would repeat a validation error, so the page says so,
+	// opens the input's editor and does not make the retry its primary button.
+	if hint := textWhen(t, ctx, `[data-testid=fix-data-hint]`, func(s string) bool { return s != "" }); !strings.Contains(hint, "Popraw dane wejściowe") {
+		t.Fatalf("fix-data hint %q", hint)
+	}
+	if primary, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=action-retry]').classList.contains('btn-primary')`)); primary {
+		t.Fatal("a retry is the primary action for a validation error")
+	}
 	step("correct the NIP and preview",
-		chromedp.Click(`[data-testid=edit-section] summary`), chromedp.WaitVisible(`[data-testid=edit-input]`),
+		chromedp.WaitVisible(`[data-testid=edit-input]`), // a validation error opens the edit first
 		chromedp.Evaluate[chromedp.Void](`(() => { const t = document.querySelector('[data-testid=edit-input]');
 		  t.value = t.value.replace('`+wrong+`', '`+right+`'); })()`),
 		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)

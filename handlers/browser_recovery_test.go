@@ -114,7 +114,7 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 		t.Fatalf("title %q", title)
 	}
 	step("edit and preview",
-		chromedp.Click(`[data-testid=edit-section] summary`), chromedp.WaitVisible(`[data-testid=edit-input]`),
+		chromedp.WaitVisible(`[data-testid=edit-input]`), // a validation error opens the edit first
 		chromedp.SetValue(`[data-testid=edit-input]`, `{"client": "Piekarnia Zawada", "period": "2026-10", "nip": "5260250274"}`),
 		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
 	if d := text(`[data-testid=diff-line]`); !strings.Contains(d, "nip") || !strings.Contains(d, "5260250274") {

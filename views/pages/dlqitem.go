@@ -59,7 +59,10 @@ type RecoveryVM struct {
 	CSRF     string
 	CanAdmin bool // the retry-policy override (everyone who sees the panel fixes data)
 	// NoteRequired: skipping the step or closing the item needs a note (accountants).
-	NoteRequired   bool
+	NoteRequired bool
+	// FixData: the error is one a plain retry repeats (validation, permanent, authorization):
+	// editing the input comes first, open, and the retry is not the primary action.
+	FixData        bool
 	FailedStepName string
 	ResumeSteps    []Option // the failed step and the steps before it
 	Version        int      // the version the execution ran

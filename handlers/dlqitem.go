@@ -132,8 +132,17 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 	if err != nil {
 		return err
 	}
+	// Steps by name, as the timeline shows them, not by id.
+	names := map[string]string{}
+	for _, st := range vm.Steps {
+		names[st.ID] = st.Name
+	}
 	for i := range rows {
 		v := auditRow(h.links, l, rows[i])
+		if d := detailsOf(rows[i].Details); names[d.str("stepId")] != "" {
+			d["stepId"] = names[d.str("stepId")]
+			v.Note = auditNote(l, d)
+		}
 		vm.History = append(vm.History, v)
 		switch rows[i].Action {
 		case "dlq.resolved", "dlq.skipped", "dlq.expired":

@@ -358,7 +358,7 @@ func TestRecoveryPages(t *testing.T) {
 		// The item the edited retry resolved: the engine closed it, after the admin's retry.
 		r = do(t, admin, "GET", a.srv.URL+"/dlq/"+dlID, "", nil)
 		if !strings.Contains(r.body, `data-testid="closed-how">Resolved: the retry succeeded<`) || strings.Contains(r.body, `data-testid="closed-by"`) ||
-			!strings.Contains(r.body, "from the failed step") || !strings.Contains(r.body, "with an edited input") || !strings.Contains(r.body, "NIP must have 10 digits") {
+			!strings.Contains(r.body, "from the failed step Wyślij do bramki") || !strings.Contains(r.body, "with an edited input") || !strings.Contains(r.body, "NIP must have 10 digits") {
 			t.Errorf("the replayed item's page does not say the retry resolved it")
 		}
 		// Resolved looks resolved: how it was closed comes first, in green, with the execution

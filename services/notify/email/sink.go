@@ -33,6 +33,7 @@ type Sink struct {
 	Max int
 
 	srv  *smtp.Server
+	l    net.Listener
 	addr string
 	mu   sync.Mutex
 	msgs []Received
@@ -52,7 +53,7 @@ func StartSink(addr string, s *Sink) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.addr = l.Addr().String()
+	s.addr, s.l = l.Addr().String(), l
 	s.srv = smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return &sinkSession{sink: s}, nil }))
 	s.srv.Domain = "localhost"
 	s.srv.AllowInsecureAuth = true
@@ -72,9 +73,15 @@ func (s *Sink) Config(from string) Config {
 	return Config{Host: host, Port: p, TLS: TLSNone, From: from}
 }
 
-// Close stops the server and waits for it.
+// Close stops the server and waits for it. It closes the listener itself too: a Close that
+// comes before the serving goroutine has handed the listener to the server (a test that ends
+// at once) would otherwise wait for an Accept that never returns.
 func (s *Sink) Close() error {
 	err := s.srv.Close()
+	_ = s.l.Close() // already closed by the server, or not yet given to it
+	if errors.Is(err, smtp.ErrServerClosed) {
+		err = nil
+	}
 	if serr := <-s.done; serr != nil && !errors.Is(serr, smtp.ErrServerClosed) && !errors.Is(serr, net.ErrClosed) {
 		return serr
 	}

@@ -2,18 +2,18 @@ package pages
 
 // BulkVM feeds Bulk: the progress and results of a bulk action on dead letters.
 type BulkVM struct {
-	ID            string
-	Action        string // retry, retry_full, skip, resolve
-	Status        string // queued, running, done, cancelled
-	Total         int
-	Processed     int
-	Succeeded     int
-	Failed        int
-	Percent       int
-	Live          bool // queued or running, or retries it started still running: the page refreshes itself
+	ID        string
+	Action    string // retry, retry_full, skip, resolve
+	Status    string // queued, running, done, cancelled
+	Total     int
+	Processed int
+	Succeeded int
+	Failed    int
+	Percent   int
+	Live      bool // queued or running, or retries it started still running: the page refreshes itself
 	// Summary says how the items ended once every retry did ("fixed 31 · back in the queue 4
 	// · refused 1"); "" while any runs, and for resolve and skip.
-	Summary string
+	Summary       string
 	RefreshURL    string
 	CancelURL     string // empty when it cannot be cancelled
 	CSRF          string

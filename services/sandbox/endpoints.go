@@ -153,21 +153,11 @@ func validationError(fields map[string]string) (int, any) {
 	return http.StatusBadRequest, map[string]any{"error": "validation", "fields": fields}
 }
 
-// checkNIP returns field errors when clientNip is present and is not 10
-// digits (dashes and spaces allowed, as NIPs are often written 526-104-08-28).
+// checkNIP returns field errors when clientNip is present and is not 10 digits (dashes and
+// spaces allowed, as NIPs are often written 526-104-08-28).
 func checkNIP(req map[string]any) map[string]string {
 	v, present := req["clientNip"]
-	if !present {
-		return nil
-	}
-	var s string
-	switch v := v.(type) {
-	case string:
-		s = strings.NewReplacer("-", "", " ", "").Replace(v)
-	case float64:
-		s = strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	if len(s) == 10 && strings.Trim(s, "0123456789") == "" {
+	if !present || len(nipDigits(v)) == 10 {
 		return nil
 	}
 	return map[string]string{"clientNip": "NIP must have 10 digits"}

@@ -14,6 +14,7 @@ type DLQFilter struct {
 	Status     string
 	ErrorType  string
 	StepID     string    // the failed step's id
+	GroupID    string    // the failure group's id
 	From, To   time.Time // created_at in [From, To)
 	// Q is text the subject, the reason or an input value contains, ignoring case and
 	// diacritics (search_text, folded by Fold). On PostgreSQL a trigram index answers it.
@@ -40,7 +41,7 @@ const dlqListColumns = "dead_letter_queue.id, dead_letter_queue.organization_id,
 	"dead_letter_queue.manual_retry_count, dead_letter_queue.last_manual_retry_at, dead_letter_queue.expires_at, " +
 	"dead_letter_queue.subject, dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.retry_count, " +
 	"dead_letter_queue.resolved_by, dead_letter_queue.resolved_at, dead_letter_queue.resolution_notes, dead_letter_queue.replay_execution_id, " +
-	"dead_letter_queue.created_at, dead_letter_queue.updated_at"
+	"dead_letter_queue.group_id, dead_letter_queue.created_at, dead_letter_queue.updated_at"
 
 // ListDLQ returns the organization's dead letters that match f, newest first (created_at,
 // then id), and the next page's cursor ("" at the end). It reads the dead letters' own
@@ -83,6 +84,9 @@ func (db *DB) dlqWhere(q *gorm.DB, f DLQFilter) *gorm.DB {
 	}
 	if f.StepID != "" {
 		q = q.Where("dead_letter_queue.failed_step_id = ?", f.StepID)
+	}
+	if f.GroupID != "" {
+		q = q.Where("dead_letter_queue.group_id = ?", f.GroupID)
 	}
 	if !f.From.IsZero() {
 		q = q.Where("dead_letter_queue.created_at >= ?", f.From.UTC())

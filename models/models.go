@@ -314,8 +314,11 @@ type DeadLetter struct {
 	// ReplayExecutionID is the execution of the latest manual replay (the item's own, or a
 	// full retry's new one).
 	ReplayExecutionID *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	// GroupID is the failure group the item belongs to (nil only for an item made before
+	// groups, until the backfill gives it one).
+	GroupID   *string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 func (DeadLetter) TableName() string { return "dead_letter_queue" }

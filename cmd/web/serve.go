@@ -75,6 +75,13 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	eng := engine.New(db, reg, log, engine.Config{Queue: queue, LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys,
 		Sealer: sealer, Notifier: notifier, Databases: databases})
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
+	// Dead letters made before failure groups get theirs (issue 22; idempotent, so every start
+	// runs it and finds nothing once it is done).
+	if n, err := eng.BackfillGroups(ctx, 500); err != nil {
+		return fmt.Errorf("backfill failure groups: %w", err)
+	} else if n > 0 {
+		log.Info("dead letters grouped", "items", n)
+	}
 	registerNotify, dispatch := jobs.NotifyJobs(notifier, 0)
 	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
 	jcfg.Register = func(w *river.Workers) {

@@ -22,7 +22,7 @@ var events = []string{
 	"circuit.opened", "circuit.closed", "execution.rollback",
 	// Lifeline's own
 	"execution.started", "execution.reclaimed", "execution.failed", "reconcile.quarantined", "quarantine.released", "workflow.created", "workflow.updated",
-	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled",
+	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "dlq.group_muted", "dlq.split",
 	"circuit.half_opened", "compensation.completed", "compensation.failed", "compensation.retried",
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
 	"connection.deleted", "notifications.updated", "notification.resent",
@@ -31,7 +31,7 @@ var events = []string{
 // entityTypes are the kinds of thing an event is about (message entity.<type>).
 var entityTypes = []string{
 	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
-	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job",
+	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job", "dlq_group",
 	"notification_delivery", "notification_settings",
 }
 

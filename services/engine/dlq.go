@@ -95,12 +95,15 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)),
 	}
+	if _, err := st.JoinGroup(&dl, c.Code); err != nil {
+		return err
+	}
 	returned := false
 	if ex.DeadLetterID != nil {
 		// A manual replay failed: the item it served is pending again with the new error
 		// (and follows a full retry to its new execution); no second item.
 		var err error
-		if returned, err = st.ReturnDeadLetter(*ex.DeadLetterID, &dl); err != nil {
+		if returned, err = st.ReturnToGroup(*ex.DeadLetterID, &dl); err != nil {
 			return err
 		}
 		if returned {

@@ -102,7 +102,7 @@ func (s stateTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fields ma
 		return r.Error
 	}
 	if r.RowsAffected == 1 {
-		return nil
+		return s.closedInGroup(dl.ID, status)
 	}
 	var cur models.DeadLetter
 	if err := s.tx.Select("status").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
@@ -117,7 +117,8 @@ func (s stateTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error
 	r := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", id, models.DLQProcessing).Updates(map[string]any{
 		"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
 		"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
-		"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "search_text": dl.SearchText, "updated_at": s.now})
+		"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "search_text": dl.SearchText, "group_id": dl.GroupID,
+		"updated_at": s.now})
 	return r.RowsAffected == 1, r.Error
 }
 
@@ -147,6 +148,9 @@ func (s stateTx) ResolveReplayed(ex *models.Execution) error {
 	if r.Error != nil || r.RowsAffected == 0 {
 		return r.Error
 	}
+	if _, err := s.ResolveGroupOf(dl.ID); err != nil {
+		return err
+	}
 	if err := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", dl.ErrorID, models.ErrDeadLetter).
 		Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "manual_retry", "resolved_at": s.now, "updated_at": s.now}).Error; err != nil {
 		return err
@@ -175,5 +179,8 @@ func (s stateTx) ExpireDeadLetters(ids []string) ([]string, error) {
 	var expired []string
 	err := s.tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ? AND updated_at = ?", ids, models.DLQExpired, s.now).
 		Pluck("id", &expired).Error
-	return expired, err
+	if err != nil {
+		return nil, err
+	}
+	return expired, s.ResolveGroupsOf(expired)
 }

@@ -1,0 +1,270 @@
+package models
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"lifeline/models/apperr"
+)
+
+// Failure group states (stored). A muted group whose MutedUntil has passed is open
+// (Group.StateAt); a group with items being processed is shown as being fixed (GroupFixing).
+const (
+	GroupOpen     = "open"
+	GroupResolved = "resolved"
+	GroupMuted    = "muted"
+	// GroupFixing is shown, never stored: an open group some of whose items are being
+	// retried.
+	GroupFixing = "fixing"
+)
+
+// GroupStates are the states the groups list filters by.
+var GroupStates = []string{GroupOpen, GroupFixing, GroupResolved, GroupMuted}
+
+// Group is a failure group: the dead letters of one organization with one fingerprint
+// (services/fingerprint). Its state changes only through the engine's group transitions.
+type Group struct {
+	ID             string
+	OrganizationID string
+	Fingerprint    string
+	Version        int
+	WorkflowID     string
+	StepID         string
+	ErrorType      string
+	ErrorCode      string
+	// Title is the reason with its variable parts as placeholders.
+	Title      string
+	SearchText string
+	State      string
+	MutedUntil *time.Time
+	// SplitFrom is the group an item was split out of into this one.
+	SplitFrom *string
+	// Arrivals counts the items that ever joined the group.
+	Arrivals    int
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+	ResolvedAt  *time.Time
+	// ResolvedBefore is when the group was resolved before it came back (ReopenedAt).
+	ResolvedBefore *time.Time
+	ReopenedAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (Group) TableName() string { return "dlq_groups" }
+
+// StateAt is the group's state at now (the database clock): a mute that has ended is open.
+func (g *Group) StateAt(now time.Time) string {
+	if g.State == GroupMuted && g.MutedUntil != nil && !g.MutedUntil.After(now) {
+		return GroupOpen
+	}
+	return g.State
+}
+
+// GroupCounts are a group's items by status: pending, processing, and closed (resolved,
+// skipped or expired).
+type GroupCounts struct {
+	Pending    int `json:"pending"`
+	Processing int `json:"processing"`
+	Closed     int `json:"closed"`
+}
+
+// GroupView is a group with what its list and page show of it.
+type GroupView struct {
+	Group
+	WorkflowName string
+	Counts       GroupCounts
+	// Subjects are the clients its items are about, at most MaxGroupSubjects, sorted.
+	Subjects []string
+	// Arrivals24h counts the items that arrived in each hour of the last 24 (oldest first,
+	// the last bucket ending at the database clock's now).
+	Arrivals24h []int
+	// StateNow is the state shown: StateAt, and fixing for an open group with items
+	// processing.
+	StateNow string
+}
+
+// MaxGroupSubjects bounds the subjects a group shows.
+const MaxGroupSubjects = 10
+
+// GroupFilter selects groups.
+type GroupFilter struct {
+	State      string // one of GroupStates; "" for every one
+	WorkflowID string
+	ErrorType  string
+	// Q is text the title contains, ignoring case and diacritics.
+	Q      string
+	Cursor string // a previous page's next cursor
+	Limit  int    // 1-200; anything else is 50
+}
+
+// ListGroups returns the organization's groups that match f, the most recently seen first
+// (last_seen_at, then id), with their counts, subjects and arrivals, and the next page's
+// cursor ("" at the end). A group seen again while someone pages moves to the top: it may be
+// on an earlier page than the one it was on. A cursor this server did not make is EINVALID on
+// "cursor". The state fixing is an open group with items processing: it is filtered after
+// the page is read, so a page of that filter may be short, and the cursor still goes on.
+func (db *DB) ListGroups(ctx context.Context, orgID string, f GroupFilter) ([]GroupView, string, error) {
+	now, err := db.Now(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := clampLimit(f.Limit)
+	q := db.Conn(ctx).Table("dlq_groups").Where("dlq_groups.organization_id = ?", orgID)
+	if f.WorkflowID != "" {
+		q = q.Where("dlq_groups.workflow_id = ?", f.WorkflowID)
+	}
+	if f.ErrorType != "" {
+		q = q.Where("dlq_groups.error_type = ?", f.ErrorType)
+	}
+	if f.Q != "" {
+		q = q.Where(db.contains("dlq_groups.search_text"), containsPattern(Fold(f.Q)))
+	}
+	switch f.State {
+	case GroupMuted:
+		q = q.Where("dlq_groups.state = ? AND dlq_groups.muted_until > ?", GroupMuted, now)
+	case GroupResolved:
+		q = q.Where("dlq_groups.state = ?", GroupResolved)
+	case GroupOpen, GroupFixing:
+		q = q.Where("(dlq_groups.state = ? OR (dlq_groups.state = ? AND dlq_groups.muted_until <= ?))", GroupOpen, GroupMuted, now)
+	}
+	at, id, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if id != "" {
+		q = q.Where("dlq_groups.last_seen_at <= ? AND (dlq_groups.last_seen_at < ? OR dlq_groups.id < ?)", at, at, id)
+	}
+	var groups []Group
+	if err := q.Order("dlq_groups.last_seen_at DESC, dlq_groups.id DESC").Limit(limit + 1).Find(&groups).Error; err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(groups) > limit {
+		groups = groups[:limit]
+		next = encodeCursor(groups[limit-1].LastSeenAt, groups[limit-1].ID)
+	}
+	views, err := db.groupViews(ctx, orgID, groups, now)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.State == GroupOpen || f.State == GroupFixing {
+		kept := views[:0]
+		for _, v := range views {
+			if v.StateNow == f.State {
+				kept = append(kept, v)
+			}
+		}
+		views = kept
+	}
+	return views, next, nil
+}
+
+// GetGroup returns one of the organization's groups; ENOTFOUND when it has no such group.
+func (db *DB) GetGroup(ctx context.Context, orgID, id string) (*GroupView, error) {
+	now, err := db.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var g Group
+	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&g).Error; err != nil {
+		if IsNotFound(err) {
+			return nil, apperr.NotFound("group")
+		}
+		return nil, err
+	}
+	views, err := db.groupViews(ctx, orgID, []Group{g}, now)
+	if err != nil {
+		return nil, err
+	}
+	return &views[0], nil
+}
+
+// groupViews adds to groups their workflows' names, counts, subjects and last 24 hours'
+// arrivals: four queries for the page, whatever its length.
+func (db *DB) groupViews(ctx context.Context, orgID string, groups []Group, now time.Time) ([]GroupView, error) {
+	views := make([]GroupView, len(groups))
+	if len(groups) == 0 {
+		return views, nil
+	}
+	ids := make([]string, len(groups))
+	wfs := make([]string, 0, len(groups))
+	at := make(map[string]int, len(groups))
+	for i, g := range groups {
+		ids[i] = g.ID
+		wfs = append(wfs, g.WorkflowID)
+		at[g.ID] = i
+		views[i] = GroupView{Group: g, Arrivals24h: make([]int, 24)}
+	}
+	var names []struct{ ID, Name string }
+	if err := db.Conn(ctx).Table("workflows").Select("id, name").Where("organization_id = ? AND id IN ?", orgID, wfs).Scan(&names).Error; err != nil {
+		return nil, err
+	}
+	byWF := make(map[string]string, len(names))
+	for _, n := range names {
+		byWF[n.ID] = n.Name
+	}
+	var counts []struct {
+		GroupID string
+		Status  string
+		N       int
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, status, count(*) AS n").
+		Where("organization_id = ? AND group_id IN ?", orgID, ids).Group("group_id, status").Scan(&counts).Error; err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		v := &views[at[c.GroupID]]
+		switch c.Status {
+		case DLQPending:
+			v.Counts.Pending += c.N
+		case DLQProcessing:
+			v.Counts.Processing += c.N
+		default:
+			v.Counts.Closed += c.N
+		}
+	}
+	var subjects []struct {
+		GroupID string
+		Subject string
+	}
+	if err := db.Conn(ctx).Raw(`SELECT group_id, subject FROM (
+  SELECT group_id, subject, ROW_NUMBER() OVER (PARTITION BY group_id ORDER BY subject) AS n
+  FROM (SELECT DISTINCT group_id, subject FROM dead_letter_queue
+        WHERE organization_id = ? AND group_id IN ? AND subject IS NOT NULL AND subject <> '') d) s
+WHERE n <= ?`, orgID, ids, MaxGroupSubjects).Scan(&subjects).Error; err != nil {
+		return nil, err
+	}
+	for _, s := range subjects {
+		v := &views[at[s.GroupID]]
+		v.Subjects = append(v.Subjects, s.Subject)
+	}
+	from := now.Add(-24 * time.Hour)
+	var arrivals []struct {
+		GroupID   string
+		CreatedAt time.Time
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, created_at").
+		Where("organization_id = ? AND group_id IN ? AND created_at > ?", orgID, ids, from).Scan(&arrivals).Error; err != nil {
+		return nil, err
+	}
+	for _, a := range arrivals {
+		h := int(a.CreatedAt.Sub(from) / time.Hour)
+		if h >= 0 && h < 24 {
+			views[at[a.GroupID]].Arrivals24h[h]++
+		} else if h == 24 {
+			views[at[a.GroupID]].Arrivals24h[23]++ // at now itself
+		}
+	}
+	for i := range views {
+		v := &views[i]
+		v.WorkflowName = byWF[v.WorkflowID]
+		sort.Strings(v.Subjects)
+		v.StateNow = v.StateAt(now)
+		if v.StateNow == GroupOpen && v.Counts.Processing > 0 {
+			v.StateNow = GroupFixing
+		}
+	}
+	return views, nil
+}

@@ -62,7 +62,7 @@ func errorTypes() []string {
 func DLQFilterOf(l *i18n.Localizer, v url.Values) (models.DLQFilter, error) {
 	q := queryOf(l, v)
 	f := models.DLQFilter{WorkflowID: q.workflowID("workflowId"), Status: q.oneOf("status", models.DLQStatuses),
-		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), Q: q.search("q"),
+		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), GroupID: q.groupID("groupId"), Q: q.search("q"),
 		Limit: q.limit(), Cursor: q.get("cursor")}
 	f.From, f.To = q.days("lists.error.range")
 	return f, q.err()
@@ -75,6 +75,7 @@ func dlqQuery(f models.DLQFilter, from, to string) url.Values {
 	set(q, "status", f.Status)
 	set(q, "errorType", f.ErrorType)
 	set(q, "stepId", f.StepID)
+	set(q, "groupId", f.GroupID)
 	if !f.From.IsZero() {
 		set(q, "from", from)
 	}

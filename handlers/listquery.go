@@ -131,6 +131,9 @@ func (q *listQuery) id(key, msg string) string {
 // workflowID reads a workflow id.
 func (q *listQuery) workflowID(key string) string { return q.id(key, "lists.error.workflow") }
 
+// groupID reads a failure group's id.
+func (q *listQuery) groupID(key string) string { return q.id(key, "lists.error.group") }
+
 // stepID reads a step id.
 func (q *listQuery) stepID(key string) string {
 	v, ok := q.text(key, 100, "lists.error.step")

@@ -169,12 +169,14 @@ func apiExecutionDetail(d *executions.Detail) apiExecution {
 // apiDLQItem is a dead letter in the API: the list's fields, and with full (the item
 // endpoint) its original input, step states and the error's code and trace.
 type apiDLQItem struct {
-	ID               string          `json:"id"`
-	ExecutionID      string          `json:"executionId"`
-	WorkflowID       string          `json:"workflowId"`
-	WorkflowName     string          `json:"workflowName"`
-	Subject          *string         `json:"subject"`
-	FailedStepID     string          `json:"failedStepId"`
+	ID           string  `json:"id"`
+	ExecutionID  string  `json:"executionId"`
+	WorkflowID   string  `json:"workflowId"`
+	WorkflowName string  `json:"workflowName"`
+	Subject      *string `json:"subject"`
+	FailedStepID string  `json:"failedStepId"`
+	// GroupID is the item's failure group (null only before the backfill reached it).
+	GroupID          *string         `json:"groupId"`
 	Status           string          `json:"status"`
 	ErrorType        string          `json:"errorType"`
 	Reason           string          `json:"reason"`
@@ -197,7 +199,7 @@ type apiDLQItem struct {
 // message and trace, the original input and the step states.
 func apiDLQ(r *models.DLQRow, full bool) apiDLQItem {
 	out := apiDLQItem{ID: r.ID, ExecutionID: r.ExecutionID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
-		Subject: r.Subject, FailedStepID: r.FailedStepID, Status: r.Status, ErrorType: r.ErrorType, Reason: r.Reason,
+		Subject: r.Subject, FailedStepID: r.FailedStepID, GroupID: r.GroupID, Status: r.Status, ErrorType: r.ErrorType, Reason: r.Reason,
 		RetryCount: r.RetryCount, ManualRetryCount: r.ManualRetryCount, Error: apiAttemptError{Type: r.ErrorType, Message: r.Reason},
 		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ResolvedAt: rfcPtr(r.ResolvedAt),
 		ResolvedBy: r.ResolvedBy, ResolutionNotes: r.ResolutionNotes}

@@ -115,6 +115,14 @@ func (s *Server) routes() {
 	api.GET("/executions", execs.APIList).Name = "api.executions"
 	api.GET("/executions/:id", execs.APIGet).Name = "api.execution"
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
+	if s.groups != nil {
+		// Failure groups (issue 22): everyone reads them; accountants act, as on one item.
+		groupsAPI := newGroupsHandler(s.chrome, s.groups)
+		api.GET("/dlq/groups", groupsAPI.APIList).Name = "api.dlq.groups"
+		api.GET("/dlq/groups/:id", groupsAPI.APIGet).Name = "api.dlq.group"
+		api.POST("/dlq/groups/:id/actions", groupsAPI.APIAct, requireRole(models.RoleAccountant)).Name = "api.dlq.group.actions"
+		api.POST("/dlq/:id/split", groupsAPI.APISplit, requireRole(models.RoleAccountant)).Name = "api.dlq.split"
+	}
 	api.GET("/dlq/:id", recovery.APIGet).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"

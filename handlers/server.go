@@ -23,6 +23,7 @@ import (
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
+	"lifeline/services/groups"
 	"lifeline/services/notify"
 	"lifeline/services/redact"
 	"lifeline/services/workflows"
@@ -72,6 +73,8 @@ type Server struct {
 	// reads is the read side of executions, shared by the handlers that show them.
 	reads    *executions.Service
 	auditLog *audit.Reader
+	// groups reads failure groups and acts on them (nil without an engine).
+	groups   *groups.Service
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -106,6 +109,12 @@ func New(d Deps) *echo.Echo {
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
+	}
+	if d.Engine != nil {
+		s.groups = &groups.Service{DB: d.DB, Engine: d.Engine}
+		if d.Bulk != nil {
+			s.groups.Bulk = d.Bulk
+		}
 	}
 	s.sessions = scs.New()
 	s.sessions.Store = &auth.SessionStore{DB: d.DB}

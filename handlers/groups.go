@@ -1,0 +1,197 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"lifeline/models"
+	"lifeline/models/apperr"
+	"lifeline/services/audit"
+	"lifeline/services/bulk"
+	"lifeline/services/groups"
+)
+
+// groupService is what the failure groups' handlers need (groups.Service).
+type groupService interface {
+	List(ctx context.Context, orgID string, f models.GroupFilter) ([]models.GroupView, string, error)
+	Get(ctx context.Context, orgID, id string) (*models.GroupView, error)
+	Act(ctx context.Context, r groups.ActRequest) (*groups.ActResult, error)
+	Split(ctx context.Context, orgID, id string, actor audit.Actor) (*models.GroupView, error)
+}
+
+var _ groupService = (*groups.Service)(nil)
+
+// GroupsHandler serves failure groups (issue 22) through the API: the list, one group, one
+// action on a whole group, and splitting an item out of its group.
+type GroupsHandler struct {
+	*chrome
+	svc groupService
+}
+
+// newGroupsHandler returns the handler.
+func newGroupsHandler(ch *chrome, svc groupService) *GroupsHandler {
+	return &GroupsHandler{chrome: ch, svc: svc}
+}
+
+type apiGroup struct {
+	ID           string             `json:"id"`
+	Fingerprint  string             `json:"fingerprint"`
+	Version      int                `json:"version"`
+	Title        string             `json:"title"`
+	WorkflowID   string             `json:"workflowId"`
+	WorkflowName string             `json:"workflowName"`
+	StepID       string             `json:"stepId"`
+	ErrorType    string             `json:"errorType"`
+	ErrorCode    string             `json:"errorCode,omitempty"`
+	Counts       models.GroupCounts `json:"counts"`
+	// Arrivals counts every item that ever joined the group; Arrivals24h those of each hour
+	// of the last 24, oldest first.
+	Arrivals    int      `json:"arrivals"`
+	Arrivals24h []int    `json:"arrivals24h"`
+	Subjects    []string `json:"subjects"`
+	State       string   `json:"state"`
+	MutedUntil  *string  `json:"mutedUntil,omitempty"`
+	FirstSeenAt string   `json:"firstSeenAt"`
+	LastSeenAt  string   `json:"lastSeenAt"`
+	ResolvedAt  *string  `json:"resolvedAt,omitempty"`
+	// ResolvedBefore and ReopenedAt: the group came back after being resolved then.
+	ResolvedBefore *string `json:"resolvedBefore,omitempty"`
+	ReopenedAt     *string `json:"reopenedAt,omitempty"`
+	SplitFrom      *string `json:"splitFrom,omitempty"`
+	// Items lists the group's items (GET /api/v1/dlq?groupId=…).
+	Items string `json:"items"`
+}
+
+func (h *GroupsHandler) apiGroup(g *models.GroupView) apiGroup {
+	out := apiGroup{ID: g.ID, Fingerprint: g.Fingerprint, Version: g.Version, Title: g.Title, WorkflowID: g.WorkflowID,
+		WorkflowName: g.WorkflowName, StepID: g.StepID, ErrorType: g.ErrorType, ErrorCode: g.ErrorCode, Counts: g.Counts,
+		Arrivals: g.Arrivals, Arrivals24h: g.Arrivals24h, Subjects: g.Subjects, State: g.StateNow,
+		FirstSeenAt: rfc(g.FirstSeenAt), LastSeenAt: rfc(g.LastSeenAt), ResolvedAt: rfcPtr(g.ResolvedAt),
+		ResolvedBefore: rfcPtr(g.ResolvedBefore), ReopenedAt: rfcPtr(g.ReopenedAt), SplitFrom: g.SplitFrom,
+		Items: h.url("api.dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode()}
+	if out.Subjects == nil {
+		out.Subjects = []string{}
+	}
+	if g.StateNow == models.GroupMuted {
+		out.MutedUntil = rfcPtr(g.MutedUntil)
+	}
+	return out
+}
+
+// GroupFilterOf reads the groups list's filter from a query: status, workflowId,
+// errorType, q, cursor, limit. Bad values are EINVALID with field messages.
+func GroupFilterOf(c echo.Context) (models.GroupFilter, error) {
+	q := queryOf(localizer(c), c.QueryParams())
+	f := models.GroupFilter{State: q.oneOf("status", models.GroupStates), WorkflowID: q.workflowID("workflowId"),
+		ErrorType: q.oneOf("errorType", errorTypes()), Q: q.search("q"), Cursor: q.get("cursor"), Limit: q.limit()}
+	return f, q.err()
+}
+
+// APIList: GET /api/v1/dlq/groups, the most recently seen first, a page at a time ("next").
+func (h *GroupsHandler) APIList(c echo.Context) error {
+	f, err := GroupFilterOf(c)
+	if err != nil {
+		return err
+	}
+	list, next, err := h.svc.List(c.Request().Context(), principal(c).OrganizationID, f)
+	if err != nil {
+		return err
+	}
+	items := make([]apiGroup, 0, len(list))
+	for i := range list {
+		items = append(items, h.apiGroup(&list[i]))
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items, "next": nullIfEmpty(next)})
+}
+
+// APIGet: GET /api/v1/dlq/groups/{id}.
+func (h *GroupsHandler) APIGet(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	g, err := h.svc.Get(c.Request().Context(), principal(c).OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.apiGroup(g))
+}
+
+// apiGroupJob is a group action's bulk job: the job as GET /api/v1/dlq/bulk/{id} gives it,
+// the group, and what it covers.
+type apiGroupJob struct {
+	apiBulk
+	GroupID string `json:"groupId"`
+	Scope   string `json:"scope"`
+}
+
+// APIAct: POST /api/v1/dlq/groups/{id}/actions with {"action": "retry" | "retry_full" |
+// "resolve" | "skip" | "mute", "resolutionNotes", "muteUntil"} and an optional
+// Idempotency-Key. A bulk action answers 202 with its job (200 and Idempotency-Replayed for a
+// repeated key), whose total is the group's pending count now: items that join the group
+// later are not in it. A mute answers 200 with the group. Accountants must give a note to
+// resolve or skip, as for one item.
+func (h *GroupsHandler) APIAct(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	var req struct {
+		Action          string `json:"action"`
+		ResolutionNotes string `json:"resolutionNotes"`
+		MuteUntil       string `json:"muteUntil"`
+	}
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	p := principal(c)
+	r := groups.ActRequest{OrganizationID: p.OrganizationID, GroupID: id, Action: req.Action, Notes: req.ResolutionNotes,
+		Actor: actorOf(p), IdempotencyKey: key}
+	if req.MuteUntil != "" {
+		if r.MuteUntil, err = time.Parse(time.RFC3339, req.MuteUntil); err != nil {
+			return apperr.Invalid("group.invalid", map[string]string{"muteUntil": "must be a time (RFC 3339)"})
+		}
+	}
+	if err := bulkNote(p, bulk.Request{Action: req.Action, Notes: req.ResolutionNotes}); err != nil {
+		return err
+	}
+	res, err := h.svc.Act(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	if res.Job == nil {
+		return c.JSON(http.StatusOK, h.apiGroup(res.Group))
+	}
+	c.Response().Header().Set(echo.HeaderLocation, h.url("api.dlq.bulk", res.Job.ID))
+	out := apiGroupJob{apiBulk: bulkOf(res.Job, nil, false), GroupID: id,
+		Scope: localizer(c).N("group.action.scope", res.Job.Total)}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotency-Replayed", "true")
+		return c.JSON(http.StatusOK, out)
+	}
+	return c.JSON(http.StatusAccepted, out)
+}
+
+// APISplit: POST /api/v1/dlq/{id}/split moves the item into a group of its own: 201 with
+// that group.
+func (h *GroupsHandler) APISplit(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	p := principal(c)
+	g, err := h.svc.Split(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, h.url("api.dlq.group", g.ID))
+	return c.JSON(http.StatusCreated, h.apiGroup(g))
+}

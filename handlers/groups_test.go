@@ -1,0 +1,280 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/engine"
+)
+
+// nipService refuses every client's NIP as the demo's office does (a 400 naming the NIP)
+// until it is switched on; the NIP "000000000" it refuses always, and "down" gets a 503.
+func nipService(t testing.TB) (*httptest.Server, *atomic.Bool) {
+	var on atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Nip string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case body.Nip == "down":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error": "service unavailable"}`)
+		case on.Load() && body.Nip != "000000000":
+			fmt.Fprint(w, `{"ok": true}`)
+		default:
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error": "validation", "message": "NIP „%s” ma 9 cyfr, a powinien mieć 10"}`, body.Nip)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &on
+}
+
+// failures starts an execution of wf per NIP and waits until each is a dead letter; it
+// returns their ids.
+func (a *app) failures(org, wf string, nips ...string) []string {
+	a.t.Helper()
+	ctx := context.Background()
+	var execs []string
+	for _, nip := range nips {
+		ex, _, err := a.eng.Start(ctx, engine.StartRequest{OrganizationID: org, WorkflowID: wf,
+			Input: fmt.Appendf(nil, `{"nip": %q, "client": "Klient %s"}`, nip, nip)})
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		execs = append(execs, ex.ID)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var ids []string
+		a.db.Conn(ctx).Model(&models.DeadLetter{}).Where("execution_id IN ?", execs).Pluck("id", &ids)
+		if len(ids) == len(execs) {
+			return ids
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%d of %d dead letters", len(ids), len(execs))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestGroupsAPI: a failure group through the API on both databases: one cause of many
+// clients is one group apart from another cause; the group's items by groupId beyond one
+// page; one retry reaches every pending item of the group and nothing outside it, and not
+// an item that joins the group after it was asked for; mute; split; another organization's
+// group is 404; viewers read, accountants act (with a note to close).
+func TestGroupsAPI(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Grupy")
+		other := a.tenant("Biuro Obce")
+		svc, on := nipService(t)
+		ctx := context.Background()
+		wf, err := a.wfs.Create(ctx, tn.org, actorSystem, fmt.Appendf(nil, `{"name": "VAT-7", "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "send", "type": "http", "config": {"method": "POST", "url": "%s/send", "body": {"nip": "{{ input.nip }}"}}}]}`, svc.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 60 // more than one page (50) of the list
+		nips := make([]string, n)
+		for i := range nips {
+			nips[i] = fmt.Sprintf("5261040%02d", i)
+		}
+		ids := a.failures(tn.org, wf.ID, nips...)
+		outage := a.failures(tn.org, wf.ID, "down", "down")
+		get := func(token, path string) resp {
+			return do(t, http.DefaultClient, "GET", a.srv.URL+path, "", bearer(token))
+		}
+		post := func(token, path, body, key string) resp {
+			h := bearer(token)
+			h["Content-Type"] = "application/json"
+			if key != "" {
+				h["Idempotency-Key"] = key
+			}
+			return do(t, http.DefaultClient, "POST", a.srv.URL+path, body, h)
+		}
+		accToken, _, err := a.as.CreateToken(ctx, tn.org, models.RoleAccountant, "księgowa")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// Every item carries its group; the NIP problem is one group, the outage another.
+		item := get(tn.token, "/api/v1/dlq/"+ids[0]).json(t)
+		groupID, _ := item["groupId"].(string)
+		outItem := get(tn.token, "/api/v1/dlq/"+outage[0]).json(t)
+		if groupID == "" || outItem["groupId"] == groupID || outItem["groupId"] == nil {
+			t.Fatalf("groups of the NIP item %v and the outage's %v", item["groupId"], outItem["groupId"])
+		}
+		r := get(tn.viewerToken, "/api/v1/dlq/groups?errorType=validation&workflowId="+wf.ID)
+		list, _ := r.json(t)["items"].([]any)
+		if r.status != 200 || len(list) != 1 {
+			t.Fatalf("validation groups of the workflow: %d %s", r.status, r.body)
+		}
+		g := list[0].(map[string]any)
+		counts := g["counts"].(map[string]any)
+		if g["id"] != groupID || counts["pending"] != float64(n) || g["stepId"] != "send" || g["state"] != "open" ||
+			g["title"] != "NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" || len(g["subjects"].([]any)) != 10 {
+			t.Fatalf("group %v", g)
+		}
+		if r := get(tn.token, "/api/v1/dlq/groups?q=powinien"); len(r.json(t)["items"].([]any)) != 1 {
+			t.Errorf("search by title: %s", r.body)
+		}
+		for _, bad := range []string{"status=cosmic", "errorType=cosmic", "workflowId=x", "cursor=zzz"} {
+			if r := get(tn.token, "/api/v1/dlq/groups?"+bad); r.status != 422 {
+				t.Errorf("groups?%s: %d", bad, r.status)
+			}
+		}
+		// Its items by groupId, a page at a time, nothing of another group.
+		seen := 0
+		for path := "/api/v1/dlq?groupId=" + groupID; ; {
+			page := get(tn.token, path).json(t)
+			for _, it := range page["items"].([]any) {
+				if it.(map[string]any)["groupId"] != groupID {
+					t.Fatalf("an item of another group in the group's list: %v", it)
+				}
+				seen++
+			}
+			next, _ := page["next"].(string)
+			if next == "" {
+				break
+			}
+			path = "/api/v1/dlq?groupId=" + groupID + "&cursor=" + next
+		}
+		if seen != n {
+			t.Fatalf("the group's list has %d items, want %d", seen, n)
+		}
+		if r := get(tn.token, "/api/v1/dlq?groupId=nope"); r.status != 422 || fieldsOf(t, r)["groupId"] == nil {
+			t.Errorf("groupId=nope: %d %s", r.status, r.body)
+		}
+
+		// Tenancy and roles.
+		for _, c := range []struct {
+			name, token, method, path, body string
+			status                          int
+			field                           string
+		}{
+			{"another organization reads", other.token, "GET", "/api/v1/dlq/groups/" + groupID, "", 404, ""},
+			{"another organization acts", other.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "retry"}`, 404, ""},
+			{"another organization splits", other.token, "POST", "/api/v1/dlq/" + ids[1] + "/split", "", 404, ""},
+			{"not an id", tn.token, "GET", "/api/v1/dlq/groups/x", "", 404, ""},
+			{"viewer reads", tn.viewerToken, "GET", "/api/v1/dlq/groups/" + groupID, "", 200, ""},
+			{"viewer acts", tn.viewerToken, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "retry"}`, 403, ""},
+			{"viewer splits", tn.viewerToken, "POST", "/api/v1/dlq/" + ids[1] + "/split", "", 403, ""},
+			{"accountant resolves without a note", accToken, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "resolve"}`, 422, "resolutionNotes"},
+			{"unknown action", tn.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "retry_modified"}`, 422, "action"},
+			{"mute without a time", tn.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "mute"}`, 422, "muteUntil"},
+			{"mute in the past", tn.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "mute", "muteUntil": "2020-01-01T00:00:00Z"}`, 422, "muteUntil"},
+			{"mute not a time", tn.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "mute", "muteUntil": "jutro"}`, 422, "muteUntil"},
+			{"a time without a mute", tn.token, "POST", "/api/v1/dlq/groups/" + groupID + "/actions", `{"action": "retry", "muteUntil": "2030-01-01T00:00:00Z"}`, 422, "muteUntil"},
+		} {
+			var r resp
+			if c.method == "GET" {
+				r = get(c.token, c.path)
+			} else {
+				r = post(c.token, c.path, c.body, "")
+			}
+			if r.status != c.status || (c.field != "" && fieldsOf(t, r)[c.field] == nil) {
+				t.Errorf("%s: %d %s", c.name, r.status, r.body)
+			}
+		}
+
+		// Split: the item leaves for a group of its own; alone there, it cannot split again.
+		r = post(accToken, "/api/v1/dlq/"+ids[0]+"/split", "", "")
+		split := r.json(t)
+		if r.status != 201 || split["id"] == groupID || split["splitFrom"] != groupID || split["counts"].(map[string]any)["pending"] != 1.0 {
+			t.Fatalf("split: %d %s", r.status, r.body)
+		}
+		if r := post(accToken, "/api/v1/dlq/"+ids[0]+"/split", "", ""); r.status != 409 {
+			t.Errorf("split an item alone in its group: %d %s", r.status, r.body)
+		}
+		n--
+
+		// Mute: the group says so, and until when.
+		until := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
+		r = post(accToken, "/api/v1/dlq/groups/"+split["id"].(string)+"/actions", `{"action": "mute", "muteUntil": "`+until+`"}`, "")
+		if m := r.json(t); r.status != 200 || m["state"] != "muted" || m["mutedUntil"] != until {
+			t.Fatalf("mute: %d %s", r.status, r.body)
+		}
+
+		// One retry of the group: every pending item of it now, beyond a page; nothing else.
+		on.Store(true)
+		r = post(accToken, "/api/v1/dlq/groups/"+groupID+"/actions", `{"action": "retry"}`, "group-retry-1")
+		job := r.json(t)
+		if r.status != http.StatusAccepted || job["total"] != float64(n) || job["groupId"] != groupID || job["scope"] == "" {
+			t.Fatalf("group retry: %d %s", r.status, r.body)
+		}
+		if again := post(accToken, "/api/v1/dlq/groups/"+groupID+"/actions", `{"action": "retry"}`, "group-retry-1"); again.status != 200 ||
+			again.header.Get("Idempotency-Replayed") != "true" || again.json(t)["id"] != job["id"] {
+			t.Errorf("the same key again: %d %s", again.status, again.body)
+		}
+		// A failure of the same cause after the action was asked for joins the group, not the job.
+		late := a.failures(tn.org, wf.ID, "000000000")
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			got := get(tn.token, "/api/v1/dlq/bulk/"+job["id"].(string)).json(t)
+			if got["status"] == models.BulkDone {
+				if got["succeeded"] != float64(n) || len(got["items"].([]any)) != n {
+					t.Fatalf("job %v", got)
+				}
+				for _, it := range got["items"].([]any) {
+					if id := it.(map[string]any)["deadLetterId"]; id == late[0] || id == ids[0] || id == outage[0] || id == outage[1] {
+						t.Fatalf("the job acted on %v, outside the group's pending items when asked", id)
+					}
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job still %v", got["status"])
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for {
+			g := get(tn.token, "/api/v1/dlq/groups/"+groupID).json(t)
+			c := g["counts"].(map[string]any)
+			if c["closed"] == float64(n) {
+				if c["pending"] != 1.0 || c["processing"] != 0.0 || g["state"] != "open" {
+					t.Fatalf("after the retry: %v", g)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group counts %v", c)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for _, id := range append(outage, ids[0]) {
+			if s := get(tn.token, "/api/v1/dlq/"+id).json(t)["status"]; s != models.DLQPending {
+				t.Errorf("item %s outside the group is %v", id, s)
+			}
+		}
+		// The late item resolved by hand closes the group's last item: resolved.
+		if r := post(tn.token, "/api/v1/dlq/groups/"+groupID+"/actions", `{"action": "resolve", "resolutionNotes": "NIP poprawiony"}`, ""); r.status != 202 || r.json(t)["total"] != 1.0 {
+			t.Fatalf("resolve the rest: %d %s", r.status, r.body)
+		}
+		for {
+			g := get(tn.token, "/api/v1/dlq/groups/"+groupID).json(t)
+			if g["state"] == "resolved" && g["resolvedAt"] != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %v", g)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if r := post(tn.token, "/api/v1/dlq/groups/"+groupID+"/actions", `{"action": "retry"}`, ""); r.status != 422 || fieldsOf(t, r)["action"] == nil {
+			t.Errorf("retry a group with nothing pending: %d %s", r.status, r.body)
+		}
+		if r := get(tn.token, "/api/v1/dlq/groups?status=resolved"); len(r.json(t)["items"].([]any)) != 1 {
+			t.Errorf("resolved groups: %s", r.body)
+		}
+	})
+}

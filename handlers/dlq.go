@@ -96,7 +96,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 	f, ferr := DLQFilterOf(l, v)
 	vf := pages.DLQFilter{Action: h.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
 		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
-	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit})}
+	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit}), ProblemsURL: h.url("dlq.problems")}
 	status := http.StatusOK
 	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
 	"lifeline/services/groups"
+	"lifeline/views/i18n"
+	"lifeline/views/pages"
 )
 
 // groupService is what the failure groups' handlers need (groups.Service).
@@ -21,20 +24,94 @@ type groupService interface {
 	Get(ctx context.Context, orgID, id string) (*models.GroupView, error)
 	Act(ctx context.Context, r groups.ActRequest) (*groups.ActResult, error)
 	Split(ctx context.Context, orgID, id string, actor audit.Actor) (*models.GroupView, error)
+	Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error)
 }
 
 var _ groupService = (*groups.Service)(nil)
 
-// GroupsHandler serves failure groups (issue 22) through the API: the list, one group, one
-// action on a whole group, and splitting an item out of its group.
+// GroupsHandler serves failure groups (issue 22): the Problems page, and through the API
+// the list, one group, one action on a whole group, and splitting an item out of its group.
 type GroupsHandler struct {
 	*chrome
 	svc groupService
+	wfs workflowLister
+	// Now is the clock of the page's relative times.
+	Now func() time.Time
 }
 
 // newGroupsHandler returns the handler.
-func newGroupsHandler(ch *chrome, svc groupService) *GroupsHandler {
-	return &GroupsHandler{chrome: ch, svc: svc}
+func newGroupsHandler(ch *chrome, svc groupService, wfs workflowLister) *GroupsHandler {
+	return &GroupsHandler{chrome: ch, svc: svc, wfs: wfs, Now: time.Now}
+}
+
+// Problems: GET /dlq/problems, the groups with items to handle, the most first, each with
+// one action on all of its pending items (the DLQ list's bulk confirmation).
+func (h *GroupsHandler) Problems(c echo.Context) error {
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	list, samples, err := h.svc.Problems(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	steps, now := stepsOf(wfs), h.Now()
+	vm := pages.ProblemsVM{ListURL: h.url("dlq"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	for i := range list {
+		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
+	}
+	return render(c, http.StatusOK, pages.Problems(h.page(c, "problems.title", "dlq"), vm))
+}
+
+// stateBadges are the badge classes of the groups' states.
+var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.GroupFixing: "badge--warn",
+	models.GroupMuted: "badge--muted", models.GroupResolved: "badge--ok"}
+
+// problem is one group for the Problems page.
+func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
+	out := pages.ProblemGroup{ID: g.ID, Title: g.Title, Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
+		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, State: g.StateNow,
+		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
+		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,
+		PendingText: l.N("problems.count.pending", g.Counts.Pending), ProcessingText: l.N("problems.count.processing", g.Counts.Processing),
+		ClosedText: l.N("problems.count.closed", g.Counts.Closed), Subjects: g.Subjects,
+		FirstSeen: l.Relative(g.FirstSeenAt, now), FirstSeenTitle: displayTime(l, g.FirstSeenAt), FirstSeenAt: rfc(g.FirstSeenAt),
+		LastSeen: l.Relative(g.LastSeenAt, now), LastSeenTitle: displayTime(l, g.LastSeenAt), LastSeenAt: rfc(g.LastSeenAt),
+		ItemsURL:  h.url("dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode(),
+		ItemsText: l.N("problems.items", g.Counts.Pending+g.Counts.Processing+g.Counts.Closed),
+		Spark:     spark(l, g.Arrivals24h)}
+	if g.ResolvedBefore != nil && g.ReopenedAt != nil {
+		out.CameBack = l.T("problems.cameback", "When", displayTime(l, *g.ResolvedBefore))
+	}
+	if g.StateNow == models.GroupMuted && g.MutedUntil != nil {
+		out.MutedUntil = l.T("problems.muteduntil", "When", displayTime(l, *g.MutedUntil))
+	}
+	for _, it := range items {
+		out.Items = append(out.Items, pages.ProblemItem{URL: h.url("dlq.item", it.ID), Title: cmp.Or(deref(it.Subject), shortID(it.ExecutionID)),
+			Reason: l.Text(it.Reason), Age: l.Relative(it.CreatedAt, now), At: rfc(it.CreatedAt), Status: it.Status})
+	}
+	return out
+}
+
+// spark draws arrivals per hour as bars, 4 px wide and 1 px apart, scaled to the busiest hour.
+func spark(l *i18n.Localizer, perHour []int) pages.Sparkline {
+	const bar, gap, height = 4, 1, 24
+	s := pages.Sparkline{Width: len(perHour) * (bar + gap), Height: height}
+	peak, total := 0, 0
+	for _, n := range perHour {
+		peak, total = max(peak, n), total+n
+	}
+	s.Label = l.N("problems.spark", total)
+	for i, n := range perHour {
+		h := 1 // an empty hour is a baseline
+		if peak > 0 && n > 0 {
+			h = max(2, n*height/peak)
+		}
+		s.Bars = append(s.Bars, pages.SparkBar{X: i * (bar + gap), Y: height - h, W: bar, H: h,
+			Title: l.N("problems.spark.hour", n, "Ago", len(perHour)-i)})
+	}
+	return s
 }
 
 type apiGroup struct {

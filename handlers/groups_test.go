@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/html"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -275,6 +279,80 @@ func TestGroupsAPI(t *testing.T) {
 		}
 		if r := get(tn.token, "/api/v1/dlq/groups?status=resolved"); len(r.json(t)["items"].([]any)) != 1 {
 			t.Errorf("resolved groups: %s", r.body)
+		}
+	})
+}
+
+// TestProblemsPage: the Problems page lists the groups with items to handle, the most
+// first, each with its title, step, counts, clients and a sparkline; its one action goes
+// through the DLQ list's bulk confirmation and counts exactly the group's pending items; a
+// viewer sees no action; the DLQ list links to it.
+func TestProblemsPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Problemy")
+		svc, _ := nipService(t)
+		ctx := context.Background()
+		wf, err := a.wfs.Create(ctx, tn.org, actorSystem, fmt.Appendf(nil, `{"name": "VAT-7", "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "send", "name": "Wyślij deklarację", "type": "http", "config": {"method": "POST", "url": "%s/send", "body": {"nip": "{{ input.nip }}"}}}]}`, svc.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.failures(tn.org, wf.ID, "526104082", "701000213", "123456789", "down")
+		browser, csrf := a.browser(tn)
+		r := do(t, browser, "GET", a.srv.URL+"/dlq/problems", "", nil)
+		if r.status != 200 {
+			t.Fatalf("problems: %d", r.status)
+		}
+		doc := parseListDoc(t, r.body)
+		cards := doc.testID("problem")
+		// The NIP problem (3), then the tenant's own failure and the outage (1 each).
+		if len(cards) != 3 {
+			t.Fatalf("%d problems, want 3", len(cards))
+		}
+		nip := cards[0]
+		if got := nip.testID("problem-title")[0].text(); got != "NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" {
+			t.Errorf("title %q", got)
+		}
+		if got := nip.testID("problem-pending")[0].attr("data-count"); got != "3" {
+			t.Errorf("pending %s", got)
+		}
+		if got := nip.testID("problem-step")[0].text(); got != "Wyślij deklarację" {
+			t.Errorf("step %q", got)
+		}
+		if got := nip.testID("problem-subjects")[0].text(); !strings.Contains(got, "Klient 123456789, Klient 526104082, Klient 701000213") {
+			t.Errorf("subjects %q", got)
+		}
+		if len(nip.testID("problem-spark")) != 1 || len(nip.testID("problem-item")) != 3 || nip.testID("problem-state")[0].text() != "Open" {
+			t.Errorf("card %s", nip.text())
+		}
+		groupID := nip.attr("data-id")
+		// Its one action: the bulk confirmation, counting the group's pending items.
+		form := url.Values{"_csrf": {csrf}, "scope": {"filter"}, "groupId": {groupID}, "action": {"retry"}}
+		for _, in := range nip.testID("problem-action")[0].all(func(n *html.Node) bool { return n.Data == "input" }) {
+			if name := listAttr(in, "name"); name != "_csrf" && form.Get(name) != listAttr(in, "value") {
+				t.Errorf("the action's %s is %q", name, listAttr(in, "value"))
+			}
+		}
+		r = do(t, browser, "POST", a.srv.URL+"/dlq/bulk", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if r.status != 200 || !strings.Contains(r.body, `data-count="3"`) || strings.Count(r.body, `data-testid="bulk-confirm-item"`) != 3 {
+			t.Errorf("confirmation of the group's retry: %d", r.status)
+		}
+		// The DLQ list links to it.
+		if list := parseListDoc(t, do(t, browser, "GET", a.srv.URL+"/dlq", "", nil).body); len(list.testID("dlq-problems-link")) != 1 ||
+			listAttr(list.testID("dlq-problems-link")[0].root, "href") != "/dlq/problems" {
+			t.Error("the DLQ list does not link to Problems")
+		}
+		// A viewer reads, without the action.
+		viewer := &tenant{email: "podglad@problemy.example", password: "correct horse battery"}
+		if _, err := a.as.CreateUser(ctx, tn.org, viewer.email, viewer.password, models.RoleViewer); err != nil {
+			t.Fatal(err)
+		}
+		vb, _ := a.browser(viewer)
+		vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/problems", "", nil).body)
+		if len(vd.testID("problem")) != 3 || len(vd.testID("problem-action")) != 0 {
+			t.Errorf("viewer: %d problems, %d actions", len(vd.testID("problem")), len(vd.testID("problem-action")))
 		}
 	})
 }

@@ -39,6 +39,11 @@ func (s *Server) routes() {
 	app.GET("/executions/:id", execs.Show).Name = "execution"
 	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows)
 	app.GET("/dlq", dlqList.List).Name = "dlq"
+	var groupsUI *GroupsHandler
+	if s.groups != nil {
+		groupsUI = newGroupsHandler(s.chrome, s.groups, s.Workflows)
+		app.GET("/dlq/problems", groupsUI.Problems).Name = "dlq.problems"
+	}
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
 	rollback := newRollbackHandler(s.chrome, s.Engine, s.reads, s.reads)
@@ -117,11 +122,10 @@ func (s *Server) routes() {
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	if s.groups != nil {
 		// Failure groups (issue 22): everyone reads them; accountants act, as on one item.
-		groupsAPI := newGroupsHandler(s.chrome, s.groups)
-		api.GET("/dlq/groups", groupsAPI.APIList).Name = "api.dlq.groups"
-		api.GET("/dlq/groups/:id", groupsAPI.APIGet).Name = "api.dlq.group"
-		api.POST("/dlq/groups/:id/actions", groupsAPI.APIAct, requireRole(models.RoleAccountant)).Name = "api.dlq.group.actions"
-		api.POST("/dlq/:id/split", groupsAPI.APISplit, requireRole(models.RoleAccountant)).Name = "api.dlq.split"
+		api.GET("/dlq/groups", groupsUI.APIList).Name = "api.dlq.groups"
+		api.GET("/dlq/groups/:id", groupsUI.APIGet).Name = "api.dlq.group"
+		api.POST("/dlq/groups/:id/actions", groupsUI.APIAct, requireRole(models.RoleAccountant)).Name = "api.dlq.group.actions"
+		api.POST("/dlq/:id/split", groupsUI.APISplit, requireRole(models.RoleAccountant)).Name = "api.dlq.split"
 	}
 	api.GET("/dlq/:id", recovery.APIGet).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"

@@ -268,3 +268,81 @@ WHERE n <= ?`, orgID, ids, MaxGroupSubjects).Scan(&subjects).Error; err != nil {
 	}
 	return views, nil
 }
+
+// MaxProblems bounds the groups the Problems page shows.
+const MaxProblems = 100
+
+// ProblemGroups returns the organization's groups with items to handle (pending or being
+// processed), the most of them first (then the most recently seen), at most MaxProblems,
+// with their counts, subjects and arrivals: what the Problems page lists. The groups are
+// ranked on the index of group, status (migration 00021) over the items to handle only.
+func (db *DB) ProblemGroups(ctx context.Context, orgID string) ([]GroupView, error) {
+	now, err := db.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ranked []struct {
+		GroupID string
+		N       int
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, count(*) AS n").
+		Where("organization_id = ? AND status IN ? AND group_id IS NOT NULL", orgID, []string{DLQPending, DLQProcessing}).
+		Group("group_id").Order("n DESC, group_id").Limit(MaxProblems).Scan(&ranked).Error; err != nil {
+		return nil, err
+	}
+	if len(ranked) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(ranked))
+	for i, r := range ranked {
+		ids[i] = r.GroupID
+	}
+	var groups []Group
+	if err := db.Conn(ctx).Where("organization_id = ? AND id IN ?", orgID, ids).Find(&groups).Error; err != nil {
+		return nil, err
+	}
+	views, err := db.groupViews(ctx, orgID, groups, now)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(views, func(i, j int) bool {
+		a, b := views[i].Counts.Pending+views[i].Counts.Processing, views[j].Counts.Pending+views[j].Counts.Processing
+		if a != b {
+			return a > b
+		}
+		return views[i].LastSeenAt.After(views[j].LastSeenAt)
+	})
+	return views, nil
+}
+
+// GroupSample is one item a group shows when it is expanded.
+type GroupSample struct {
+	ID          string
+	GroupID     string
+	ExecutionID string
+	Subject     *string
+	Reason      string
+	Status      string
+	CreatedAt   time.Time
+}
+
+// GroupSamples returns, for each of the organization's groups ids, its newest pending or
+// processing items, at most per of each: one query for the page.
+func (db *DB) GroupSamples(ctx context.Context, orgID string, ids []string, per int) (map[string][]GroupSample, error) {
+	out := make(map[string][]GroupSample, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []GroupSample
+	if err := db.Conn(ctx).Raw(`SELECT id, group_id, execution_id, subject, reason, status, created_at FROM (
+  SELECT id, group_id, execution_id, subject, reason, status, created_at,
+    ROW_NUMBER() OVER (PARTITION BY group_id ORDER BY created_at DESC, id DESC) AS n
+  FROM dead_letter_queue WHERE organization_id = ? AND group_id IN ? AND status IN ?) s
+WHERE n <= ? ORDER BY created_at DESC, id DESC`, orgID, ids, []string{DLQPending, DLQProcessing}, per).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		out[r.GroupID] = append(out[r.GroupID], r)
+	}
+	return out, nil
+}

@@ -145,3 +145,21 @@ func (s *Service) Split(ctx context.Context, orgID, id string, actor audit.Actor
 	}
 	return s.DB.GetGroup(ctx, orgID, groupID)
 }
+
+// ProblemSamples is how many of its newest items each group shows on the Problems page.
+const ProblemSamples = 5
+
+// Problems returns the organization's groups with items to handle, the most first
+// (models.DB.ProblemGroups), and each one's newest ProblemSamples items to handle.
+func (s *Service) Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error) {
+	groups, err := s.DB.ProblemGroups(ctx, orgID)
+	if err != nil || len(groups) == 0 {
+		return groups, nil, err
+	}
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = g.ID
+	}
+	samples, err := s.DB.GroupSamples(ctx, orgID, ids, ProblemSamples)
+	return groups, samples, err
+}

@@ -274,6 +274,8 @@ type DLQVM struct {
 	FieldErrors map[string]string
 	// Bulk is the bulk-action form (admins); nil hides it and the rows' checkboxes.
 	Bulk *BulkBar
+	// ProblemsURL is the Problems page (the same items grouped by cause; "" without it).
+	ProblemsURL string
 }
 
 // StatusCount is one status's count above the dead-letter list: a link that filters by it.

@@ -1,0 +1,71 @@
+package pages
+
+// ProblemsVM feeds Problems: the organization's failure groups with items to handle, the
+// most of them first (issue 22).
+type ProblemsVM struct {
+	Groups []ProblemGroup
+	// ListURL is the list of every item, one group at a time or all.
+	ListURL string
+	// CanAct (accountants and above) shows each group's action; BulkURL and CSRF go with it
+	// (the bulk confirmation of the DLQ list).
+	CanAct  bool
+	BulkURL string
+	CSRF    string
+}
+
+// ProblemGroup is one failure group, display-ready.
+type ProblemGroup struct {
+	ID          string
+	Title       string
+	Workflow    string
+	WorkflowURL string
+	Step        string
+	ErrorType   string // the type's id (components.ErrorTypeChip)
+	// State is open, fixing, muted or resolved; StateText says it, Badge is its badge's class.
+	State     string
+	StateText string
+	Badge     string
+	// Counts, in words ("25 oczekujących"), and as numbers.
+	Pending, Processing, Closed int
+	PendingText                 string
+	ProcessingText              string
+	ClosedText                  string
+	Subjects                    []string
+	FirstSeen, FirstSeenTitle   string // relative, and in the user's zone
+	FirstSeenAt                 string // ISO
+	LastSeen, LastSeenTitle     string
+	LastSeenAt                  string
+	// CameBack says when the group was resolved before it came back ("" if it did not).
+	CameBack string
+	// MutedUntil says until when it is muted ("" unless muted).
+	MutedUntil string
+	Spark      Sparkline
+	// Items are its newest items to handle; ItemsURL lists them all (ItemsText says how many).
+	Items     []ProblemItem
+	ItemsURL  string
+	ItemsText string
+}
+
+// Sparkline is a group's arrivals per hour over the last 24 hours, as bars of an inline SVG
+// (Width × Height); Label says it in words for screen readers.
+type Sparkline struct {
+	Bars          []SparkBar
+	Width, Height int
+	Label         string
+}
+
+// SparkBar is one hour's bar.
+type SparkBar struct {
+	X, Y, W, H int
+	Title      string
+}
+
+// ProblemItem is one item of a group.
+type ProblemItem struct {
+	URL    string
+	Title  string
+	Reason string
+	Age    string
+	At     string // ISO
+	Status string
+}

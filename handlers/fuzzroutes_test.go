@@ -45,7 +45,7 @@ type routeInput struct {
 // has. Routes without an entry's fields are still requested once.
 func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 	listExec := []string{"status", "workflowId", "q", "limit", "cursor"}
-	listDLQ := []string{"workflowId", "status", "errorType", "stepId", "from", "to", "q", "limit", "cursor"}
+	listDLQ := []string{"workflowId", "status", "errorType", "stepId", "groupId", "from", "to", "q", "limit", "cursor"}
 	listAudit := []string{"event", "actor", "entityType", "entityId", "from", "to", "cursor"}
 	conn := map[string]string{"name": "ledger", "driver": "postgres", "dsn": connDSN, "description": "Księgi"}
 	settings := map[string]string{"enabled": "true", "channels": "email", "recipients": "role:admin", "slackWebhookUrl": "", "teamsWebhookUrl": "",
@@ -76,6 +76,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /executions/:id":            {},
 		"GET /dlq":                       {query: listDLQ},
 		"GET /dlq/:id":                   {query: []string{"done"}},
+		"GET /dlq/problems":              {},
 		"POST /dlq/:id/actions": {fresh: "dlq", form: map[string]string{"action": "resolve", "notes": "naprawione ręcznie"},
 			forms: []map[string]string{{"action": "edit", "input": `{"nip": "2"}`, "output": "{}", "notes": "n", "retryPolicy": "", "fromStepId": "", "version": "", "mode": "", "preview": "1"}}},
 		"POST /executions/:id/rollback":                {},
@@ -126,6 +127,10 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /api/v1/executions/:id":            {},
 		"GET /api/v1/dlq":                       {query: listDLQ},
 		"GET /api/v1/dlq/:id":                   {},
+		"GET /api/v1/dlq/groups":                {query: []string{"status", "workflowId", "errorType", "q", "limit", "cursor"}},
+		"GET /api/v1/dlq/groups/:id":            {},
+		"POST /api/v1/dlq/groups/:id/actions":   {json: `{"action": "mute", "resolutionNotes": "", "muteUntil": "2030-01-01T00:00:00Z"}`},
+		"POST /api/v1/dlq/:id/split":            {fresh: "dlq"},
 		"POST /api/v1/dlq/:id/actions": {fresh: "dlq", json: `{"action": "resolve", "resolutionNotes": "naprawione ręcznie"}`,
 			jsons: []string{`{"action": "retry_modified", "modifiedInput": {"nip": "2"}, "resolutionNotes": "n", "fromStepId": "submit", "retryPolicy": {"maxRetries": 1}}`}},
 		"POST /api/v1/executions/:id/retry":                {json: `{"retryType": "from_failed", "modifiedInput": {"nip": "2"}, "skipSteps": [], "fromStepId": "submit", "retryPolicy": {"maxRetries": 1}, "latestVersion": false, "output": {}}`},

@@ -51,8 +51,6 @@ func (f *fixture) settle(dl *models.DeadLetter) {
 	}
 }
 
-const nipReason = "NIP „%s” ma 9 cyfr, a powinien mieć 10 (400 Bad Request)"
-
 // TestGroupTransitions is the conformance test of the failure groups' transitions, each
 // winning and losing, on SQLite and PostgreSQL.
 func TestGroupTransitions(t *testing.T) {

@@ -130,13 +130,13 @@ func (e *Engine) backfillBatch(ctx context.Context, batch int, touched map[strin
 		for i := range rows {
 			dl := &rows[i].DeadLetter
 			// The group's times are the item's: it was seen when it failed, not now.
-			if _, err := (stateTx{tx: tx, now: dl.CreatedAt}).JoinGroup(dl, deref(rows[i].ErrorCode)); err != nil {
+			won, err := (stateTx{tx: tx, now: dl.CreatedAt}).BackfillGroup(dl, deref(rows[i].ErrorCode))
+			if err != nil {
 				return nil, err
 			}
-			if err := tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NULL", dl.ID).Update("group_id", *dl.GroupID).Error; err != nil {
-				return nil, err
+			if won {
+				joined[*dl.GroupID] = true
 			}
-			joined[*dl.GroupID] = true
 		}
 		return nil, nil
 	})

@@ -213,3 +213,20 @@ func (s stateTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 	}
 	return true, err
 }
+
+// BackfillGroup puts a dead letter made before failure groups (no group_id) into its group,
+// as JoinGroup puts a new failure (at s.now: the caller passes the time the item failed).
+// Lost (false, nothing written) when the item has a group already (another backfill, on
+// another process, was first): the item's row is claimed (locked, on PostgreSQL) before its
+// group counts it.
+func (s stateTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error) {
+	r := s.tx.Exec("UPDATE dead_letter_queue SET group_id = NULL WHERE id = ? AND group_id IS NULL", dl.ID)
+	if r.Error != nil || r.RowsAffected == 0 {
+		return false, r.Error
+	}
+	if _, err := s.JoinGroup(dl, code); err != nil {
+		return false, err
+	}
+	r = s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NULL", dl.ID).Update("group_id", *dl.GroupID)
+	return r.RowsAffected == 1, r.Error
+}

@@ -172,6 +172,18 @@ func TestGroupTransitions(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%d split groups, want 1 (a lost split leaves none)", n)
 		}
+		// BackfillGroup: won for an item without a group; lost (nothing counted) for one with.
+		old := f.failure("send", "validation", "token expired")
+		db.Conn(f.ctx).Exec("UPDATE dead_letter_queue SET group_id = NULL WHERE id = ?", old.ID)
+		before := f.group(*old.GroupID).Arrivals
+		for _, lost := range []bool{false, true} {
+			cp := *old
+			cp.GroupID = nil
+			won, err := f.in(func(st stateTx) (bool, error) { return st.BackfillGroup(&cp, "HTTP_400") })
+			if err != nil || won == lost || f.groupOf(old.ID) != *old.GroupID || f.group(*old.GroupID).Arrivals != before+1 {
+				t.Fatalf("BackfillGroup (lost case %v): won %v, %v, arrivals %d", lost, won, err, f.group(*old.GroupID).Arrivals)
+			}
+		}
 		// Closing the split item resolves its own group, not the one it left.
 		f.settle(d)
 		if f.group(split).State != models.GroupResolved || f.group(*step.GroupID).State != models.GroupOpen {

@@ -70,7 +70,7 @@ var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.Gr
 
 // problem is one group for the Problems page.
 func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
-	out := pages.ProblemGroup{ID: g.ID, Title: g.Title, Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
+	out := pages.ProblemGroup{ID: g.ID, Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
 		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, State: g.StateNow,
 		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
 		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,

@@ -126,7 +126,7 @@ func TestGroupsAPI(t *testing.T) {
 		g := list[0].(map[string]any)
 		counts := g["counts"].(map[string]any)
 		if g["id"] != groupID || counts["pending"] != float64(n) || g["stepId"] != "send" || g["state"] != "open" ||
-			g["title"] != "NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" || len(g["subjects"].([]any)) != 10 {
+			g["title"] != "NIP „…” ma … cyfr, a powinien mieć … (400 Bad Request)" || len(g["subjects"].([]any)) != 10 {
 			t.Fatalf("group %v", g)
 		}
 		if r := get(tn.token, "/api/v1/dlq/groups?q=powinien"); len(r.json(t)["items"].([]any)) != 1 {
@@ -312,7 +312,7 @@ func TestProblemsPage(t *testing.T) {
 			t.Fatalf("%d problems, want 3", len(cards))
 		}
 		nip := cards[0]
-		if got := nip.testID("problem-title")[0].text(); got != "NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" {
+		if got := nip.testID("problem-title")[0].text(); got != "NIP „…” ma … cyfr, a powinien mieć … (400 Bad Request)" {
 			t.Errorf("title %q", got)
 		}
 		if got := nip.testID("problem-pending")[0].attr("data-count"); got != "3" {

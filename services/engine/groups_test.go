@@ -74,7 +74,7 @@ func TestFailureGroupsThroughTheEngine(t *testing.T) {
 			t.Fatal("the NIP failures are not one group apart from the outage")
 		}
 		if nip.Counts != (models.GroupCounts{Pending: 3}) || nip.StateNow != models.GroupOpen || nip.StepID != "fetch" ||
-			nip.ErrorType != "validation" || nip.WorkflowName != "Import" || nip.Title != "clientNip: NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" {
+			nip.ErrorType != "validation" || nip.WorkflowName != "Import" || nip.Title != "clientNip: NIP „…” ma … cyfr, a powinien mieć … (400 Bad Request)" {
 			t.Fatalf("group %+v", nip)
 		}
 		if strings.Join(nip.Subjects, ",") != "Klient 123456789,Klient 526104082,Klient 701000213" {

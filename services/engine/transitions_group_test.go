@@ -71,7 +71,7 @@ func TestGroupTransitions(t *testing.T) {
 			t.Fatal("another step or type joined the group")
 		}
 		g := f.group(*a.GroupID)
-		if g.State != models.GroupOpen || g.Arrivals != 2 || g.Title != "NIP „…” ma … cyfr, a powinien mieć … (… Bad Request)" || g.StepID != "send" {
+		if g.State != models.GroupOpen || g.Arrivals != 2 || g.Title != "NIP „…” ma … cyfr, a powinien mieć … (400 Bad Request)" || g.StepID != "send" {
 			t.Fatalf("group %+v", g)
 		}
 

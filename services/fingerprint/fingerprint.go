@@ -48,6 +48,8 @@ type Rule struct {
 	Replace func(match string) string
 	// Standalone keeps a match that touches a letter (the 2 of "OAuth2", the 3 of "S3").
 	Standalone bool
+	// Keep keeps the match as it is, and hides it from the rules after it.
+	Keep bool
 }
 
 const digits = "0123456789"
@@ -55,6 +57,9 @@ const digits = "0123456789"
 // Rules are the normalizer's rules, the most specific first (a URL before the numbers in it,
 // a quoted string before the identifiers in it).
 var Rules = []Rule{
+	// An HTTP status as the classifier writes it after a service's message ("(400 Bad
+	// Request)"): part of the wording, and a reader (and the Polish rendering) wants it whole.
+	{Name: "httpstatus", Need: "(", Re: regexp.MustCompile(`\((?:HTTP )?[1-5]\d\d [A-Z][A-Za-z' \-]*\)`), Keep: true},
 	{Name: "url", Need: ":", Re: regexp.MustCompile(`(?i)\b(?:https?|ftp|sftp|wss?)://[^\s"'„”«»<>]+`), Replace: url},
 	{Name: "email", Need: "@", Re: regexp.MustCompile(`[\p{L}\p{N}._%+\-]+@[\p{L}\p{N}\-]+(?:\.[\p{L}\p{N}\-]+)+`)},
 	{Name: "quoted", Need: "\"'`„“«", Re: regexp.MustCompile("„[^”\n]*”|“[^”\n]*”|«[^»\n]*»|\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`"), Replace: quoted},
@@ -126,7 +131,9 @@ func (r *Rule) apply(text string, out []piece) []piece {
 			continue
 		}
 		rep := Placeholder
-		if r.Replace != nil {
+		if r.Keep {
+			rep = match
+		} else if r.Replace != nil {
 			if rep = r.Replace(match); rep == match {
 				continue
 			}

@@ -51,6 +51,8 @@ func TestNormalize(t *testing.T) {
 		{"range joined", "expected 10-12 digits", "expected … digits"},
 		{"whitespace", "  too   many\n spaces ", "too many spaces"},
 		{"no variables", "service unavailable (outage)", "service unavailable (outage)"},
+		{"http status kept", "clientNip: NIP „5261040827” ma 10 cyfr (400 Bad Request)", "clientNip: NIP „…” ma … cyfr (400 Bad Request)"},
+		{"http status alone", "503 Service Unavailable", "… Service Unavailable"},
 		{"empty", "", ""},
 	}
 	for _, tt := range tests {

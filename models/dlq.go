@@ -17,7 +17,7 @@ type DLQFilter struct {
 	From, To   time.Time // created_at in [From, To)
 	// Q is text the subject, the reason or an input value contains, ignoring case and
 	// diacritics (search_text, folded by Fold). On PostgreSQL a trigram index answers it.
-	Q      string
+	Q string
 	// Sort is the order, one of DLQSorts ("" is the first, "age": newest first).
 	Sort   string
 	Cursor string // a previous page's next cursor (of the same Sort); "" for the first page

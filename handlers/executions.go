@@ -76,6 +76,9 @@ func (h *ExecutionsHandler) detail(c echo.Context) (*executions.Detail, error) {
 func executionRows(lk links, l *i18n.Localizer, rows []models.ExecutionRow, steps workflowSteps) []pages.ExecutionRow {
 	out := make([]pages.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
+		if r.ErrorStepID != "" { // a failure names the step that failed
+			r.CurrentStepID = &r.ErrorStepID
+		}
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), Subject: deref(r.Subject), URL: lk.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: lk.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
@@ -131,6 +134,8 @@ func (h *ExecutionsHandler) List(c echo.Context) error {
 		table.Filtered = f.Status != "" || f.WorkflowID != "" || f.Q != ""
 		table.NextURL = nextPage(h.url("executions"), next, executionQuery(f))
 	}
+	vf.Sort = cmp.Or(f.Sort, models.ExecutionSorts[0])
+	table.Sort = sortLinks(h.url("executions"), executionQuery(f), vf.Sort, executionColumns)
 	if isHTMX(c) {
 		return render(c, status, pages.ExecutionTableFragment(table))
 	}
@@ -145,11 +150,17 @@ func executionQuery(f models.ExecutionFilter) url.Values {
 	set(q, "workflowId", f.WorkflowID)
 	set(q, "status", f.Status)
 	set(q, "q", f.Q)
+	if f.Sort != models.ExecutionSorts[0] {
+		set(q, "sort", f.Sort)
+	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	return q
 }
+
+// executionColumns are the executions list's sortable columns (see dlqColumns).
+var executionColumns = []sortColumn{{"subject", "subject", "-subject"}, {"started", "-started", "started"}}
 
 // set sets key to v unless v is empty.
 func set(q url.Values, key, v string) {
@@ -343,7 +354,7 @@ func oneOf(v string, allowed []string) bool {
 func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
 	q := newListQuery(c)
 	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionFilterStatuses), WorkflowID: q.workflowID("workflowId"),
-		Q: q.search("q"), Limit: q.limit(), Cursor: q.get("cursor")}
+		Q: q.search("q"), Sort: q.oneOf("sort", models.ExecutionSorts), Limit: q.limit(), Cursor: q.cursor()}
 	return f, q.err()
 }
 

@@ -126,6 +126,7 @@ type ExecutionRow struct {
 	WorkflowName string
 	ErrorType    string `gorm:"-"`
 	ErrorMessage string `gorm:"-"`
+	ErrorStepID  string `gorm:"-"` // the step that failed
 }
 
 // executionListColumns are the columns ListExecutions reads (not the inputs, which may be large).
@@ -243,7 +244,7 @@ func (db *DB) attachErrors(ctx context.Context, orgID string, rows []ExecutionRo
 	}
 	for i := range rows {
 		if e, ok := byExec[rows[i].ID]; ok {
-			rows[i].ErrorType, rows[i].ErrorMessage = e.ErrorType, e.ErrorMessage
+			rows[i].ErrorType, rows[i].ErrorMessage, rows[i].ErrorStepID = e.ErrorType, e.ErrorMessage, e.StepID
 		}
 	}
 	return nil

@@ -131,6 +131,7 @@ type ExecutionFilter struct {
 	Status     string
 	WorkflowID string
 	Q          string // text the subject contains
+	Sort       string // the list's order (a hidden field: changing a filter keeps it)
 	Statuses   []Option
 	Workflows  []Option
 	Errors     map[string]string // by query key, for a 422
@@ -141,6 +142,8 @@ type ExecutionTable struct {
 	Rows     []ExecutionRow
 	NextURL  string // next page ("Load more"); empty on the last page
 	Filtered bool   // picks the empty-state wording
+	// Sort is each sortable column's header link, by column: subject, started.
+	Sort map[string]SortLink
 	// Error and FieldErrors say why the filter was refused (422): the table shows them in
 	// place of rows, so an htmx swap of the table alone shows them too.
 	Error       string
@@ -274,6 +277,16 @@ type DLQVM struct {
 	FieldErrors map[string]string
 	// Bulk is the bulk-action form (admins); nil hides it and the rows' checkboxes.
 	Bulk *BulkBar
+	// Sort is each sortable column's header link, by column: subject, retries, age, expires.
+	Sort map[string]SortLink
+}
+
+// SortLink is a sortable column's header: the list in the column's next order (filters
+// kept) and the column's aria-sort ("ascending", "descending", or "" when the list is not
+// in its order).
+type SortLink struct {
+	URL  string
+	Aria string
 }
 
 // StatusCount is one status's count above the dead-letter list: a link that filters by it.
@@ -295,6 +308,7 @@ type DLQFilter struct {
 	StepID     string
 	From, To   string // dates (YYYY-MM-DD) in the user's time zone
 	Q          string // text the subject or the reason contains
+	Sort       string // the list's order (a hidden field: changing a filter keeps it)
 	Workflows  []Option
 	Statuses   []Option
 	ErrorTypes []Option

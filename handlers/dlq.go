@@ -130,6 +130,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 		vm.NextURL = nextPage(h.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
 	}
 	vf.Sort = cmp.Or(f.Sort, models.DLQSorts[0])
+	vf.Active = countSet(vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.From, vf.To, vf.Q)
 	vm.Sort = sortLinks(h.url("dlq"), dlqQuery(f, vf.From, vf.To), vf.Sort, dlqColumns)
 	if ferr == nil && h.url("dlq.bulk.start") != "" && p.Can(models.RoleAccountant) {
 		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAccountant)}

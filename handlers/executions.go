@@ -135,6 +135,7 @@ func (h *ExecutionsHandler) List(c echo.Context) error {
 		table.NextURL = nextPage(h.url("executions"), next, executionQuery(f))
 	}
 	vf.Sort = cmp.Or(f.Sort, models.ExecutionSorts[0])
+	vf.Active = countSet(vf.Status, vf.WorkflowID, vf.Q)
 	table.Sort = sortLinks(h.url("executions"), executionQuery(f), vf.Sort, executionColumns)
 	if isHTMX(c) {
 		return render(c, status, pages.ExecutionTableFragment(table))

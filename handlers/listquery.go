@@ -191,6 +191,17 @@ func sortLinks(base string, query url.Values, current string, cols []sortColumn)
 	return out
 }
 
+// countSet counts the values that are not empty (the filters in use).
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // direction is the aria-sort of a sort's column: a "-" sort is descending. Orders are
 // named for what the column shows ("age" is youngest first: ascending ages).
 func direction(sort string) string {

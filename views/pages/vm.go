@@ -132,6 +132,7 @@ type ExecutionFilter struct {
 	WorkflowID string
 	Q          string // text the subject contains
 	Sort       string // the list's order (a hidden field: changing a filter keeps it)
+	Active     int    // how many filters are in use ("Filters (2)" on a phone)
 	Statuses   []Option
 	Workflows  []Option
 	Errors     map[string]string // by query key, for a 422
@@ -309,6 +310,7 @@ type DLQFilter struct {
 	From, To   string // dates (YYYY-MM-DD) in the user's time zone
 	Q          string // text the subject or the reason contains
 	Sort       string // the list's order (a hidden field: changing a filter keeps it)
+	Active     int    // how many filters are in use ("Filters (2)" on a phone)
 	Workflows  []Option
 	Statuses   []Option
 	ErrorTypes []Option

@@ -244,7 +244,7 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 			st.Status = statusCompensated // it succeeded, and a rollback undid it
 		}
 		for _, a := range sd.Attempts {
-			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
+			av := pages.AttemptVM{Number: a.Attempt, Label: attemptLabel(l, a.Attempt, sd.LastAttempt), Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(a.Input),
 				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: span(l, a.StartedAt, a.FinishedAt)}
 			// Attempts to the second: they are seconds apart.
@@ -253,7 +253,7 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 			if a.Status == models.StepPending {
 				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", l.TimeSec(a.ScheduledAt))
 				st.NextRetryAt = rfc(a.ScheduledAt)
-				st.NextRetryAtText = l.T("execution.nextattempt", "Number", a.Attempt, "Time", l.TimeSec(a.ScheduledAt), "Relative", l.RelativeSec(a.ScheduledAt, time.Now()))
+				st.NextRetryAtText = nextAttemptText(l, a.Attempt, sd.LastAttempt, a.ScheduledAt, time.Now())
 				if deref(a.ErrorCode) == engine.CodeCircuitOpen {
 					// Not an error: the step waits, unsent, for the breaker to let it through.
 					av.BreakerWait = l.T("breakers.wait", "Time", displayTime(l, a.ScheduledAt), "Relative", until(l, a.ScheduledAt, time.Now()))
@@ -277,6 +277,25 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 		f.Recovered = true // a replay took it up again
 	}
 	return vm
+}
+
+// attemptLabel names an attempt out of the last its run may make ("Attempt 2 of 5"), or alone
+// when that is not known or the attempt is past it (the policy changed since).
+func attemptLabel(l *i18n.Localizer, n, last int) string {
+	if last > 0 && n <= last {
+		return l.T("execution.attempt.of", "N", n, "Max", last)
+	}
+	return l.T("execution.attempt", "N", n)
+}
+
+// nextAttemptText says where a step's retries stand while its next attempt (number next,
+// due at at) waits: "Attempt 2 of 5 · next at 08:14:07 · in 12 s", counting the attempts
+// made; before the first, "Attempt 1 of 5 at 08:14:07 · in 12 s".
+func nextAttemptText(l *i18n.Localizer, next, last int, at, now time.Time) string {
+	if next > 1 && last > 0 && next <= last {
+		return l.T("execution.nextattempt.of", "N", next-1, "Max", last, "Time", l.TimeSec(at), "Relative", l.RelativeSec(at, now))
+	}
+	return l.T("execution.nextattempt", "Number", attemptLabel(l, next, last), "Time", l.TimeSec(at), "Relative", l.RelativeSec(at, now))
 }
 
 // handlerLinks links failed steps and the handlers that took their failures over (both

@@ -247,6 +247,7 @@ type StepLink struct {
 // AttemptVM is one try of a step.
 type AttemptVM struct {
 	Number         int
+	Label          string // "Attempt 2 of 5" (of its run's last), or "Attempt 2"
 	Status         string
 	StartedAt      string
 	StartedAtText  string

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +36,9 @@ func TestExecutionAttemptOfMax(t *testing.T) {
 			t.Fatal(err)
 		}
 		typ, msg := "transient", "503 Service Unavailable"
+		took := int64(420) // µs: the request's time, though started and finished read the same second
 		for _, at := range []models.StepAttempt{
-			{Attempt: 1, Status: models.StepRetrying, ScheduledAt: now, StartedAt: &now, FinishedAt: &now, ErrorType: &typ, ErrorMessage: &msg},
+			{Attempt: 1, Status: models.StepRetrying, ScheduledAt: now, StartedAt: &now, FinishedAt: &now, ErrorType: &typ, ErrorMessage: &msg, DurationUs: &took},
 			{Attempt: 2, Status: models.StepPending, ScheduledAt: next},
 		} {
 			at.ID, at.OrganizationID, at.ExecutionID, at.StepID, at.IdempotencyKey = models.NewID(), tn.org, ex.ID, step, models.NewID()
@@ -60,10 +62,22 @@ func TestExecutionAttemptOfMax(t *testing.T) {
 		if len(nr) != 1 || !strings.Contains(nr[0].text(), "Attempt 1 of 5 · next at ") || !strings.Contains(nr[0].text(), next.Format(":04:05")) {
 			t.Errorf("next retry reads %q", texts(nr))
 		}
-		// In Polish.
+		// The measured duration, not "0 ms"; in the API to the microsecond.
+		if d := texts(doc.testID("attempt-duration")); len(d) == 0 || d[0] != "0.4 ms" {
+			t.Errorf("durations read %q, want 0.4 ms first", d)
+		}
+		api := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+ex.ID, "", bearer(tn.token))
+		if !strings.Contains(api.body, `"durationMs":0.42`) {
+			t.Errorf("API: %d %.400s", api.status, api.body)
+		}
+		// In Polish, with its decimal comma.
 		r = do(t, b, "GET", a.srv.URL+"/executions/"+ex.ID, "", map[string]string{"Accept-Language": "pl"})
-		if nr := parseListDoc(t, r.body).testID("next-retry"); len(nr) != 1 || !strings.Contains(nr[0].text(), "Próba 1 z 5 · następna o ") {
+		pl := parseListDoc(t, r.body)
+		if nr := pl.testID("next-retry"); len(nr) != 1 || !strings.Contains(nr[0].text(), "Próba 1 z 5 · następna o ") {
 			t.Errorf("next retry in Polish reads %q", texts(nr))
+		}
+		if d := texts(pl.testID("attempt-duration")); len(d) == 0 || d[0] != "0,4 ms" {
+			t.Errorf("Polish durations read %q, want 0,4 ms first", d)
 		}
 	})
 }

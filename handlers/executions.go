@@ -246,7 +246,7 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 		for _, a := range sd.Attempts {
 			av := pages.AttemptVM{Number: a.Attempt, Label: attemptLabel(l, a.Attempt, sd.LastAttempt), Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(a.Input),
-				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: span(l, a.StartedAt, a.FinishedAt)}
+				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: attemptDuration(l, &a)}
 			// Attempts to the second: they are seconds apart.
 			av.StartedAt, av.StartedAtText = secondsPtr(l, a.StartedAt)
 			av.FinishedAt, av.FinishedAtText = secondsPtr(l, a.FinishedAt)

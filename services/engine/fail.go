@@ -172,7 +172,7 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 				decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
 			}
 			upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
-				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil}
+				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil, "duration_us": durationUs(r.took)}
 
 			errRec, created, err := e.errorRecord(tx, r, sf, policy, now)
 			if err != nil {

@@ -63,7 +63,7 @@ func DLQFilterOf(l *i18n.Localizer, v url.Values) (models.DLQFilter, error) {
 	q := queryOf(l, v)
 	f := models.DLQFilter{WorkflowID: q.workflowID("workflowId"), Status: q.oneOf("status", models.DLQStatuses),
 		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), GroupID: q.groupID("groupId"), Q: q.search("q"),
-		Limit: q.limit(), Cursor: q.get("cursor")}
+		Sort: q.oneOf("sort", models.DLQSorts), Limit: q.limit(), Cursor: q.cursor()}
 	f.From, f.To = q.days("lists.error.range")
 	return f, q.err()
 }
@@ -83,11 +83,19 @@ func dlqQuery(f models.DLQFilter, from, to string) url.Values {
 		set(q, "to", to)
 	}
 	set(q, "q", f.Q)
+	if f.Sort != models.DLQSorts[0] {
+		set(q, "sort", f.Sort)
+	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	return q
 }
+
+// dlqColumns are the dead-letter list's sortable columns, each with its first order (the
+// one a click on another column's header chooses) and its other one.
+var dlqColumns = []sortColumn{{"subject", "subject", "-subject"}, {"retries", "-retries", "retries"},
+	{"age", "age", "-age"}, {"expires", "expires", "-expires"}}
 
 // List renders the page, or for htmx the table alone.
 func (h *DLQHandler) List(c echo.Context) error {
@@ -96,7 +104,7 @@ func (h *DLQHandler) List(c echo.Context) error {
 	f, ferr := DLQFilterOf(l, v)
 	vf := pages.DLQFilter{Action: h.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
 		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
-	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit}), ProblemsURL: h.url("dlq.problems")}
+	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit, Sort: f.Sort}), ProblemsURL: h.url("dlq.problems")}
 	status := http.StatusOK
 	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
@@ -122,10 +130,13 @@ func (h *DLQHandler) List(c echo.Context) error {
 		}
 		vm.NextURL = nextPage(h.url("dlq"), next, dlqQuery(f, vf.From, vf.To))
 	}
+	vf.Sort = cmp.Or(f.Sort, models.DLQSorts[0])
+	vf.Active = countSet(vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.From, vf.To, vf.Q)
+	vm.Sort = sortLinks(h.url("dlq"), dlqQuery(f, vf.From, vf.To), vf.Sort, dlqColumns)
 	if ferr == nil && h.url("dlq.bulk.start") != "" && p.Can(models.RoleAccountant) {
 		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAccountant)}
 		for k, vals := range dlqQuery(f, vf.From, vf.To) {
-			if k != "limit" && k != "status" {
+			if k != "limit" && k != "status" && k != "sort" {
 				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})
 			}
 		}

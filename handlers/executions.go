@@ -76,6 +76,9 @@ func (h *ExecutionsHandler) detail(c echo.Context) (*executions.Detail, error) {
 func executionRows(lk links, l *i18n.Localizer, rows []models.ExecutionRow, steps workflowSteps) []pages.ExecutionRow {
 	out := make([]pages.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
+		if r.ErrorStepID != "" { // a failure names the step that failed
+			r.CurrentStepID = &r.ErrorStepID
+		}
 		row := pages.ExecutionRow{ID: r.ID, ShortID: shortID(r.ID), Subject: deref(r.Subject), URL: lk.url("execution", r.ID), WorkflowName: r.WorkflowName,
 			WorkflowURL: lk.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
@@ -131,6 +134,9 @@ func (h *ExecutionsHandler) List(c echo.Context) error {
 		table.Filtered = f.Status != "" || f.WorkflowID != "" || f.Q != ""
 		table.NextURL = nextPage(h.url("executions"), next, executionQuery(f))
 	}
+	vf.Sort = cmp.Or(f.Sort, models.ExecutionSorts[0])
+	vf.Active = countSet(vf.Status, vf.WorkflowID, vf.Q)
+	table.Sort = sortLinks(h.url("executions"), executionQuery(f), vf.Sort, executionColumns)
 	if isHTMX(c) {
 		return render(c, status, pages.ExecutionTableFragment(table))
 	}
@@ -145,11 +151,17 @@ func executionQuery(f models.ExecutionFilter) url.Values {
 	set(q, "workflowId", f.WorkflowID)
 	set(q, "status", f.Status)
 	set(q, "q", f.Q)
+	if f.Sort != models.ExecutionSorts[0] {
+		set(q, "sort", f.Sort)
+	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	return q
 }
+
+// executionColumns are the executions list's sortable columns (see dlqColumns).
+var executionColumns = []sortColumn{{"subject", "subject", "-subject"}, {"started", "-started", "started"}}
 
 // set sets key to v unless v is empty.
 func set(q url.Values, key, v string) {
@@ -232,16 +244,16 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 			st.Status = statusCompensated // it succeeded, and a rollback undid it
 		}
 		for _, a := range sd.Attempts {
-			av := pages.AttemptVM{Number: a.Attempt, Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
+			av := pages.AttemptVM{Number: a.Attempt, Label: attemptLabel(l, a.Attempt, sd.LastAttempt), Status: a.Status, ErrorType: deref(a.ErrorType), ErrorCode: deref(a.ErrorCode),
 				ErrorMessage: l.Text(deref(a.ErrorMessage)), StackTrace: deref(a.StackTrace), InputJSON: prettyJSON(a.Input),
-				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: span(l, a.StartedAt, a.FinishedAt)}
+				OutputJSON: prettyJSON(a.Output), IdempotencyKey: a.IdempotencyKey, Duration: attemptDuration(l, &a)}
 			// Attempts to the second: they are seconds apart.
 			av.StartedAt, av.StartedAtText = secondsPtr(l, a.StartedAt)
 			av.FinishedAt, av.FinishedAtText = secondsPtr(l, a.FinishedAt)
 			if a.Status == models.StepPending {
 				av.StartedAt, av.StartedAtText = rfc(a.ScheduledAt), l.T("attempt.scheduled", "Time", l.TimeSec(a.ScheduledAt))
 				st.NextRetryAt = rfc(a.ScheduledAt)
-				st.NextRetryAtText = l.T("execution.nextattempt", "Number", a.Attempt, "Time", l.TimeSec(a.ScheduledAt), "Relative", l.RelativeSec(a.ScheduledAt, time.Now()))
+				st.NextRetryAtText = nextAttemptText(l, a.Attempt, sd.LastAttempt, a.ScheduledAt, time.Now())
 				if deref(a.ErrorCode) == engine.CodeCircuitOpen {
 					// Not an error: the step waits, unsent, for the breaker to let it through.
 					av.BreakerWait = l.T("breakers.wait", "Time", displayTime(l, a.ScheduledAt), "Relative", until(l, a.ScheduledAt, time.Now()))
@@ -265,6 +277,25 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 		f.Recovered = true // a replay took it up again
 	}
 	return vm
+}
+
+// attemptLabel names an attempt out of the last its run may make ("Attempt 2 of 5"), or alone
+// when that is not known or the attempt is past it (the policy changed since).
+func attemptLabel(l *i18n.Localizer, n, last int) string {
+	if last > 0 && n <= last {
+		return l.T("execution.attempt.of", "N", n, "Max", last)
+	}
+	return l.T("execution.attempt", "N", n)
+}
+
+// nextAttemptText says where a step's retries stand while its next attempt (number next,
+// due at at) waits: "Attempt 2 of 5 · next at 08:14:07 · in 12 s", counting the attempts
+// made; before the first, "Attempt 1 of 5 at 08:14:07 · in 12 s".
+func nextAttemptText(l *i18n.Localizer, next, last int, at, now time.Time) string {
+	if next > 1 && last > 0 && next <= last {
+		return l.T("execution.nextattempt.of", "N", next-1, "Max", last, "Time", l.TimeSec(at), "Relative", l.RelativeSec(at, now))
+	}
+	return l.T("execution.nextattempt", "Number", attemptLabel(l, next, last), "Time", l.TimeSec(at), "Relative", l.RelativeSec(at, now))
 }
 
 // handlerLinks links failed steps and the handlers that took their failures over (both
@@ -343,7 +374,7 @@ func oneOf(v string, allowed []string) bool {
 func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
 	q := newListQuery(c)
 	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionFilterStatuses), WorkflowID: q.workflowID("workflowId"),
-		Q: q.search("q"), Limit: q.limit(), Cursor: q.get("cursor")}
+		Q: q.search("q"), Sort: q.oneOf("sort", models.ExecutionSorts), Limit: q.limit(), Cursor: q.cursor()}
 	return f, q.err()
 }
 

@@ -13,7 +13,8 @@ import (
 
 // TestBrowserListKeys: the dead-letter list by keyboard alone (issue 21): "j"/"k" move between
 // rows, "x" ticks the row in focus, "/" goes to the search, "?" shows the keys and Escape
-// hides them; a key typed into the search is the search's.
+// hides them; a key typed into the search is the search's; Space ticks as "x" does; Tab
+// moves from row to row (one stop per row).
 func TestBrowserListKeys(t *testing.T) {
 	t.Parallel()
 	ctx := browserContext(t)
@@ -40,6 +41,19 @@ func TestBrowserListKeys(t *testing.T) {
 	step("x", chromedp.KeyEvent("x"))
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=dlq-select]:checked').length`)); n != 1 {
 		t.Fatalf("x ticked %d rows, want 1", n)
+	}
+	// Space is "x" too (it unticks the row again), and the row is one Tab stop: Tab goes to
+	// the next row's link, not to this row's checkbox or workflow.
+	step("space", chromedp.KeyEvent(" "))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=dlq-select]:checked').length`)); n != 0 {
+		t.Fatalf("Space left %d rows ticked, want 0", n)
+	}
+	step("k, tab", chromedp.KeyEvent("k"), chromedp.KeyEvent(kb.Tab))
+	if got := focused(); got != "row1" {
+		t.Fatalf("Tab from the first row went to %q, want row1", got)
+	}
+	if tag, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.getAttribute('data-testid')`)); tag != "dlq-open" {
+		t.Fatalf("Tab from the first row's link went to its %q", tag)
 	}
 	step("/", chromedp.KeyEvent("/"))
 	if got := focused(); got != "q" {

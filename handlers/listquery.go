@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"lifeline/models/apperr"
 	"lifeline/views/i18n"
+	"lifeline/views/pages"
 )
 
 // maxListLimit is the largest page a list serves; without "limit" it serves 50.
@@ -152,6 +154,64 @@ func (q *listQuery) name(key string) string {
 		return ""
 	}
 	return v
+}
+
+// maxCursor bounds a page's cursor (a sorted list's carries the last row's subject).
+const maxCursor = 1600
+
+// cursor reads a page's cursor: text of at most maxCursor characters; whether this server
+// made it is the list's query to say.
+func (q *listQuery) cursor() string {
+	v, _ := q.text("cursor", maxCursor, "lists.error.text", "Max", maxCursor)
+	return v
+}
+
+// sortColumn is a list's sortable column: its key, its first order and its other one (the
+// names of the list's sort parameter).
+type sortColumn struct{ key, first, other string }
+
+// sortLinks are the header links of a list's sortable columns, by column key: each keeps
+// the list's query (its filters, not its cursor) and chooses the column's first order, or
+// its other one when the list is in the first; Aria is the column's aria-sort.
+func sortLinks(base string, query url.Values, current string, cols []sortColumn) map[string]pages.SortLink {
+	out := make(map[string]pages.SortLink, len(cols))
+	for _, c := range cols {
+		next, aria := c.first, ""
+		switch current {
+		case c.first:
+			next, aria = c.other, direction(c.first)
+		case c.other:
+			aria = direction(c.other)
+		}
+		q := url.Values{}
+		for k, v := range query {
+			q[k] = v
+		}
+		q.Del("cursor")
+		q.Set("sort", next)
+		out[c.key] = pages.SortLink{URL: base + "?" + q.Encode(), Aria: aria}
+	}
+	return out
+}
+
+// countSet counts the values that are not empty (the filters in use).
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// direction is the aria-sort of a sort's column: a "-" sort is descending. Orders are
+// named for what the column shows ("age" is youngest first: ascending ages).
+func direction(sort string) string {
+	if strings.HasPrefix(sort, "-") {
+		return "descending"
+	}
+	return "ascending"
 }
 
 // search reads free text: at most maxSearch characters, no control characters.

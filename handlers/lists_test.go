@@ -391,6 +391,9 @@ func TestListBadValuesAre422(t *testing.T) {
 			{"to=yesterday", "to", []string{"dlq"}},
 			{"from=2026-11-05&to=2026-11-01", "to", []string{"dlq"}},
 			{"cursor=garbage", "cursor", []string{"dlq", "executions"}},
+			{"sort=workflow", "sort", []string{"dlq", "executions"}},
+			{"sort=age&sort=-age", "sort", []string{"dlq"}},
+			{"sort=duration", "sort", []string{"executions"}},
 		} {
 			for _, list := range c.lists {
 				r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/"+list+"?"+c.query, "", bearer(tn.token))

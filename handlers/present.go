@@ -79,16 +79,19 @@ type apiAttemptError struct {
 }
 
 type apiAttempt struct {
-	Attempt        int              `json:"attempt"`
-	Status         string           `json:"status"`
-	IdempotencyKey string           `json:"idempotencyKey"`
-	ScheduledAt    string           `json:"scheduledAt"`
-	StartedAt      *string          `json:"startedAt"`
-	FinishedAt     *string          `json:"finishedAt"`
-	NextRetryAt    *string          `json:"nextRetryAt,omitempty"`
-	Input          json.RawMessage  `json:"input,omitempty"`
-	Output         json.RawMessage  `json:"output"`
-	Error          *apiAttemptError `json:"error"`
+	Attempt        int     `json:"attempt"`
+	Status         string  `json:"status"`
+	IdempotencyKey string  `json:"idempotencyKey"`
+	ScheduledAt    string  `json:"scheduledAt"`
+	StartedAt      *string `json:"startedAt"`
+	FinishedAt     *string `json:"finishedAt"`
+	NextRetryAt    *string `json:"nextRetryAt,omitempty"`
+	// DurationMs is how long the attempt's request took, in milliseconds (microsecond
+	// precision), as the engine measured it; absent for one that did not run.
+	DurationMs *float64         `json:"durationMs,omitempty"`
+	Input      json.RawMessage  `json:"input,omitempty"`
+	Output     json.RawMessage  `json:"output"`
+	Error      *apiAttemptError `json:"error"`
 }
 
 type apiStep struct {
@@ -156,6 +159,10 @@ func apiExecutionDetail(d *executions.Detail) apiExecution {
 			aa := apiAttempt{Attempt: a.Attempt, Status: a.Status, IdempotencyKey: a.IdempotencyKey, ScheduledAt: rfc(a.ScheduledAt),
 				StartedAt: rfcPtr(a.StartedAt), FinishedAt: rfcPtr(a.FinishedAt), NextRetryAt: rfcPtr(a.NextRetryAt),
 				Input: json.RawMessage(a.Input), Output: json.RawMessage(a.Output)}
+			if a.DurationUs != nil {
+				ms := float64(*a.DurationUs) / 1000
+				aa.DurationMs = &ms
+			}
 			if a.ErrorType != nil {
 				aa.Error = &apiAttemptError{Type: *a.ErrorType, Code: deref(a.ErrorCode), Message: deref(a.ErrorMessage), Trace: deref(a.StackTrace)}
 			}
@@ -243,12 +250,17 @@ func displayTimePtr(l *i18n.Localizer, t *time.Time) (iso, text string) {
 	return rfc(*t), displayTime(l, *t)
 }
 
-// displayDuration shows d in l's units and number format: "250 ms", "1,5 s", "6 min 12 s",
-// "2 h 5 min" / "250 ms", "1.5 s", "6m 12s", "2h 5m"; "" for a negative d.
+// displayDuration shows d in l's units and number format: "42 µs", "0,4 ms", "2,3 ms",
+// "250 ms", "1,5 s", "6 min 12 s", "2 h 5 min" / "42 µs", "0.4 ms", "2.3 ms", "250 ms",
+// "1.5 s", "6m 12s", "2h 5m"; "" for a negative d. Work that took time never reads "0 ms".
 func displayDuration(l *i18n.Localizer, d time.Duration) string {
 	switch {
 	case d < 0:
 		return ""
+	case d > 0 && d < 100*time.Microsecond:
+		return l.T("duration.us", "N", d.Microseconds())
+	case d > 0 && d < 10*time.Millisecond:
+		return l.T("duration.ms", "N", decimal(l, math.Floor(float64(d.Microseconds())/100)/10, 1))
 	case d < time.Second:
 		return l.T("duration.ms", "N", d.Milliseconds())
 	case d < time.Minute:
@@ -269,6 +281,15 @@ func decimal(l *i18n.Localizer, f float64, places int) string {
 		}
 	}
 	return l.Number(f, n)
+}
+
+// attemptDuration is how long an attempt's request took: as the engine measured it, else
+// (attempts from before it did) from its start to its end.
+func attemptDuration(l *i18n.Localizer, a *models.StepAttempt) string {
+	if a.DurationUs != nil {
+		return displayDuration(l, time.Duration(*a.DurationUs)*time.Microsecond)
+	}
+	return span(l, a.StartedAt, a.FinishedAt)
 }
 
 func span(l *i18n.Localizer, from, to *time.Time) string {

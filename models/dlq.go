@@ -18,9 +18,46 @@ type DLQFilter struct {
 	From, To   time.Time // created_at in [From, To)
 	// Q is text the subject, the reason or an input value contains, ignoring case and
 	// diacritics (search_text, folded by Fold). On PostgreSQL a trigram index answers it.
-	Q      string
-	Cursor string // a previous page's next cursor; "" for the first page
+	Q string
+	// Sort is the order, one of DLQSorts ("" is the first, "age": newest first).
+	Sort   string
+	Cursor string // a previous page's next cursor (of the same Sort); "" for the first page
 	Limit  int    // 1-200; anything else is 50
+}
+
+// dlqSorts are the dead-letter list's orders, named for the column and its direction as
+// the reader sees it: "age" is youngest first (ages ascending), "-age" oldest first;
+// "expires" soonest expiry first; "retries" fewest retries first (then oldest); "subject"
+// A to Z (no subject first), each "-" the other way round.
+var dlqSorts = []listSort{
+	{name: "age", keys: []sortKey{{"dead_letter_queue.created_at", keyTime}}, desc: true},
+	{name: "-age", keys: []sortKey{{"dead_letter_queue.created_at", keyTime}}},
+	{name: "expires", keys: []sortKey{{"dead_letter_queue.expires_at", keyTime}}},
+	{name: "-expires", keys: []sortKey{{"dead_letter_queue.expires_at", keyTime}}, desc: true},
+	{name: "retries", keys: []sortKey{{"dead_letter_queue.retry_count", keyInt}, {"dead_letter_queue.created_at", keyTime}}},
+	{name: "-retries", keys: []sortKey{{"dead_letter_queue.retry_count", keyInt}, {"dead_letter_queue.created_at", keyTime}}, desc: true},
+	{name: "subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}},
+	{name: "-subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}, desc: true},
+}
+
+// DLQSorts are the names of the dead-letter list's orders, the default first.
+var DLQSorts = sortNames(dlqSorts)
+
+// dlqKeys are a dead letter's values of sort s's keys.
+func dlqKeys(s listSort, r *DLQRow) []any {
+	switch s.keys[0].expr {
+	case "dead_letter_queue.expires_at":
+		return []any{r.ExpiresAt}
+	case "dead_letter_queue.retry_count":
+		return []any{r.RetryCount, r.CreatedAt}
+	case "dead_letter_queue.created_at":
+		return []any{r.CreatedAt}
+	}
+	subject := ""
+	if r.Subject != nil {
+		subject = *r.Subject
+	}
+	return []any{subject}
 }
 
 // DLQRow is a dead letter with its workflow's name. ListDLQ reads only the dead letter's own
@@ -43,11 +80,13 @@ const dlqListColumns = "dead_letter_queue.id, dead_letter_queue.organization_id,
 	"dead_letter_queue.resolved_by, dead_letter_queue.resolved_at, dead_letter_queue.resolution_notes, dead_letter_queue.replay_execution_id, " +
 	"dead_letter_queue.group_id, dead_letter_queue.created_at, dead_letter_queue.updated_at"
 
-// ListDLQ returns the organization's dead letters that match f, newest first (created_at,
-// then id), and the next page's cursor ("" at the end). It reads the dead letters' own
-// columns and their workflows' names, nothing else; every filter but the search and the
-// failed step has an index that ends in the list's order (migration 00007). A cursor
-// this server did not make is an apperr.EINVALID error on the "cursor" field.
+// ListDLQ returns the organization's dead letters that match f in f.Sort's order (by
+// default newest first: created_at, then id), and the next page's cursor ("" at the end).
+// It reads the dead letters' own columns and their workflows' names, nothing else; every
+// filter but the search and the failed step has an index that ends in the default order
+// (migration 00007), and each other order has one of its own (migration 00022). A cursor
+// this server did not make for f.Sort is an apperr.EINVALID error on the "cursor" field, an
+// unknown sort one on "sort".
 func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow, string, error) {
 	limit := clampLimit(f.Limit)
 	q := db.Conn(ctx).Table("dead_letter_queue").
@@ -55,18 +94,35 @@ func (db *DB) ListDLQ(ctx context.Context, orgID string, f DLQFilter) ([]DLQRow,
 		Joins("JOIN workflows ON workflows.id = dead_letter_queue.workflow_id").
 		Where("dead_letter_queue.organization_id = ?", orgID)
 	q = db.dlqWhere(q, f)
-	q, err := keyset(q, "dead_letter_queue", f.Cursor)
+	s, err := findSort(dlqSorts, f.Sort)
+	if err != nil {
+		return nil, "", err
+	}
+	if s.name == dlqSorts[0].name { // the cursors the list made before it had orders
+		q, err = keyset(q, "dead_letter_queue", f.Cursor)
+	} else {
+		var vals []any
+		var id string
+		if vals, id, err = s.decode(f.Cursor); id != "" {
+			q = s.after(q, "dead_letter_queue", vals, id)
+		}
+	}
 	if err != nil {
 		return nil, "", err
 	}
 	var rows []DLQRow
-	if err := q.Order("dead_letter_queue.created_at DESC, dead_letter_queue.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
+	if err := q.Order(s.orderBy("dead_letter_queue")).Limit(limit + 1).Scan(&rows).Error; err != nil {
 		return nil, "", err
 	}
 	next := ""
 	if len(rows) > limit {
 		rows = rows[:limit]
-		next = encodeCursor(rows[limit-1].CreatedAt, rows[limit-1].ID)
+		last := &rows[limit-1]
+		if s.name == dlqSorts[0].name {
+			next = encodeCursor(last.CreatedAt, last.ID)
+		} else {
+			next = s.encode(dlqKeys(s, last), last.ID)
+		}
 	}
 	return rows, next, nil
 }

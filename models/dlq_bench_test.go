@@ -90,6 +90,15 @@ func BenchmarkDLQList(b *testing.B) {
 			b.Fatalf("%+v: %d rows (want %d-%d), %v", c.f, len(rows), c.min, c.max, err)
 		}
 	}
+	// Each order's second page (issue 21): after the first page's last row.
+	sortedNext := map[string]string{}
+	for _, sort := range models.DLQSorts {
+		rows, next, err := db.ListDLQ(ctx, org, models.DLQFilter{Sort: sort})
+		if err != nil || len(rows) != 50 || next == "" {
+			b.Fatalf("sort %s: %d rows, %v", sort, len(rows), err)
+		}
+		sortedNext[sort] = next
+	}
 	list := func(f models.DLQFilter) func(int) error {
 		return func(int) error {
 			_, _, err := db.ListDLQ(ctx, org, f)
@@ -118,6 +127,16 @@ func BenchmarkDLQList(b *testing.B) {
 		{"list-filtered", func(i int) error { return list(filters[i%len(filters)])(i) }},
 		{"list-deep-cursor", list(models.DLQFilter{Cursor: deep})},
 		{"list-filtered-cursor", list(models.DLQFilter{Status: models.DLQPending, Cursor: deep})},
+		// The orders of issue 21 (age, expiry, retries, subject, each way): the first page, the
+		// next one, and the first page of the pending ones.
+		{"list-sorted", func(i int) error { return list(models.DLQFilter{Sort: models.DLQSorts[i%len(models.DLQSorts)]})(i) }},
+		{"list-sorted-cursor", func(i int) error {
+			sort := models.DLQSorts[i%len(models.DLQSorts)]
+			return list(models.DLQFilter{Sort: sort, Cursor: sortedNext[sort]})(i)
+		}},
+		{"list-sorted-filtered", func(i int) error {
+			return list(models.DLQFilter{Sort: models.DLQSorts[i%len(models.DLQSorts)], Status: models.DLQPending})(i)
+		}},
 		{"status-counts", func(int) error { _, err := db.DLQStatusCounts(ctx, org); return err }},
 		{"pending-badge", func(int) error { _, err := db.CountDLQPending(ctx, org); return err }},
 		{"item", func(i int) error { _, err := db.GetDLQ(ctx, org, ids[i%len(ids)]); return err }},

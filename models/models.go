@@ -233,6 +233,10 @@ type StepAttempt struct {
 	FinishedAt     *time.Time
 	LeaseExpiresAt *time.Time
 	NextRetryAt    *time.Time
+	// DurationUs is how long the step's request took, in microseconds, measured by the
+	// engine around the step's run (nil: the step did not run, or it ran before this was
+	// measured; started_at to finished_at is then the closest there is).
+	DurationUs *int64
 	// WaitingBreakerID names the open breaker the attempt waits on (PENDING).
 	WaitingBreakerID *string
 	// HandlesAttemptID (a handler step's attempt) names the failed attempt it handles.

@@ -99,10 +99,25 @@ type ExecutionFilter struct {
 	WorkflowID string
 	// Q is text the subject or an input value contains, ignoring case and diacritics
 	// (search_text, folded by Fold; on PostgreSQL a trigram index answers it).
-	Q      string
-	Cursor string // from a previous page's Next
+	Q string
+	// Sort is the order, one of ExecutionSorts ("" is the first, "-started": newest first).
+	Sort   string
+	Cursor string // from a previous page's Next (of the same Sort)
 	Limit  int
 }
+
+// executionSorts are the executions list's orders: "-started" newest first (by when it was
+// created, which is when it was queued to start), "started" oldest first, "subject" A to Z
+// (no subject first) and "-subject" Z to A.
+var executionSorts = []listSort{
+	{name: "-started", keys: []sortKey{{"workflow_executions.created_at", keyTime}}, desc: true},
+	{name: "started", keys: []sortKey{{"workflow_executions.created_at", keyTime}}},
+	{name: "subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}},
+	{name: "-subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}, desc: true},
+}
+
+// ExecutionSorts are the names of the executions list's orders, the default first.
+var ExecutionSorts = sortNames(executionSorts)
 
 // ExecutionRow is an execution with its workflow's name and its open or final error. The
 // list reads the columns it shows: Input, OriginalInput and RetryOverride stay empty.
@@ -111,6 +126,7 @@ type ExecutionRow struct {
 	WorkflowName string
 	ErrorType    string `gorm:"-"`
 	ErrorMessage string `gorm:"-"`
+	ErrorStepID  string `gorm:"-"` // the step that failed
 }
 
 // executionListColumns are the columns ListExecutions reads (not the inputs, which may be large).
@@ -121,9 +137,10 @@ const executionListColumns = "workflow_executions.id, workflow_executions.organi
 	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at, " +
 	"workflow_executions.rollback_status"
 
-// ListExecutions returns executions newest first (created_at, then id), and the cursor of
-// the next page ("" at the end). A cursor this server did not make is an apperr.EINVALID error on
-// the "cursor" field.
+// ListExecutions returns executions in f.Sort's order (by default newest first: created_at,
+// then id), and the cursor of the next page ("" at the end). A cursor this server did not
+// make for f.Sort is an apperr.EINVALID error on the "cursor" field, an unknown sort one on
+// "sort".
 func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilter) ([]ExecutionRow, string, error) {
 	limit := clampLimit(f.Limit)
 	q := db.Conn(ctx).Table("workflow_executions").
@@ -142,19 +159,41 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 	if f.Q != "" {
 		q = q.Where(db.contains("workflow_executions.search_text"), containsPattern(Fold(f.Q)))
 	}
-	q, err := keyset(q, "workflow_executions", f.Cursor)
+	s, err := findSort(executionSorts, f.Sort)
+	if err != nil {
+		return nil, "", err
+	}
+	if s.name == executionSorts[0].name { // the cursors the list made before it had orders
+		q, err = keyset(q, "workflow_executions", f.Cursor)
+	} else {
+		var vals []any
+		var id string
+		if vals, id, err = s.decode(f.Cursor); id != "" {
+			q = s.after(q, "workflow_executions", vals, id)
+		}
+	}
 	if err != nil {
 		return nil, "", err
 	}
 	var rows []ExecutionRow
-	if err := q.Order("workflow_executions.created_at DESC, workflow_executions.id DESC").Limit(limit + 1).Scan(&rows).Error; err != nil {
+	if err := q.Order(s.orderBy("workflow_executions")).Limit(limit + 1).Scan(&rows).Error; err != nil {
 		return nil, "", err
 	}
 	next := ""
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[limit-1]
-		next = encodeCursor(last.CreatedAt, last.ID)
+		if s.name == executionSorts[0].name {
+			next = encodeCursor(last.CreatedAt, last.ID)
+		} else if s.keys[0].kind == keyTime {
+			next = s.encode([]any{last.CreatedAt}, last.ID)
+		} else {
+			subject := ""
+			if last.Subject != nil {
+				subject = *last.Subject
+			}
+			next = s.encode([]any{subject}, last.ID)
+		}
 	}
 	return rows, next, db.attachErrors(ctx, orgID, rows)
 }
@@ -205,7 +244,7 @@ func (db *DB) attachErrors(ctx context.Context, orgID string, rows []ExecutionRo
 	}
 	for i := range rows {
 		if e, ok := byExec[rows[i].ID]; ok {
-			rows[i].ErrorType, rows[i].ErrorMessage = e.ErrorType, e.ErrorMessage
+			rows[i].ErrorType, rows[i].ErrorMessage, rows[i].ErrorStepID = e.ErrorType, e.ErrorMessage, e.StepID
 		}
 	}
 	return nil

@@ -70,6 +70,18 @@ func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Po
 	return retry.ResolveLevels(org, wf, st), nil
 }
 
+// LastAttempt is the number of the last attempt a step of the execution may make in its
+// current run (a replay starts a new one): its run's first attempt's number plus the
+// retries its policy (policyFor) allows. attempts are the execution's, a the step's latest.
+// "Attempt 2 of 5" is a.Attempt of LastAttempt.
+func (e *Engine) LastAttempt(tx *gorm.DB, ex *models.Execution, def *definition.Definition, attempts []models.StepAttempt, a *models.StepAttempt) (int, error) {
+	policy, err := e.policyFor(tx, ex, def, a.StepIndex)
+	if err != nil {
+		return 0, err
+	}
+	return firstOfRun(ex, attempts, a).Attempt + policy.MaxRetries, nil
+}
+
 // PolicyFor returns the retry policy an execution's step retries under: the step's and the
 // workflow's policies as written in the definition version the execution started on (a
 // later save does not change them), over the organization default, over the built-in one.
@@ -160,7 +172,7 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 				decision = retry.Decision{Retry: false, Reason: "error code " + c.Code + " is never retried"}
 			}
 			upd := map[string]any{"input": models.JSON(input), "error_type": string(c.Type), "error_code": nullable(c.Code),
-				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil}
+				"error_message": c.Message, "stack_trace": nullable(trace), "lease_expires_at": nil, "duration_us": durationUs(r.took)}
 
 			errRec, created, err := e.errorRecord(tx, r, sf, policy, now)
 			if err != nil {

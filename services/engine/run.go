@@ -148,6 +148,18 @@ type attemptRun struct {
 	mask *redact.Masker
 	// log says what happened to the attempt (nil: the caller says it for many at once).
 	log *slog.Logger
+	// took is how long the step's run (its request) took; 0 when it did not run.
+	took time.Duration
+}
+
+// durationUs is what an attempt's duration_us records of took: microseconds, at least 1
+// for a step that ran (a step never takes no time), nil for one that did not.
+func durationUs(took time.Duration) *int64 {
+	if took <= 0 {
+		return nil
+	}
+	us := max(took.Microseconds(), 1)
+	return &us
 }
 
 // stepFailure is a step's failure as failWith records it: the error, its classification,
@@ -229,6 +241,10 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		}
 		stepCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		// The attempt's duration is its request's: measured here by the monotonic clock (not a
+		// schedule; the database's clock times the claim and the record, which add to it).
+		began := time.Now()
+		defer func() { r.took = time.Since(began) }()
 		return safeRun(stepCtx, t, steps.Input{ExecutionID: ex.ID, StepID: a.StepID, Attempt: a.Attempt, IdempotencyKey: a.IdempotencyKey, Config: cfgMap})
 	}()
 	r.input, r.mask = input, mask

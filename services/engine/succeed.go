@@ -110,7 +110,7 @@ func (e *attempts) succeed(ctx context.Context, r *attemptRun, out any, claimNex
 	var claimed bool
 	nextID := models.NewID()
 	one := e.store.oneStatement(ex)
-	s := &success{ex: ex, def: def, a: a, generation: generation, nextID: nextID, in: sealedIn, out: sealedOut, chain: claimNext}
+	s := &success{ex: ex, def: def, a: a, generation: generation, nextID: nextID, in: sealedIn, out: sealedOut, chain: claimNext, took: r.took}
 	if i := def.After(a.StepIndex); i >= 0 {
 		s.delay, s.lease = e.delayOf(def.Steps[i]), e.leaseOf(def.Steps[i])
 	}

@@ -115,6 +115,8 @@ type success struct {
 	chain bool
 	// delay and lease are the next step's (def.After(a.StepIndex)), if there is one.
 	delay, lease time.Duration
+	// took is how long the step's request took (its duration_us).
+	took time.Duration
 }
 
 // oneStatement reports whether AdvanceAttempt records ex's step in one statement
@@ -145,7 +147,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 	err = t.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		st := stateTx{tx: tx, now: now}
 		if err := st.FinishAttempt(a, s.generation, models.StepSucceeded, map[string]any{"input": models.JSON(s.in),
-			"output": models.JSON(s.out), "lease_expires_at": nil}); err != nil {
+			"output": models.JSON(s.out), "lease_expires_at": nil, "duration_us": durationUs(s.took)}); err != nil {
 			return nil, err
 		}
 		// A step that recovers by retrying resolves its error record (a first attempt has none).
@@ -203,11 +205,12 @@ func (t *transitions) advanceOne(ctx context.Context, s *success) (next *models.
 	ex, def, a := s.ex, s.def, s.a
 	args := pgx.NamedArgs{
 		"id": a.ID, "gen": s.generation, "running": models.StepRunning, "succeeded": models.StepSucceeded,
-		"in": models.JSON(s.in), "out": models.JSON(s.out), "org": ex.OrganizationID, "ex": ex.ID,
+		"in": models.JSON(s.in), "out": models.JSON(s.out), "org": ex.OrganizationID, "ex": ex.ID, "took": durationUs(s.took),
 	}
 	var q strings.Builder
 	q.WriteString(`WITH fin AS (
-  UPDATE step_executions SET status = @succeeded, input = @in, output = @out, finished_at = now(), lease_expires_at = NULL, updated_at = now()
+  UPDATE step_executions SET status = @succeeded, input = @in, output = @out, finished_at = now(), lease_expires_at = NULL, updated_at = now(),
+    duration_us = @took
   WHERE id = @id AND status = @running AND generation = @gen
   RETURNING id)`)
 	if a.Attempt > 1 {

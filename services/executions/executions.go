@@ -24,6 +24,7 @@ import (
 // rollback's compensations (*engine.Engine).
 type Engine interface {
 	Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error)
+	LastAttempt(tx *gorm.DB, ex *models.Execution, def *definition.Definition, attempts []models.StepAttempt, a *models.StepAttempt) (int, error)
 	Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error)
 }
 
@@ -48,6 +49,9 @@ type StepDetail struct {
 	Step     definition.Step
 	Index    int
 	Attempts []models.StepAttempt
+	// LastAttempt is the number of the last attempt its run may make ("attempt 2 of 5"), by
+	// its effective retry policy; 0 when the step has no attempt yet or no engine says.
+	LastAttempt int
 }
 
 // Status is the step's status: its latest attempt's; without one, NOT_RUN once the
@@ -135,6 +139,11 @@ func (s *Service) Detail(ctx context.Context, orgID, id string) (*Detail, error)
 			if a.StepID == st.ID {
 				a.Input, a.Output = s.mask(a.Input), s.mask(a.Output)
 				sd.Attempts = append(sd.Attempts, a)
+			}
+		}
+		if n := len(sd.Attempts); n > 0 && s.eng != nil {
+			if sd.LastAttempt, err = s.eng.LastAttempt(s.db.Conn(ctx), ex, &def, attempts, &sd.Attempts[n-1]); err != nil {
+				return nil, err
 			}
 		}
 		d.Steps = append(d.Steps, sd)

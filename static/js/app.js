@@ -23,10 +23,13 @@
 //    were loaded, or the person paused it with its data-live-toggle button (remembered for
 //    the tab).
 // 10. List keys: "/" focuses the search, "j"/"k" move between rows (their data-row-link),
-//    "x" ticks the focused row, Enter opens it, "?" shows the keys (#keys-help). Keys typed
-//    into a field are the field's; Escape leaves it.
+//    "x" or Space ticks the focused row, Enter opens it, "?" shows the keys (#keys-help). Keys
+//    typed into a field are the field's; Escape leaves it. A row's link is its one Tab stop.
+// 11. Folded filters (a phone): a data-filters-toggle button opens and closes its filter
+//    form (aria-controls) and counts the filters in use as they change ("Filters (2)").
 (function () {
   "use strict";
+  document.documentElement.classList.add("js"); // CSS folds what only scripts unfold
 
   if (window.htmx) {
     htmx.config.responseHandling = [
@@ -320,6 +323,7 @@
         var row = links[i].closest("tr");
         if (row && row.scrollIntoView) row.scrollIntoView({ block: "nearest" });
         break;
+      case " ":
       case "x":
         var cur = document.activeElement;
         if (links.indexOf(cur) < 0) return;
@@ -333,6 +337,39 @@
         if (help && !help.hidden) help.hidden = true;
         break;
     }
+  });
+
+  // ---------- folded filters ----------
+  document.addEventListener("click", function (evt) {
+    var btn = evt.target && evt.target.closest && evt.target.closest("[data-filters-toggle]");
+    if (!btn) return;
+    var form = document.getElementById(btn.getAttribute("aria-controls"));
+    if (!form) return;
+    var open = !form.classList.contains("is-open");
+    form.classList.toggle("is-open", open);
+    btn.setAttribute("aria-expanded", open ? "true" : "false");
+    if (open) {
+      var first = form.querySelector("select, input:not([type=hidden])");
+      if (first) first.focus();
+    }
+  });
+  // countFilters shows on the toggle how many of its form's filters are in use.
+  function countFilters(form) {
+    var btn = document.querySelector('[data-filters-toggle][aria-controls="' + form.id + '"]');
+    if (!btn) return;
+    var n = 0;
+    form.querySelectorAll("select[name], input[name]:not([type=hidden])").forEach(function (f) {
+      if (f.value !== "") n++;
+    });
+    btn.textContent = n > 0 ? btn.getAttribute("data-label-count").replace("%s", String(n)) : btn.getAttribute("data-label-none");
+  }
+  document.addEventListener("change", function (evt) {
+    var form = evt.target && evt.target.form;
+    if (form && form.id && form.getAttribute("role") === "search") countFilters(form);
+  });
+  document.addEventListener("input", function (evt) {
+    var form = evt.target && evt.target.form;
+    if (form && form.id && form.getAttribute("role") === "search") countFilters(form);
   });
 
   // ---------- asking first ----------

@@ -7,3 +7,11 @@ func stepTitle(r DLQRow) string {
 	}
 	return r.FailedStep
 }
+
+// ariaBool is an ARIA true/false state (aria-expanded, aria-pressed).
+func ariaBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}

@@ -832,9 +832,10 @@ func TestDLQ(t *testing.T) {
 		t.Errorf("details link = %q", got)
 	}
 	filter := one(t, doc, "dlq-filter")
-	if n := len(byTag(doc, "button")) - len(byTag(filter, "button")); n != 3 { // Log out, the language switch and the live toggle: the list is read-only
-		t.Errorf("buttons = %d, want 3 (Log out, the other language, pause live updates)", n)
+	if n := len(byTag(doc, "button")) - len(byTag(filter, "button")); n != 4 { // Log out, the language switch, the live toggle and the phone's filters toggle: the list is read-only
+		t.Errorf("buttons = %d, want 4 (Log out, the other language, pause live updates, filters)", n)
 	}
+	one(t, doc, "filters-toggle")
 	if attr(filter, "hx-target") != "#dlq-table" || attr(filter, "method") != "get" {
 		t.Errorf("filter hx-target=%q method=%q", attr(filter, "hx-target"), attr(filter, "method"))
 	}

@@ -131,6 +131,8 @@ type ExecutionFilter struct {
 	Status     string
 	WorkflowID string
 	Q          string // text the subject contains
+	Sort       string // the list's order (a hidden field: changing a filter keeps it)
+	Active     int    // how many filters are in use ("Filters (2)" on a phone)
 	Statuses   []Option
 	Workflows  []Option
 	Errors     map[string]string // by query key, for a 422
@@ -141,6 +143,8 @@ type ExecutionTable struct {
 	Rows     []ExecutionRow
 	NextURL  string // next page ("Load more"); empty on the last page
 	Filtered bool   // picks the empty-state wording
+	// Sort is each sortable column's header link, by column: subject, started.
+	Sort map[string]SortLink
 	// Error and FieldErrors say why the filter was refused (422): the table shows them in
 	// place of rows, so an htmx swap of the table alone shows them too.
 	Error       string
@@ -243,6 +247,7 @@ type StepLink struct {
 // AttemptVM is one try of a step.
 type AttemptVM struct {
 	Number         int
+	Label          string // "Attempt 2 of 5" (of its run's last), or "Attempt 2"
 	Status         string
 	StartedAt      string
 	StartedAtText  string
@@ -276,6 +281,16 @@ type DLQVM struct {
 	Bulk *BulkBar
 	// ProblemsURL is the Problems page (the same items grouped by cause; "" without it).
 	ProblemsURL string
+	// Sort is each sortable column's header link, by column: subject, retries, age, expires.
+	Sort map[string]SortLink
+}
+
+// SortLink is a sortable column's header: the list in the column's next order (filters
+// kept) and the column's aria-sort ("ascending", "descending", or "" when the list is not
+// in its order).
+type SortLink struct {
+	URL  string
+	Aria string
 }
 
 // StatusCount is one status's count above the dead-letter list: a link that filters by it.
@@ -297,6 +312,8 @@ type DLQFilter struct {
 	StepID     string
 	From, To   string // dates (YYYY-MM-DD) in the user's time zone
 	Q          string // text the subject or the reason contains
+	Sort       string // the list's order (a hidden field: changing a filter keeps it)
+	Active     int    // how many filters are in use ("Filters (2)" on a phone)
 	Workflows  []Option
 	Statuses   []Option
 	ErrorTypes []Option

@@ -22,6 +22,7 @@ import (
 	"lifeline/services/bulk"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
+	"lifeline/services/credentials"
 	"lifeline/services/executions"
 	"lifeline/services/notify"
 	"lifeline/services/redact"
@@ -138,6 +139,9 @@ func connectionsOf(d Deps) *dbconn.Service {
 	}
 	return dbconn.New(d.DB, dbconn.Config{})
 }
+
+// credentialsOf is the organization credentials' service (on the handlers' database).
+func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }
 
 // csrfSkipper exempts requests that carry no ambient credentials: API calls with a bearer
 // token, signed webhooks, the sandbox and health checks.

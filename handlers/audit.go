@@ -211,6 +211,8 @@ func auditRow(lk links, l *i18n.Localizer, r models.AuditRow) pages.AuditRow {
 		}
 	case "db_connection":
 		v.EntityURL = lk.url("connections")
+	case "credential":
+		v.EntityURL = lk.url("credentials")
 	case "dlq_bulk_job":
 		v.EntityURL = lk.url("dlq.bulk", r.EntityID)
 	case "notification_delivery":

@@ -86,6 +86,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"deliveries", "nav.deliveries", "notifications.deliveries"},
 		{"tokens", "nav.tokens", "tokens"},
 		{"connections", "nav.connections", "connections"},
+		{"credentials", "nav.credentials", "credentials"},
 		{"health", "nav.health", "health"},
 		{"demoinbox", "nav.demoinbox", "demo.inbox"},
 	} {

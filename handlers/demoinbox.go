@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lifeline/services/demo"
 	"lifeline/services/notify/email"
 	"lifeline/services/sandbox"
 	"lifeline/views/pages"
@@ -37,6 +38,8 @@ func (h *DemoInboxHandler) Show(c echo.Context) error {
 	l := localizer(c)
 	vm := pages.DemoInboxVM{}
 	vm.DeliveriesURL = h.url("notifications.deliveries") // "" without notifications
+	// The KSeF portal's new token for the office, whose old one expired (sandbox, office.go).
+	vm.KSeFToken, vm.CredentialName, vm.CredentialsURL = sandbox.NewKSeFToken, demo.CredentialKSeF, h.url("credentials")
 	mails := h.inbox.Emails()
 	for i := len(mails) - 1; i >= 0; i-- {
 		r := mails[i].Read()

@@ -181,8 +181,12 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	failedName string, form pages.RecoveryForm) *pages.RecoveryVM {
 	p := principal(c)
 	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin), NoteRequired: !p.Can(models.RoleAdmin),
-		FixData:        dl.ErrorType == "validation" || dl.ErrorType == "permanent" || dl.ErrorType == "authorization",
+		FixData:        dl.ErrorType == "validation" || dl.ErrorType == "permanent",
+		Credentials:    dl.ErrorType == "authorization",
 		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form}
+	if rec.Credentials && p.Can(models.RoleAdmin) {
+		rec.CredentialsURL = h.url("credentials")
+	}
 	if wf, err := h.wfs.Get(c.Request().Context(), p.OrganizationID, ex.WorkflowID); err == nil {
 		rec.LatestVersion = wf.Version
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/services/auth"
+	"lifeline/views/components"
 	"lifeline/views/i18n"
 )
 
@@ -36,6 +37,7 @@ func localizeFor(c echo.Context, p *auth.Principal, api bool) {
 		lang = i18n.ResolveAPI(p.Language, p.OrgLanguage, accept)
 	}
 	setLocalizer(c, i18n.New(lang, zone(p.TimeZone, p.OrgTimeZone)))
+	c.SetRequest(c.Request().WithContext(components.WithRole(c.Request().Context(), p.Role)))
 }
 
 func setLocalizer(c echo.Context, l *i18n.Localizer) {

@@ -79,6 +79,10 @@ func (s *Server) routes() {
 	app.POST("/settings/connections/:id", conns.Update, admin).Name = "connection.update"
 	app.POST("/settings/connections/:id/delete", conns.Delete, admin).Name = "connection.delete"
 	app.POST("/settings/connections/:id/test", conns.Test, admin).Name = "connection.test"
+	creds := newCredentialsHandler(s.chrome, credentialsOf(s.Deps))
+	app.GET("/settings/credentials", creds.List, admin).Name = "credentials"
+	app.POST("/settings/credentials", creds.Save, admin).Name = "credentials.save"
+	app.POST("/settings/credentials/:id/delete", creds.Delete, admin).Name = "credential.delete"
 	var health *HealthHandler
 	if s.Engine != nil {
 		health = newHealthHandler(s.chrome, s.Engine)

@@ -20,6 +20,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
+	"lifeline/services/credentials"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
@@ -147,6 +148,9 @@ func connectionsOf(d Deps) *dbconn.Service {
 	}
 	return dbconn.New(d.DB, dbconn.Config{})
 }
+
+// credentialsOf is the organization credentials' service (on the handlers' database).
+func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }
 
 // csrfSkipper exempts requests that carry no ambient credentials: API calls with a bearer
 // token, signed webhooks, the sandbox and health checks.

@@ -9,8 +9,10 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
+	"lifeline/services/credentials"
 	"lifeline/services/demo"
 	"lifeline/services/engine"
+	"lifeline/services/sandbox"
 	"lifeline/services/workflows"
 )
 
@@ -53,6 +55,9 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 			return nil, err
 		}
 	}
+	if err := seedKSeFToken(ctx, db, org.ID); err != nil {
+		return nil, err
+	}
 	existing, err := db.Workflows(ctx, org.ID)
 	if err != nil {
 		return nil, err
@@ -77,9 +82,26 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 	return d, nil
 }
 
+// seedKSeFToken gives the demo organization, once, the office's KSeF token that expired
+// this morning (sandbox.ExpiredKSeFToken): the KSeF downloads fail with 401 until an admin
+// uploads the new one (shown on /demo/inbox) under the same name.
+func seedKSeFToken(ctx context.Context, db *models.DB, orgID string) error {
+	have, err := credentials.New(db, nil).List(ctx, orgID)
+	if err != nil {
+		return err
+	}
+	for _, c := range have {
+		if c.Name == demo.CredentialKSeF {
+			return nil
+		}
+	}
+	_, _, err = credentials.New(db, nil).Save(ctx, orgID, audit.System, credentials.Input{Name: demo.CredentialKSeF, Value: sandbox.ExpiredKSeFToken})
+	return err
+}
+
 // kickoff starts, on the first run, the demo's morning (demo.Morning): the night's failures of
-// four kinds (NIPs typed wrong, an address without "@", invoices not yet in KSeF, used-up
-// payroll quotas), a VAT filing sent back to its preparer, and an import that goes through, so
+// five kinds (NIPs typed wrong, an address without "@", invoices not yet in KSeF, used-up
+// payroll quotas, KSeF downloads with the expired token), a VAT filing sent back to its preparer, and an import that goes through, so
 // whoever opens the demo first finds what an accountant finds at 8 a.m.
 func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 	if !d.created {

@@ -25,14 +25,15 @@ var events = []string{
 	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "dlq.group_muted", "dlq.split",
 	"circuit.half_opened", "compensation.completed", "compensation.failed", "compensation.retried",
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
-	"connection.deleted", "notifications.updated", "notification.resent",
+	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
+	"credential.deleted",
 }
 
 // entityTypes are the kinds of thing an event is about (message entity.<type>).
 var entityTypes = []string{
 	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
 	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job", "dlq_group",
-	"notification_delivery", "notification_settings",
+	"notification_delivery", "notification_settings", "credential",
 }
 
 // Events returns every event Record accepts.

@@ -23,8 +23,9 @@ const (
 var CompensationTypes = []string{CompAPICall, CompDatabase, CompNotify, CompManual, CompNone}
 
 // CompensationRoots are the names a compensation's templates may use: the execution's input,
-// the output of the step it undoes (step.output), every completed step's output and the execution.
-var CompensationRoots = []string{"execution", "input", "step", "steps"}
+// the output of the step it undoes (step.output), every completed step's output, the execution
+// and the organization's credentials.
+var CompensationRoots = []string{"credentials", "execution", "input", "step", "steps"}
 
 // Compensation undoes a completed step during a rollback. The config keys are seed 000's
 // compensationActionSchema's (endpoint, method, body, sqlTemplate, notificationTemplate,

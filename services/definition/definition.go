@@ -138,9 +138,9 @@ func (d *Definition) Index(id string) int {
 var stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$`)
 
 // TemplateRoots are the names step templates may use: the environment the engine renders
-// them in (input, steps.<id>, execution). `{{ env.HOME }}` and any other name is refused
-// when the definition is saved.
-var TemplateRoots = []string{"execution", "input", "steps"}
+// them in (input, steps.<id>, execution, and the organization's credentials.<name>).
+// `{{ env.HOME }}` and any other name is refused when the definition is saved.
+var TemplateRoots = []string{"credentials", "execution", "input", "steps"}
 
 // Check is a rule of the caller's over a decoded definition: field messages, or nil.
 type Check func(d *Definition) map[string]string

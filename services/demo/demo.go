@@ -8,8 +8,11 @@
 //     definition format, in the order of [Names]. Every http step calls the
 //     sandbox with the step's data only: what fails, fails because of the data
 //     (a NIP typed wrong) or the sandbox's weather (the office's services going
-//     down and coming back, an invoice not yet in KSeF, a used-up quota; see
-//     package sandbox, Options.Office), never because the input asked to.
+//     down and coming back, an invoice not yet in KSeF, a used-up quota, an
+//     expired KSeF token; see package sandbox, Options.Office), never because
+//     the input asked to. The KSeF step reads the organization's credential
+//     [CredentialKSeF] ({{ credentials.ksefToken }}), which the demo seeds with
+//     the office's expired token (sandbox.ExpiredKSeFToken).
 //   - [Input] returns a fresh input map for a workflow named in [Names], and
 //     nil for any other name: one of the office's clients, always with the
 //     same NIP and account, except that [ShareTypo] of the inputs carry the
@@ -30,12 +33,13 @@ const (
 	BankImport = "Import wyciągu bankowego i księgowanie"
 	VAT        = "Miesięczna deklaracja VAT (JPK_V7)"
 	Payroll    = "Eksport listy płac"
+	KSeF       = "Pobranie faktur zakupowych z KSeF"
 )
 
 // Names returns the demo workflow names in the order of [Definitions]. The
 // slice is new on every call.
 func Names() []string {
-	return []string{BankImport, VAT, Payroll}
+	return []string{BankImport, VAT, Payroll, KSeF}
 }
 
 // Definitions returns the demo workflow definitions; sandboxBase is e.g.
@@ -168,7 +172,7 @@ func httpStep(base, id, name, path string, body map[string]any, requestTimeoutMs
 }
 
 func workflows(base string) []definition {
-	return []definition{bankImport(base), vat(base), payroll(base)}
+	return []definition{bankImport(base), vat(base), payroll(base), ksef(base)}
 }
 
 func bankImport(base string) definition {
@@ -337,5 +341,37 @@ func payroll(base string) definition {
 				"messageId": "{{ steps.notify_accountant.output.messageId }}",
 			}}},
 		},
+	}
+}
+
+// CredentialKSeF is the name of the organization credential the KSeF step sends as its
+// bearer token.
+const CredentialKSeF = "ksefToken"
+
+func ksef(base string) definition {
+	query := httpStep(base, "fetch_invoices", "Pobranie faktur z KSeF", "/ksef/invoices/query", map[string]any{
+		"clientNip": "{{ input.clientNip }}",
+		"period":    "{{ input.period }}",
+	}, 15_000)
+	query.Config = httpConfig{Method: "POST", URL: base + "/ksef/invoices/query", TimeoutMs: 15_000, Body: query.Config.(httpConfig).Body,
+		Headers: map[string]string{"Content-Type": "application/json", "Authorization": "Bearer {{ credentials." + CredentialKSeF + " }}"}}
+	return definition{
+		Name: KSeF,
+		Description: "Pobiera z Krajowego Systemu e-Faktur faktury zakupowe klienta za okres, " +
+			"uwierzytelniając się tokenem KSeF biura (dane dostępowe organizacji), i zapisuje podsumowanie.",
+		Settings: &settings{
+			Subject:        subject,
+			CircuitBreaker: tolerant,
+			RetryPolicy: &retryPolicy{MaxRetries: 3, InitialDelayMs: 2000, MaxDelayMs: 20_000, BackoffMultiplier: 2,
+				NoRetryOnErrors: []string{"validation", "authorization", "permanent"}},
+			UnknownErrors: "retry",
+		},
+		Steps: []step{query, {ID: "summary", Name: "Podsumowanie", Type: "transform", Config: transformConfig{Output: map[string]any{
+			"client":     "{{ input.clientName }}",
+			"period":     "{{ input.period }}",
+			"invoices":   "{{ steps.fetch_invoices.output.invoices }}",
+			"totalGross": "{{ steps.fetch_invoices.output.totalGross }}",
+			"queryId":    "{{ steps.fetch_invoices.output.queryId }}",
+		}}}},
 	}
 }

@@ -136,7 +136,7 @@ func checkPolicy(t *testing.T, where string, p map[string]any) {
 func TestNames(t *testing.T) {
 	t.Parallel()
 	names := demo.Names()
-	want := []string{"Import wyciągu bankowego i księgowanie", "Miesięczna deklaracja VAT (JPK_V7)", "Eksport listy płac"}
+	want := []string{"Import wyciągu bankowego i księgowanie", "Miesięczna deklaracja VAT (JPK_V7)", "Eksport listy płac", "Pobranie faktur zakupowych z KSeF"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("Names() = %q, want %q", names, want)
 	}
@@ -329,7 +329,7 @@ func TestTemplatesReferenceOnlyEarlierSteps(t *testing.T) {
 					}
 					var r refs
 					ast.Walk(&tree.Node, &r)
-					roots := []string{"input", "steps", "execution"}
+					roots := []string{"input", "steps", "execution", "credentials"}
 					if s["handler"] == true { // a handler also reads the failure it was handed
 						roots = append(roots, "error", "failedStep", "mapped")
 					}
@@ -418,7 +418,8 @@ func render(t *testing.T, v any, env map[string]any) any {
 func run(t *testing.T, def map[string]any, input map[string]any) map[string]map[string]any {
 	t.Helper()
 	done := map[string]any{}
-	env := map[string]any{"input": input, "steps": done, "execution": map[string]any{"id": "exec-1"}}
+	env := map[string]any{"input": input, "steps": done, "execution": map[string]any{"id": "exec-1"},
+		"credentials": map[string]any{demo.CredentialKSeF: "a-token-of-the-office"}}
 	rendered := map[string]map[string]any{}
 	for _, s := range steps(def) {
 		if s["handler"] == true {

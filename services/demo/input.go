@@ -123,6 +123,7 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 	case Payroll:
 		in["accountantEmail"] = pick(rnd, accountants())
 		in["employees"] = employees(rnd)
+	case KSeF: // the client and the period are all KSeF needs
 	}
 	return in
 }

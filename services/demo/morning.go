@@ -32,6 +32,9 @@ const (
 //     then retrying the whole workflow goes through;
 //   - payroll exports of clients whose quota at the bank is used up: refused with
 //     Retry-After until three minutes after the first try; then a retry goes through;
+//   - KSeF downloads of purchase invoices, refused because the office's KSeF token expired at
+//     twenty to eight (401): they wait until an admin uploads the new token once (Settings →
+//     Credentials) and someone retries them;
 //   - a VAT filing whose NIP lost a digit: the tax office refuses it and its on-failure
 //     handler sends it back to the preparer as a task (the execution ends partly done);
 //   - and a bank import that goes through.
@@ -63,6 +66,10 @@ func Morning() []Start {
 	office := func(c client) string { return "ksiegowosc@" + c.domain }
 	noAt := func(c client) string { return "ksiegowosc." + c.domain }
 	apteka := byName["Apteka Pod Lipami Kozłowska"]
+	ksef := func(name string) Start {
+		c := byName[name]
+		return Start{KSeF, map[string]any{"clientName": c.name, "clientNip": c.NIP(), "period": "2026-10"}, DeadLetter, "fetch_invoices"}
+	}
 	return []Start{
 		bank("Kowalski Sp. z o.o.", right, office, Succeeds, ""),
 		bank("Nowak i Wspólnicy Sp. j.", lose(4), office, DeadLetter, "import_statement"),
@@ -76,6 +83,9 @@ func Morning() []Start {
 		payroll("Kamińska Gabinet Stomatologiczny", right, DeadLetter, "export_payroll"),
 		payroll("Mazur Budownictwo S.A.", swap(2), DeadLetter, "export_payroll"),
 		payroll("Jankowski Auto Serwis", lose(7), DeadLetter, "export_payroll"),
+		ksef("Kowalski Sp. z o.o."),
+		ksef("Wiśniewska Design Anna Wiśniewska"),
+		ksef("Mazur Budownictwo S.A."),
 		{VAT, map[string]any{"clientName": apteka.name, "clientNip": lose(7)(apteka.NIP()), "clientEmail": office(apteka),
 			"period": "2026-10", "salesTotal": 48210.50, "purchaseTotal": 19877.12}, Handled, "validate_jpk"},
 	}

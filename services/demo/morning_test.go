@@ -18,12 +18,13 @@ import (
 )
 
 // live runs def's steps in order against the sandbox in office mode, as the engine would
-// (one attempt each), and returns the id of the first step that failed with its reason ("" and
-// "" when all succeeded).
-func live(t *testing.T, h http.Handler, def map[string]any, input map[string]any) (failed, reason string) {
+// (one attempt each), with the organization's KSeF token, and returns the id of the first
+// step that failed with its reason ("" and "" when all succeeded).
+func live(t *testing.T, h http.Handler, def map[string]any, input map[string]any, token string) (failed, reason string) {
 	t.Helper()
 	done := map[string]any{}
-	env := map[string]any{"input": input, "steps": done, "execution": map[string]any{"id": "exec-1"}}
+	env := map[string]any{"input": input, "steps": done, "execution": map[string]any{"id": "exec-1"},
+		"credentials": map[string]any{demo.CredentialKSeF: token}}
 	for _, s := range steps(def) {
 		if s["handler"] == true {
 			continue
@@ -42,6 +43,11 @@ func live(t *testing.T, h http.Handler, def map[string]any, input map[string]any
 				rec = httptest.NewRecorder()
 				req := httptest.NewRequest(cfg["method"].(string), u.Path, bytes.NewReader(body))
 				req.Header.Set("Idempotency-Key", fmt.Sprintf("wf:%v:step:%s:attempt:%d", input["clientNip"], id, attempt))
+				if headers, ok := cfg["headers"].(map[string]any); ok {
+					for k, v := range headers {
+						req.Header.Set(k, fmt.Sprint(v))
+					}
+				}
 				h.ServeHTTP(rec, req)
 				if rec.Code < 500 {
 					break
@@ -49,6 +55,9 @@ func live(t *testing.T, h http.Handler, def map[string]any, input map[string]any
 			}
 			if rec.Code >= 300 {
 				he := &classify.HTTPError{Method: "POST", URL: u.String(), StatusCode: rec.Code, Body: rec.Body.String()}
+				if got := classify.Classify(he).Type; rec.Code == http.StatusUnauthorized && got != classify.Authorization {
+					t.Errorf("%s: a 401 classifies as %s, want authorization", id, got)
+				}
 				return id, he.Reason()
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
@@ -63,10 +72,10 @@ func live(t *testing.T, h http.Handler, def map[string]any, input map[string]any
 }
 
 // TestMorningFailsForItsTrueReasons: the demo's first executions meet the office's services
-// (the sandbox in office mode, ten seconds after it started) and each ends as Morning says,
-// failing at its step with a reason that names its true cause; four and a half minutes later,
-// with the input corrected where it was wrong (the client's NIP, the address), each goes
-// through.
+// (the sandbox in office mode, ten seconds after it started, with the office's expired KSeF
+// token) and each ends as Morning says, failing at its step with a reason that names its true
+// cause; four and a half minutes later, with the input corrected where it was wrong (the
+// client's NIP, the address) and the admin's new KSeF token, each goes through.
 func TestMorningFailsForItsTrueReasons(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 11, 25, 7, 0, 0, 0, time.UTC)
@@ -79,12 +88,13 @@ func TestMorningFailsForItsTrueReasons(t *testing.T) {
 	because := map[string]string{ // the failed step's reason says
 		"import_statement": "NIP „", "export_payroll": "", "send_report": "nie jest adresem e-mail (400 Bad Request)",
 		"match_invoices": "nie jest jeszcze w KSeF: klient jej nie przesłał (404 Not Found)", "validate_jpk": "a powinien mieć 10 (400 Bad Request)",
+		"fetch_invoices": "Token KSeF wygasł 25.11 o 07:40 — administrator musi wgrać nowy (401 Unauthorized)",
 	}
 	morning := demo.Morning()
 	kinds := map[string]bool{}
 	for _, s := range morning {
 		client := s.Input["clientName"].(string)
-		step, reason := live(t, h, defs[s.Workflow], s.Input)
+		step, reason := live(t, h, defs[s.Workflow], s.Input, sandbox.ExpiredKSeFToken)
 		if step != s.FailedStep || !strings.Contains(reason, because[step]) {
 			t.Errorf("%s (%s): failed at %q with %q, want %q", client, s.Workflow, step, reason, s.FailedStep)
 		}
@@ -96,7 +106,7 @@ func TestMorningFailsForItsTrueReasons(t *testing.T) {
 		}
 		kinds[reason[strings.LastIndex(reason, "(")+1:]] = true
 	}
-	if len(kinds) < 4 { // 400, 404, 429 and success
+	if len(kinds) < 5 { // 400, 401, 404, 429 and success
 		t.Errorf("the morning's outcomes: %v", kinds)
 	}
 	now = start.Add(4*time.Minute + 30*time.Second) // the invoices arrived, the quotas renewed; the tax gateway is back
@@ -110,7 +120,7 @@ func TestMorningFailsForItsTrueReasons(t *testing.T) {
 		if e, ok := fixed["clientEmail"].(string); ok && !strings.Contains(e, "@") {
 			fixed["clientEmail"] = strings.Replace(e, ".", "@", 1)
 		}
-		if step, reason := live(t, h, defs[s.Workflow], fixed); step != "" {
+		if step, reason := live(t, h, defs[s.Workflow], fixed, sandbox.NewKSeFToken); step != "" {
 			t.Errorf("%s corrected, later: failed at %s: %s", client, step, reason)
 		}
 	}

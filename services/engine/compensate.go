@@ -110,7 +110,7 @@ func (e *rollbacks) compensate(ctx context.Context, ex *models.Execution, c *mod
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := e.env(ex, attempts, 1<<30)
+	env, err := e.env(ctx, ex, attempts, 1<<30)
 	if err != nil {
 		return nil, nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 	}
@@ -124,7 +124,7 @@ func (e *rollbacks) compensate(ctx context.Context, ex *models.Execution, c *mod
 		return nil, nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 	}
 	cfg, _ := cfgAny.(map[string]any)
-	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny)
+	mask := e.masker(nil, comp.Config, env["input"], env["steps"], cfgAny, credentialsOf(env))
 	out, err := e.runCompensation(ctx, ex, c, comp, cfg)
 	return out, mask, err
 }

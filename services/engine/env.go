@@ -1,22 +1,36 @@
 package engine
 
 import (
+	"context"
+	"fmt"
+
 	"lifeline/models"
 )
 
 // env is what templates see at step index: input, the outputs of the succeeded (or skipped)
-// steps before it, the execution. (A replay from an earlier step leaves outputs of later
-// steps from the first run in attempts; they are not the replay's.) Secret values are
-// decrypted here, in memory only.
-func (e *core) env(ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
+// steps before it, the execution, and the organization's credentials by name as they are now
+// (an admin's replaced token serves the next attempt). (A replay from an earlier step leaves
+// outputs of later steps from the first run in attempts; they are not the replay's.) Secret
+// values are decrypted here, in memory only; credentialsOf(env) lists the credentials'
+// values for the masker.
+func (e *core) env(ctx context.Context, ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
 	input, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 	if err != nil {
 		return nil, err
 	}
+	creds, err := e.db.Credentials(ctx, ex.OrganizationID)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	byName := make(map[string]any, len(creds))
+	for _, c := range creds {
+		byName[c.Name] = c.Value
+	}
 	env := map[string]any{
-		"input":     input,
-		"steps":     map[string]any{},
-		"execution": map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
+		"input":       input,
+		"steps":       map[string]any{},
+		"execution":   map[string]any{"id": ex.ID, "correlationId": ex.CorrelationID, "workflowId": ex.WorkflowID},
+		"credentials": byName,
 	}
 	for _, at := range attempts {
 		if at.StepIndex >= index {
@@ -40,4 +54,20 @@ func (e *core) addOutput(env map[string]any, at models.StepAttempt) error {
 	}
 	env["steps"].(map[string]any)[at.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt}
 	return nil
+}
+
+// credentialValues are secrets by value (the organization's credentials): the masker finds
+// and masks each wherever it appears, whatever key it went under.
+type credentialValues []string
+
+// credentialsOf returns the values of env's credentials.
+func credentialsOf(env map[string]any) credentialValues {
+	byName, _ := env["credentials"].(map[string]any)
+	out := make(credentialValues, 0, len(byName))
+	for _, v := range byName {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

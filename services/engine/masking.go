@@ -27,7 +27,8 @@ import (
 
 // masker returns the masker of the secrets of def (the literal values under secret-looking
 // keys of every step's configuration and compensation) and of the values given (decoded
-// JSON: an environment, a rendered configuration…). nil when there are none.
+// JSON: an environment, a rendered configuration…; credentialValues each as a whole). nil
+// when there are none.
 func (e *secrets) masker(def *definition.Definition, values ...any) *redact.Masker {
 	var found []string
 	if def != nil {
@@ -39,6 +40,10 @@ func (e *secrets) masker(def *definition.Definition, values ...any) *redact.Mask
 		}
 	}
 	for _, v := range values {
+		if cv, ok := v.(credentialValues); ok {
+			found = append(found, cv...)
+			continue
+		}
 		found = append(found, e.redactor.SecretValues(v)...)
 	}
 	return redact.NewMasker(found...)

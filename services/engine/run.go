@@ -197,7 +197,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
 		if *envp == nil {
-			env, err := e.env(ex, attempts, a.StepIndex)
+			env, err := e.env(ctx, ex, attempts, a.StepIndex)
 			if err != nil {
 				return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 			}
@@ -224,7 +224,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
-		mask = e.masker(def, env["input"], env["steps"], failedStep, cfg)
+		mask = e.masker(def, env["input"], env["steps"], failedStep, cfg, credentialsOf(env))
 		input, _ = json.Marshal(cfg)
 		if mapped != nil {
 			input = mapped

@@ -36,6 +36,8 @@ func lookup(path string) (endpoint, bool) {
 		return endpoint{http.MethodPost, submitJPK}, true
 	case "/payroll/export":
 		return endpoint{http.MethodPost, exportPayroll}, true
+	case "/ksef/invoices/query":
+		return endpoint{http.MethodPost, queryKSeF}, true
 	case "/mail/send":
 		return endpoint{http.MethodPost, sendMail}, true
 	case "/tasks":
@@ -235,4 +237,20 @@ func (g *gen) hex(n int) string {
 		b[i] = byte(g.r.UintN(256))
 	}
 	return hex.EncodeToString(b)
+}
+
+// queryKSeF is KSeF's query of a client's purchase invoices for a period: how many, and
+// their gross total. (In office mode the request must carry a KSeF token that has not
+// expired: see office.go.)
+func queryKSeF(req map[string]any, g *gen) (int, any) {
+	if bad := checkNIP(req); bad != nil {
+		return validationError(bad)
+	}
+	n := g.intn(4, 60)
+	return http.StatusOK, map[string]any{
+		"invoices":   n,
+		"totalGross": g.cents(int64(n)*15_000, int64(n)*900_000),
+		"currency":   "PLN",
+		"queryId":    "KSEF-Q-" + strings.ToUpper(g.hex(4)),
+	}
 }

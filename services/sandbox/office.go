@@ -30,25 +30,51 @@ import (
 //     is refused (429 with Retry-After) until three minutes after its first attempt; a retry
 //     after that cures it;
 //   - the ledger and the mail server each refuse one request in ten once, as busy (503); the
-//     retry policy cures that by itself.
+//     retry policy cures that by itself;
+//   - KSeF takes a bearer token (Authorization), and the office's token, ExpiredKSeFToken,
+//     expired twenty minutes before the sandbox started: every query with it is refused
+//     (401, saying when it expired and that an admin must upload a new one). Any other
+//     token of at least eight characters is accepted, such as NewKSeFToken, which the
+//     demo's inbox shows the admin; replacing the organization's credential once cures every
+//     dead letter it left, by a plain retry.
 const (
-	bankOutageCycle   = 3 * time.Minute
-	bankOutageFrom    = 2 * time.Minute // down from here to the end of each cycle
-	gatewayCycle      = 30 * time.Minute
-	gatewayBreak      = 4 * time.Minute // down from the cycle's start
-	invoiceLate       = 4 * time.Minute
-	quotaWait         = 3 * time.Minute
-	shareLateInvoice  = 20 // percent of statements
-	shareQuota        = 25 // percent of clients
-	shareBusyOnce     = 10 // percent of postings and mails
-	officeTimeZone    = "Europe/Warsaw"
-	officeClockLayout = "15:04:05"
+	bankOutageCycle    = 3 * time.Minute
+	bankOutageFrom     = 2 * time.Minute // down from here to the end of each cycle
+	gatewayCycle       = 30 * time.Minute
+	gatewayBreak       = 4 * time.Minute // down from the cycle's start
+	invoiceLate        = 4 * time.Minute
+	quotaWait          = 3 * time.Minute
+	shareLateInvoice   = 20               // percent of statements
+	shareQuota         = 25               // percent of clients
+	shareBusyOnce      = 10               // percent of postings and mails
+	tokenExpiredBefore = 20 * time.Minute // before the sandbox's start
+	officeTimeZone     = "Europe/Warsaw"
+	officeClockLayout  = "15:04:05"
+)
+
+// The KSeF tokens of the office: the one it has (expired), and the one the KSeF portal
+// issued to replace it (any other token of at least eight characters is accepted too).
+const (
+	ExpiredKSeFToken = "ksef-2026-05-BRD-9f3e71c2a4"
+	NewKSeFToken     = "ksef-2026-11-BRD-5b0d28e6f1"
 )
 
 // weather decides the failure, if any, of a request that passed routing and decoding, and
 // writes it. n is the call's number within its logical operation (1 for the first).
-func (h *Handler) weather(w http.ResponseWriter, path string, req map[string]any, n int) bool {
+func (h *Handler) weather(w http.ResponseWriter, hdr http.Header, path string, req map[string]any, n int) bool {
 	now := h.now()
+	if path == "/ksef/invoices/query" {
+		token := strings.TrimSpace(strings.TrimPrefix(hdr.Get("Authorization"), "Bearer "))
+		switch {
+		case token == ExpiredKSeFToken:
+			at := h.started.Add(-tokenExpiredBefore).In(h.zone)
+			return h.refuse(w, http.StatusUnauthorized, time.Time{}, "token_expired",
+				"Token KSeF wygasł %s o %s — administrator musi wgrać nowy", at.Format("02.01"), at.Format("15:04"))
+		case len(token) < 8:
+			return h.refuse(w, http.StatusUnauthorized, time.Time{}, "token_missing",
+				"Brak ważnego tokenu KSeF w nagłówku Authorization — administrator musi go wgrać")
+		}
+	}
 	if msg := nipProblem(req["clientNip"]); msg != "" {
 		writeError(w, http.StatusBadRequest, "validation", map[string]any{"message": msg, "fields": map[string]string{"clientNip": msg}})
 		return true

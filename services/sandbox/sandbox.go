@@ -197,7 +197,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.fail(w, r, sc, n) {
 		return
 	}
-	if h.office && scName == "" && h.weather(w, path, req, n) {
+	if h.office && scName == "" && h.weather(w, r.Header, path, req, n) {
 		return
 	}
 

@@ -61,10 +61,16 @@ func ErrorTypeFamily(t string) string {
 }
 
 // errorTypeHint explains an error type in one sentence (used as title): "Transient: a
-// temporary problem; retried automatically."
+// temporary problem; retried automatically." Where what to do depends on the reader's role
+// (WithRole), the role's own sentence (errortype.<type>.hint.<role>) comes first: a viewer
+// is not told to fix the data, an accountant not to upload credentials.
 func errorTypeHint(ctx context.Context, t string) string {
 	l := i18n.From(ctx)
-	return l.TOr("errortype."+t, errorTypeLabel(t)) + ": " + l.TOr("errortype."+t+".hint", "")
+	hint := l.TOr("errortype."+t+".hint", "")
+	if r := roleOf(ctx); r != "" {
+		hint = l.TOr("errortype."+t+".hint."+r, hint)
+	}
+	return l.TOr("errortype."+t, errorTypeLabel(t)) + ": " + hint
 }
 
 func errorTypeLabel(t string) string {

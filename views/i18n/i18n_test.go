@@ -87,6 +87,10 @@ func usedIDs(t *testing.T) map[string][]string {
 
 // Every message is in both languages, with the plural forms each needs, and every id the
 // code uses is in both files.
+// rawInMessage finds a role's or a setting's stored form in a message: a role name as a word
+// of its own, or a setting's JSON path.
+var rawInMessage = regexp.MustCompile(`(?:^|[^\p{L}\p{N}_.:/@-])(owner|admin|accountant|viewer|settings\.[A-Za-z]+)(?:$|[^\p{L}\p{N}_:/@-])`)
+
 func TestMessageFiles(t *testing.T) {
 	all := map[string]map[string]any{}
 	for _, lang := range Languages {
@@ -108,6 +112,15 @@ func TestMessageFiles(t *testing.T) {
 			} else if s, _ := v.(string); strings.TrimSpace(s) == "" {
 				t.Errorf("%s: %q is empty", lang, id)
 			}
+		}
+	}
+	// Polish messages say roles and settings in words: no raw role name (except the
+	// recipients field's syntax, role:admin, which is what is typed) and no JSON path of a
+	// setting (settings.errorNotifications: README and the definitions' own help say those).
+	for id, v := range all["pl"] {
+		text, _ := v.(string)
+		if m := rawInMessage.FindStringSubmatch(text); m != nil {
+			t.Errorf("pl: %q says %q as it is stored: %s", id, m[1], text)
 		}
 	}
 	used := usedIDs(t)

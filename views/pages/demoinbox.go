@@ -7,6 +7,9 @@ type DemoInboxVM struct {
 	Hooks  []DemoHook
 	// DeliveriesURL is the delivery log.
 	DeliveriesURL string
+	// KSeFToken is the new KSeF token the portal issued to the office (its old one expired),
+	// for the admin to upload at CredentialsURL under CredentialName.
+	KSeFToken, CredentialName, CredentialsURL string
 }
 
 // DemoEmail is one email the demo's SMTP server received.

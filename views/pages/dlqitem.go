@@ -60,9 +60,14 @@ type RecoveryVM struct {
 	CanAdmin bool // the retry-policy override (everyone who sees the panel fixes data)
 	// NoteRequired: skipping the step or closing the item needs a note (accountants).
 	NoteRequired bool
-	// FixData: the error is one a plain retry repeats (validation, permanent, authorization):
-	// editing the input comes first, open, and the retry is not the primary action.
-	FixData        bool
+	// FixData: the error is one a plain retry repeats (validation, permanent): editing the
+	// input comes first, open, and the retry is not the primary action.
+	FixData bool
+	// Credentials: the service refused the organization's credentials (authorization): an
+	// admin must replace them (CredentialsURL, admins only; "" for others), then a retry
+	// goes through.
+	Credentials    bool
+	CredentialsURL string
 	FailedStepName string
 	ResumeSteps    []Option // the failed step and the steps before it
 	Version        int      // the version the execution ran

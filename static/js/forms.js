@@ -565,12 +565,14 @@
     root.querySelectorAll('[aria-invalid="true"]').forEach(function (c) {
       var tied = (c.getAttribute("aria-describedby") || "").split(/\s+/).some(function (id) {
         var d = id && document.getElementById(id);
-        return d && (d.matches(".field-error, .field-errors, .jf-problem") || d.querySelector(".field-error"));
+        return d && (d.matches(".field-error, .field-errors, .jf-problem, [role=alert]") || d.querySelector(".field-error"));
       });
       if (tied) return;
+      // The form's own message: in it, or just around it (a login's "wrong e-mail or password").
       var form = c.form || c.closest("form");
-      var alert = form && (form.querySelector("[data-testid=form-error]") ||
-        (form.parentElement && form.parentElement.querySelector(":scope > [data-testid=form-error]")));
+      var ALERT = "[data-testid=form-error], .alert--danger[role=alert]";
+      var alert = form && (form.querySelector(ALERT) ||
+        (form.parentElement && form.parentElement.querySelector(":scope > " + ALERT.split(", ").join(", :scope > "))));
       if (!alert) return;
       if (!alert.id) alert.id = uid("form-error");
       if (!describedBy(c, alert)) addDescribedBy(c, alert.id);
@@ -605,7 +607,7 @@
   function start() {
     enhance(document);
     tieErrors(document);
-    if (document.querySelector(".field-error, [data-testid=form-error]")) focusFirstError(document);
+    focusFirstError(document); // a page shown again with its errors (a refused full-page post)
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

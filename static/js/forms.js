@@ -453,7 +453,7 @@
           self.sync();
         });
         container.appendChild(el("div", { className: "jf-field", "data-testid": "jsonform-field", "data-path": f.key },
-          [el("label", { "for": id, text: f.label }), ctl, hint]));
+          [el("label", { "for": id, className: "jf-label-text", text: f.label }), ctl, hint]));
       } else if (f.kind === "enum") {
         var sel = el("select", { id: id, "data-type": "enum" }, [el("option", { value: "", text: f.defaultLabel || "" })]
           .concat((f.options || []).map(function (o) { return el("option", { value: o.value, text: o.label }); })));
@@ -463,7 +463,7 @@
           self.sync();
         });
         container.appendChild(el("div", { className: "jf-field", "data-testid": "jsonform-field", "data-path": f.key },
-          [el("label", { "for": id, text: f.label }), sel]));
+          [el("label", { "for": id, className: "jf-label-text", text: f.label }), sel]));
       } else if (f.kind === "types") {
         var fs = el("fieldset", { className: "jf-group jf-types", "data-testid": "jsonform-group", "data-path": f.key }, [el("legend", { text: f.label })]);
         if (f.hint) fs.appendChild(el("p", { className: "hint", text: f.hint }));

@@ -49,6 +49,15 @@ func axeViolations(t *testing.T, ctx context.Context) []string {
 	return out
 }
 
+// axeClean runs axe-core on the page in front, as a journey passes through it, and fails the
+// test on any violation, saying where (the state and the language).
+func axeClean(t *testing.T, ctx context.Context, where string) {
+	t.Helper()
+	for _, v := range axeViolations(t, ctx) {
+		t.Errorf("axe, %s: %s", where, v)
+	}
+}
+
 // jsString quotes s as a JavaScript string literal.
 func jsString(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, "`", "\\`", "${", "\\${")

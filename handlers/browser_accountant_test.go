@@ -103,11 +103,33 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 	if primary, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=action-retry]').classList.contains('btn-primary')`)); primary {
 		t.Fatal("a retry is the primary action for a validation error")
 	}
-	step("correct the NIP and preview",
-		chromedp.WaitVisible(`[data-testid=edit-input]`), // a validation error opens the edit first
-		chromedp.Evaluate[chromedp.Void](`(() => { const t = document.querySelector('[data-testid=edit-input]');
-		  t.value = t.value.replace('`+wrong+`', '`+right+`'); })()`),
+	// The input is shown as fields built from it, one per key; the JSON box is hidden.
+	nip := `[data-testid=edit-section] [data-testid=jsonform-field][data-path=clientNip] input`
+	step("the input as fields", chromedp.WaitVisible(nip), chromedp.WaitNotVisible(`[data-testid=edit-input]`))
+	axeClean(t, ctx, "item page, the input's fields open (pl)")
+
+	// A 422 first: broken JSON typed in the JSON view comes back with its error, focus on the
+	// field in error and the error tied to it.
+	step("broken JSON", chromedp.Click(`[data-testid=edit-section] [data-testid=jsonform-toggle]`), chromedp.WaitVisible(`[data-testid=edit-input]`),
+		chromedp.SetValue(`[data-testid=edit-input]`, `{"clientNip": `), chromedp.Click(`[data-testid=action-preview]`),
+		chromedp.WaitVisible(`[data-testid=edit-section] [data-testid=field-error]`), loaded)
+	checkFocusedError(t, ctx, "edit-input", "nie jest poprawnym JSON")
+	axeClean(t, ctx, "item page, a 422 on the input (pl)")
+
+	// Back to the stored input: the NIP corrected in its field, the JSON view in step.
+	step("correct the NIP in its field", chromedp.Navigate(base+"/dlq/"+dl.ID), chromedp.WaitVisible(nip), loaded,
+		// Select what the field holds (as Ctrl+A would) and type over it.
+		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('`+nip+`'); f.focus(); f.select(); })()`),
+		chromedp.KeyEvent(right),
+		chromedp.Click(`[data-testid=edit-section] [data-testid=jsonform-toggle]`), chromedp.WaitVisible(`[data-testid=edit-input]`))
+	shown, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=edit-input]').value`))
+	var asJSON map[string]any
+	if err := json.Unmarshal([]byte(shown), &asJSON); err != nil || asJSON["clientNip"] != right || asJSON["clientName"] != client {
+		t.Fatalf("the JSON view after the field's edit: %v %q", err, shown)
+	}
+	step("preview", chromedp.Click(`[data-testid=edit-section] [data-testid=jsonform-toggle]`), chromedp.WaitVisible(nip),
 		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
+	axeClean(t, ctx, "item page, the edit's preview (pl)")
 	if d := textWhen(t, ctx, `[data-testid=diff-line]`, func(s string) bool { return s != "" }); !strings.Contains(d, "clientNip") || !strings.Contains(d, right) {
 		t.Fatalf("diff %q", d)
 	}
@@ -135,6 +157,14 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 			t.Fatal("no second dead letter")
 		}
 	}
+	// The same page in English, with its fields open, for axe; then back to Polish.
+	step("in English", chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] main`), loaded,
+		chromedp.Navigate(base+"/dlq/"+second.ID), chromedp.WaitVisible(nip), loaded)
+	if b, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=edit-section] [data-testid=jsonform-toggle]`)); strings.TrimSpace(b) != "Show JSON" {
+		t.Errorf("the JSON view's button in English: %q", b)
+	}
+	axeClean(t, ctx, "item page, the input's fields open (en)")
+	step("back to Polish", chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] main`), loaded)
 	step("open the second", chromedp.Navigate(base+"/dlq/"+second.ID), chromedp.WaitVisible(`[data-testid=action-resolve]`), loaded,
 		chromedp.Evaluate[chromedp.Void](`window.__asked = ''; window.confirm = (q) => { window.__asked = q; return false; }`),
 		chromedp.Click(`[data-testid=action-resolve]`))

@@ -57,12 +57,14 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 	tabTo(`[data-testid=dlq-row] a[href*="/dlq/` + tn.dlqID + `"]`)
 	step("open the item", chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`[data-testid=form-settle]`),
 		chromedp.Poll[chromedp.Void](`document.readyState === 'complete'`))
+	axeClean(t, ctx, "item page, reached by keyboard")
 	tabTo(`[data-testid=settle-notes]`)
 	step("notes", chromedp.KeyEvent("Zapłacone ręcznie w banku"))
 	tabTo(`[data-testid=action-resolve]`)
 	// Closing asks first: the browser's own dialog, answered OK here (its keys are the
 	// browser's, not the page's).
 	step("resolve", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(`[data-testid=action-done]`))
+	axeClean(t, ctx, "item page, closed")
 
 	var dl models.DeadLetter
 	if err := db.Conn(context.Background()).Where("id = ?", tn.dlqID).First(&dl).Error; err != nil {

@@ -113,14 +113,20 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 	if title := text(`[data-testid=dlq-title]`); !strings.Contains(title, "Piekarnia Zawada") {
 		t.Fatalf("title %q", title)
 	}
+	axeClean(t, ctx, "item page, the input's fields open")
 	step("edit and preview",
-		chromedp.WaitVisible(`[data-testid=edit-input]`), // a validation error opens the edit first
+		// A validation error opens the edit first, as fields; the JSON is one click away.
+		chromedp.WaitVisible(`[data-testid=edit-section] [data-testid=jsonform-fields]`),
+		chromedp.Click(`[data-testid=edit-section] [data-testid=jsonform-toggle]`),
+		chromedp.WaitVisible(`[data-testid=edit-input]`),
 		chromedp.SetValue(`[data-testid=edit-input]`, `{"client": "Piekarnia Zawada", "period": "2026-10", "nip": "5260250274"}`),
 		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
 	if d := text(`[data-testid=diff-line]`); !strings.Contains(d, "nip") || !strings.Contains(d, "5260250274") {
 		t.Fatalf("diff %q", d)
 	}
+	axeClean(t, ctx, "item page, the edit's preview")
 	step("retry with the edited input", chromedp.Click(`[data-testid=action-edit]`), chromedp.WaitVisible(`[data-testid=replay-running]`))
+	axeClean(t, ctx, "item page, a replay running")
 
 	// While the replay runs the page refreshes itself; the focused link keeps the focus.
 	step("focus survives a refresh",

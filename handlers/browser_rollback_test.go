@@ -79,6 +79,7 @@ func TestBrowserRollbackJourney(t *testing.T) {
 	// The page follows the rollback by itself until it is done.
 	step("rolled back", chromedp.Poll[chromedp.Void](`document.querySelector('[data-testid=rollback]').dataset.status === 'ROLLED_BACK'`,
 		chromedp.WithPollingTimeout(15*time.Second)))
+	axeClean(t, ctx, "execution page, rolled back")
 	items, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('[data-testid=compensation]')).map(e => e.dataset.status + ' ' + e.querySelector('.strong').textContent)`))
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,9 @@ func TestBrowserRollbackJourney(t *testing.T) {
 		}
 	}
 	step("roll back from the dead letter", chromedp.Navigate(a.srv.URL+"/dlq/"+dlqID),
-		chromedp.WaitVisible(`[data-testid=form-rollback] [data-testid=action-rollback]`),
+		chromedp.WaitVisible(`[data-testid=form-rollback] [data-testid=action-rollback]`), loaded)
+	axeClean(t, ctx, "item page with a rollback offered")
+	step("start the rollback from the dead letter",
 		chromedp.Click(`[data-testid=form-rollback] [data-testid=action-rollback]`),
 		chromedp.WaitVisible(`[data-testid=rollback]`),
 		chromedp.Poll[chromedp.Void](`location.pathname === '/executions/`+ex2+`' && document.querySelector('[data-testid=rollback]').dataset.status === 'ROLLED_BACK'`,

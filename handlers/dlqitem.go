@@ -183,7 +183,8 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin), NoteRequired: !p.Can(models.RoleAdmin),
 		FixData:        dl.ErrorType == "validation" || dl.ErrorType == "permanent",
 		Credentials:    dl.ErrorType == "authorization",
-		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form}
+		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form,
+		JSONForm: jsonFormVM(localizer(c))}
 	if rec.Credentials && p.Can(models.RoleAdmin) {
 		rec.CredentialsURL = h.url("credentials")
 	}

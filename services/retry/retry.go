@@ -52,6 +52,43 @@ type Spec struct {
 	MaxElapsedMs      *int            `json:"maxElapsedMs,omitempty"`      // retry time budget: 0 = none, else 1000..86400000
 }
 
+// Bound is the range [Spec.Validate] accepts for one numeric field of a Spec (for
+// customScheduleMs, for each entry), with its default; forms show it as the field's limits.
+// ZeroAllowed: 0 is accepted besides the range (maxElapsedMs: no budget).
+type Bound struct {
+	Field       string
+	Min, Max    float64
+	Default     float64
+	Integer     bool
+	ZeroAllowed bool
+}
+
+// Bounds returns the ranges Validate enforces, in the order a form shows the fields.
+func Bounds() []Bound {
+	return []Bound{
+		{Field: "maxRetries", Min: 0, Max: 10, Default: 3, Integer: true},
+		{Field: "initialDelayMs", Min: 1000, Max: 300000, Default: 5000, Integer: true},
+		{Field: "backoffMultiplier", Min: 1, Max: 5, Default: 2},
+		{Field: "maxDelayMs", Min: 5000, Max: 3600000, Default: 300000, Integer: true},
+		{Field: "jitterRatio", Min: 0, Max: 0.5, Default: 0.1},
+		{Field: "maxElapsedMs", Min: 1000, Max: 86400000, Default: 0, Integer: true, ZeroAllowed: true},
+		{Field: "customScheduleMs", Min: 1000, Max: 3600000, Integer: true},
+	}
+}
+
+// boundOf is field's entry of Bounds (the zero Bound for a field with none).
+func boundOf(field string) Bound {
+	for _, b := range Bounds() {
+		if b.Field == field {
+			return b
+		}
+	}
+	return Bound{}
+}
+
+// num writes a bound as a person would: 3600000, 0.5.
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
 // Validate checks s on its own and returns one message per offending JSON
 // field, keyed by the field name ("maxRetries") or, for list entries, by
 // name and index ("retryOnErrors[1]"). It returns nil when s is valid.
@@ -62,27 +99,27 @@ type Spec struct {
 // backoffType "custom" in the same spec. A type may not be in both lists.
 func (s Spec) Validate() map[string]string {
 	errs := map[string]string{}
-	intRange := func(field string, v *int, lo, hi int) {
-		if v != nil && (*v < lo || *v > hi) {
-			errs[field] = fmt.Sprintf("must be between %d and %d", lo, hi)
+	intRange := func(field string, v *int) {
+		if b := boundOf(field); v != nil && (float64(*v) < b.Min || float64(*v) > b.Max) {
+			errs[field] = "must be between " + num(b.Min) + " and " + num(b.Max)
 		}
 	}
-	floatRange := func(field string, v *float64, lo, hi float64) {
-		if v != nil && !(*v >= lo && *v <= hi) { // also rejects NaN
-			errs[field] = fmt.Sprintf("must be between %g and %g", lo, hi)
+	floatRange := func(field string, v *float64) {
+		if b := boundOf(field); v != nil && !(*v >= b.Min && *v <= b.Max) { // also rejects NaN
+			errs[field] = "must be between " + num(b.Min) + " and " + num(b.Max)
 		}
 	}
 
-	intRange("maxRetries", s.MaxRetries, 0, 10)
-	intRange("initialDelayMs", s.InitialDelayMs, 1000, 300000)
-	intRange("maxDelayMs", s.MaxDelayMs, 5000, 3600000)
+	intRange("maxRetries", s.MaxRetries)
+	intRange("initialDelayMs", s.InitialDelayMs)
+	intRange("maxDelayMs", s.MaxDelayMs)
 	if s.InitialDelayMs != nil && s.MaxDelayMs != nil && errs["maxDelayMs"] == "" && *s.MaxDelayMs < *s.InitialDelayMs {
 		errs["maxDelayMs"] = fmt.Sprintf("must be at least initialDelayMs (%d)", *s.InitialDelayMs)
 	}
-	floatRange("backoffMultiplier", s.BackoffMultiplier, 1, 5)
-	floatRange("jitterRatio", s.JitterRatio, 0, 0.5)
-	if s.MaxElapsedMs != nil && *s.MaxElapsedMs != 0 && (*s.MaxElapsedMs < 1000 || *s.MaxElapsedMs > 86400000) {
-		errs["maxElapsedMs"] = "must be 0 (no budget) or between 1000 and 86400000"
+	floatRange("backoffMultiplier", s.BackoffMultiplier)
+	floatRange("jitterRatio", s.JitterRatio)
+	if b := boundOf("maxElapsedMs"); s.MaxElapsedMs != nil && *s.MaxElapsedMs != 0 && (float64(*s.MaxElapsedMs) < b.Min || float64(*s.MaxElapsedMs) > b.Max) {
+		errs["maxElapsedMs"] = "must be 0 (no budget) or between " + num(b.Min) + " and " + num(b.Max)
 	}
 
 	custom := s.BackoffType != nil && *s.BackoffType == Custom
@@ -98,8 +135,8 @@ func (s Spec) Validate() map[string]string {
 		errs["customScheduleMs"] = "must have between 1 and 10 entries"
 	default:
 		for i, ms := range s.CustomScheduleMs {
-			if ms < 1000 || ms > 3600000 {
-				errs[fmt.Sprintf("customScheduleMs[%d]", i)] = "must be between 1000 and 3600000"
+			if b := boundOf("customScheduleMs"); float64(ms) < b.Min || float64(ms) > b.Max {
+				errs[fmt.Sprintf("customScheduleMs[%d]", i)] = "must be between " + num(b.Min) + " and " + num(b.Max)
 			}
 		}
 	}

@@ -419,3 +419,59 @@ func TestSeedHandleError(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundsAreWhatValidateEnforces: the limits a form shows (Bounds) are the ones Validate
+// enforces, just inside passes and just outside fails, and the defaults are Default's.
+func TestBoundsAreWhatValidateEnforces(t *testing.T) {
+	set := func(field string, v float64) retry.Spec {
+		var s retry.Spec
+		i := int(v)
+		switch field {
+		case "maxRetries":
+			s.MaxRetries = &i
+		case "initialDelayMs":
+			s.InitialDelayMs = &i
+		case "maxDelayMs":
+			s.MaxDelayMs = &i
+		case "maxElapsedMs":
+			s.MaxElapsedMs = &i
+		case "backoffMultiplier":
+			s.BackoffMultiplier = &v
+		case "jitterRatio":
+			s.JitterRatio = &v
+		case "customScheduleMs":
+			c := retry.Custom
+			s.BackoffType, s.CustomScheduleMs = &c, []int{i}
+		default:
+			t.Fatalf("no spec field for bound %q", field)
+		}
+		return s
+	}
+	for _, b := range retry.Bounds() {
+		step := 0.01
+		if b.Integer {
+			step = 1
+		}
+		for _, v := range []float64{b.Min, b.Max} {
+			if errs := set(b.Field, v).Validate(); errs != nil {
+				t.Errorf("%s = %v (a bound) refused: %v", b.Field, v, errs)
+			}
+		}
+		for _, v := range []float64{b.Min - step, b.Max + step} {
+			if v == 0 && b.ZeroAllowed {
+				continue
+			}
+			if errs := set(b.Field, v).Validate(); errs == nil {
+				t.Errorf("%s = %v (outside %v..%v) accepted", b.Field, v, b.Min, b.Max)
+			}
+		}
+	}
+	d := retry.Default()
+	want := map[string]float64{"maxRetries": float64(d.MaxRetries), "initialDelayMs": float64(d.InitialDelay.Milliseconds()),
+		"maxDelayMs": float64(d.MaxDelay.Milliseconds()), "backoffMultiplier": d.Multiplier, "jitterRatio": d.JitterRatio}
+	for _, b := range retry.Bounds() {
+		if w, ok := want[b.Field]; ok && b.Default != w {
+			t.Errorf("%s default %v, Default() has %v", b.Field, b.Default, w)
+		}
+	}
+}

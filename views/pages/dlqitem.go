@@ -78,6 +78,8 @@ type RecoveryVM struct {
 	// compensation and none ran yet); "" hides it.
 	RollbackURL string
 	Form        RecoveryForm
+	// JSONForm: the input, skip output and policy override shown as fields (forms.js).
+	JSONForm JSONFormVM
 }
 
 // RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a

@@ -271,10 +271,10 @@ func TestBaseNavUserAndAssets(t *testing.T) {
 	for _, s := range byTag(doc, "script") {
 		scripts = append(scripts, attr(s, "src"))
 	}
-	if strings.Join(css, ",") != "/static/css/app.css,/static/css/recovery.css,/static/css/breakers.css,/static/css/connections.css,/static/css/notifications.css" {
+	if strings.Join(css, ",") != "/static/css/app.css,/static/css/recovery.css,/static/css/breakers.css,/static/css/connections.css,/static/css/notifications.css,/static/css/forms.css" {
 		t.Errorf("stylesheets = %v", css)
 	}
-	if strings.Join(scripts, ",") != "/static/js/htmx.min.js,/static/js/app.js" {
+	if strings.Join(scripts, ",") != "/static/js/htmx.min.js,/static/js/app.js,/static/js/forms.js" {
 		t.Errorf("scripts = %v", scripts)
 	}
 	if got := text(byTag(doc, "title")[0]); got != "Executions · Lifeline" {

@@ -99,7 +99,7 @@ func TestFailuresAreNotified(t *testing.T) {
 		register, dispatch := jobs.NotifyJobs(notifier, 100*time.Millisecond)
 		eng, runner, err := wire(db, testLogger(t), reg,
 			engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: notifier},
-			jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+			jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
 				Register: func(w *river.Workers) { register(w) }, Periodic: dispatch})
 		if err != nil {
 			t.Fatal(err)

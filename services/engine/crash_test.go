@@ -172,14 +172,6 @@ func startChild(t *testing.T, url, name string, clock *modeltest.MovableClock) *
 	return c
 }
 
-// moveClock advances clock by d, in this process and the database (PostgreSQL), and in the
-// engine processes kids (SQLite, whose clock each process keeps).
-func moveClock(t *testing.T, clock *modeltest.MovableClock, d time.Duration, kids ...*child) {
-	t.Helper()
-	clock.Advance(d)
-	followClock(clock, kids...)
-}
-
 // followClock tells the engine processes kids where clock now reads (SQLite).
 func followClock(clock *modeltest.MovableClock, kids ...*child) {
 	for _, c := range kids {

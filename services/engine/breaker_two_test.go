@@ -45,6 +45,7 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	url := modeltest.URL(t, models.Postgres)
 	dbs, runners, _ := twoEngines(t, url)
 	db := dbs[0]
+	clock := modeltest.Clock(t, db) // the database's clock, which both engines read
 	org := models.Organization{ID: models.NewID(), Name: "Biuro Testowe"}
 	if err := db.Conn(ctx).Create(&org).Error; err != nil {
 		t.Fatal(err)
@@ -91,26 +92,23 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	})
 	before := requests.Load()
 
-	// The reset timeout passes; every waiting attempt falls due at once, on both engines.
-	if err := db.Conn(ctx).Exec(`UPDATE circuit_breaker_state SET opened_at = opened_at - interval '1 minute' WHERE organization_id = ?`, org.ID).Error; err != nil {
-		t.Fatal(err)
-	}
-	var waiting []models.StepAttempt
-	db.Conn(ctx).Where("organization_id = ? AND waiting_breaker_id IS NOT NULL", org.ID).Find(&waiting)
-	for i, a := range waiting {
-		if err := db.Conn(ctx).Model(&models.StepAttempt{}).Where("id = ?", a.ID).
-			Updates(map[string]any{"scheduled_at": time.Now().UTC().Add(-time.Second), "generation": a.Generation + 1}).Error; err != nil {
-			t.Fatal(err)
-		}
-		if err := runners[i%2].Queue().Enqueue(ctx, []engine.Job{{AttemptID: a.ID, Generation: a.Generation + 1}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The reset timeout passes (the database's clock, which both engines read, moves): every
+	// waiting attempt falls due at once, on both engines, and races for the 2 trial slots.
+	// (The attempts are left to the engines: a test that rewrote their generation after the
+	// move would race their claims, and a slot whose attempt moved to a later generation is
+	// free by design; that, not a clock, let 3 to 9 requests through an earlier version.)
+	clock.Advance(10 * time.Second)
 	// Both trials fail: the breaker opens again and the rest keep waiting, unsent.
 	poll("the breaker to reopen", func() bool {
 		return requests.Load() > before && count(`SELECT count(*) FROM circuit_breaker_state WHERE organization_id = ? AND state = ?`, org.ID, breaker.Open) == 1
 	})
-	time.Sleep(time.Second) // attempts refused during the trials ask again after 2 s: they must find it open
+	// Attempts refused during the trials ask again 2 s later: they must find it open again
+	// and go back to waiting, unsent.
+	clock.Advance(3 * time.Second)
+	poll("every refused attempt to wait again", func() bool {
+		return count(`SELECT count(*) FROM step_executions WHERE organization_id = ? AND (status = 'RUNNING' OR (status = 'PENDING' AND scheduled_at <= now()))`, org.ID) == 0 &&
+			count(`SELECT count(*) FROM step_executions WHERE organization_id = ? AND status = 'PENDING' AND waiting_breaker_id IS NOT NULL`, org.ID)+requests.Load()-before == 20
+	})
 	if got := requests.Load() - before; got < 1 || got > 2 {
 		t.Fatalf("%d requests left during half-open, want at most the 2 trial slots", got)
 	}

@@ -184,6 +184,7 @@ func testChaos(t *testing.T, dialect string, size chaosSize, seed uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	clock := modeltest.Clock(t, db) // never moved: the chaos runs in real time
 
 	svc := &chaosLedger{}
 	srv := httptest.NewServer(svc)
@@ -237,7 +238,7 @@ func testChaos(t *testing.T, dialect string, size chaosSize, seed uint64) {
 	interrupted := 0 // kills that found attempts RUNNING
 	var last *child
 	for i := 0; ; i++ {
-		c := startChild(t, url, fmt.Sprintf("engine %d", i+1))
+		c := startChild(t, url, fmt.Sprintf("engine %d", i+1), clock)
 		startWave(i)
 		if i == size.kills {
 			last = c

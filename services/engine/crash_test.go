@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,6 +33,13 @@ import (
 // crashChildEnv marks the re-executed test binary that plays the engine process.
 const crashChildEnv = "LIFELINE_CRASH_CHILD"
 
+// crashClockEnv is the engine process's clock offset at its start, in nanoseconds ahead of
+// the real clock. On SQLite a process's clock is its own (the database has none to move), so
+// the parent tells each engine process how far it moved its clock: at the start through this
+// variable, and afterwards by writing each new offset as a line to the process's stdin. On
+// PostgreSQL the shift lives in the database and the process reads it there.
+const crashClockEnv = "LIFELINE_CRASH_CLOCK"
+
 // newStack builds an engine and its River runner the way newHarness does, without starting
 // the runner: an unstarted runner still inserts jobs, so a process can start executions
 // without working them.
@@ -48,7 +56,7 @@ func newStackWith(db *models.DB, log *slog.Logger, reg *steps.Registry) (*engine
 func newStackConfig(db *models.DB, log *slog.Logger, reg *steps.Registry, cfg engine.Config) (*engine.Engine, *jobs.Runner, *steps.Registry, error) {
 	eng, runner, err := wire(db, log, reg,
 		engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second, Notifier: cfg.Notifier, Databases: cfg.Databases},
-		jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+		jobs.Config{ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -84,6 +92,21 @@ func TestCrashChild(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "child: open:", err)
 		os.Exit(3)
 	}
+	// The clock comes before the stack: River reads a SQLite database's clock when built.
+	clock := modeltest.Clock(t, db)
+	follow := func(line string) {
+		offset, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: clock offset:", err)
+			os.Exit(3)
+		}
+		if db.Dialect == models.SQLite {
+			clock.Advance(time.Duration(offset) - clock.Offset())
+		}
+	}
+	if off := os.Getenv(crashClockEnv); off != "" {
+		follow(off)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	_, runner, _, err := newStack(db, log)
 	if err != nil {
@@ -95,7 +118,9 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(3)
 	}
 	fmt.Fprintln(os.Stderr, "child: working")
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	for in := bufio.NewScanner(os.Stdin); in.Scan(); {
+		follow(in.Text()) // the parent moved the clock
+	}
 	os.Exit(4) // the parent went away without killing us
 }
 
@@ -115,16 +140,18 @@ func openDialect(t *testing.T, dialect string) (string, *models.DB) {
 // child is a running engine process.
 type child struct {
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
 	out   *bytes.Buffer
 	done  chan struct{}
 }
 
-// startChild runs the engine in a new process on url; t's cleanup kills it.
-func startChild(t *testing.T, url, name string) *child {
+// startChild runs the engine in a new process on url, with the clock where clock has moved
+// it (see crashClockEnv); t's cleanup kills it.
+func startChild(t *testing.T, url, name string, clock *modeltest.MovableClock) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "DATABASE_URL="+url)
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "DATABASE_URL="+url,
+		crashClockEnv+"="+strconv.FormatInt(int64(clock.Offset()), 10))
 	c := &child{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	stdin, err := cmd.StdinPipe()
@@ -143,6 +170,14 @@ func startChild(t *testing.T, url, name string) *child {
 		}
 	})
 	return c
+}
+
+// followClock tells the engine processes kids where clock now reads (SQLite).
+func followClock(clock *modeltest.MovableClock, kids ...*child) {
+	for _, c := range kids {
+		// A process that died (or was killed) reads no more; its pipe's error says nothing.
+		_, _ = fmt.Fprintf(c.stdin, "%d\n", int64(clock.Offset()))
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
@@ -216,13 +251,13 @@ func parseKey(key string) (execID, stepID string, attempt int, ok bool) {
 	return p[1], p[3], n, err == nil
 }
 
-// crashDelay: a quarter of the keys answer at once, the rest in 300–800 ms.
+// crashDelay: a quarter of the keys answer at once, the rest in 50–150 ms.
 func crashDelay(key string) time.Duration {
 	h := hash32("delay", key)
 	if h%4 == 0 {
 		return 0
 	}
-	return time.Duration(300+h%500) * time.Millisecond
+	return time.Duration(50+h%100) * time.Millisecond
 }
 
 // crashFails: attempt 1 of about a third of the (execution, step) pairs fails.
@@ -233,11 +268,55 @@ func crashFails(key string) bool {
 
 var crashSteps = []string{"reserve", "charge", "ship", "notify"}
 
+// crashTimeout is the crash tests' step timeout. With the stack's LeaseGrace it is the lease
+// of a RUNNING attempt, which the tests' moves of the clock must stay well inside while a
+// request is in flight (a request lasts at most crashDelay's 150 ms, during which the clock
+// moves at most a few retry delays); the kill then moves the clock past it.
+const crashTimeout = 30 * time.Second
+
+// riverLeaderTTL is how long River's leadership lasts unless its holder renews it (River's
+// elect interval, 5 s, plus 10 s of padding; not configurable). A killed leader renews
+// nothing: the next process leads, and runs the reconciler, once the clock passes it.
+const riverLeaderTTL = 15 * time.Second
+
+// afterKill moves the clock past the lease of whatever a killed process left RUNNING and past
+// its River leadership, as the time a real restart takes would.
+const afterKill = crashTimeout + time.Second + riverLeaderTTL
+
+// moveToNextRetryIn moves the clock to the organization's next due attempt or compensation,
+// when that is later than the clock reads, in this process and in the engine processes kids.
+// Each move is at most a retry delay, which keeps a request in flight well inside its lease.
+func moveToNextRetryIn(t *testing.T, db *models.DB, clock *modeltest.MovableClock, orgID string, kids ...*child) {
+	t.Helper()
+	ctx := context.Background()
+	var next time.Time
+	var a []models.StepAttempt
+	if err := db.Conn(ctx).Where("organization_id = ? AND status = ? AND waiting_breaker_id IS NULL", orgID, models.StepPending).
+		Order("scheduled_at").Limit(1).Find(&a).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(a) == 1 {
+		next = a[0].ScheduledAt
+	}
+	var c []models.CompensationAction
+	if err := db.Conn(ctx).Where("organization_id = ? AND status = ? AND scheduled_at IS NOT NULL", orgID, models.CompPending).
+		Order("scheduled_at").Limit(1).Find(&c).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(c) == 1 && (next.IsZero() || c[0].ScheduledAt.Before(next)) {
+		next = *c[0].ScheduledAt
+	}
+	if next.After(clock.Now()) {
+		clock.Set(next)
+		followClock(clock, kids...)
+	}
+}
+
 func crashDef(url string) string {
 	var ss []string
 	for _, id := range crashSteps {
-		ss = append(ss, fmt.Sprintf(`{"id": %q, "type": "http", "timeoutMs": 2000,
-		  "config": {"method": "POST", "url": "%s/%s", "body": {"order": "{{ input.order }}"}}}`, id, url, id))
+		ss = append(ss, fmt.Sprintf(`{"id": %q, "type": "http", "timeoutMs": %d,
+		  "config": {"method": "POST", "url": "%s/%s", "body": {"order": "{{ input.order }}"}}}`, id, crashTimeout.Milliseconds(), url, id))
 	}
 	return fmt.Sprintf(`{"name": "Order", "settings": {"retryPolicy": %s, "circuitBreaker": {"enabled": false}}, "steps": [%s]}`, fastPolicy, strings.Join(ss, ","))
 }
@@ -289,6 +368,7 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	clock := modeltest.Clock(t, db) // before the stack: River reads a SQLite database's clock when built
 
 	svc := &ledger{}
 	srv := httptest.NewServer(svc)
@@ -342,7 +422,7 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 	}
 
 	// Child 1 works until the moment comes; then it is killed.
-	first := startChild(t, url, "engine 1")
+	first := startChild(t, url, "engine 1", clock)
 	deadline := time.Now().Add(60 * time.Second)
 	var st crashState
 	for {
@@ -357,6 +437,9 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 		}
 		if st.succeeded == executions || time.Now().After(deadline) {
 			t.Fatalf("no moment to kill at; last seen %+v", st)
+		}
+		if st.retries >= 1 { // retries are scheduled: let them fall due
+			moveToNextRetryIn(t, db, clock, org.ID, first)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -387,8 +470,11 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 		t.Fatal("no attempt was RUNNING at the kill")
 	}
 
-	// Child 2 recovers. Its reconciler starts once the dead process's River leadership expires.
-	second := startChild(t, url, "engine 2")
+	// Child 2 recovers. Its reconciler starts once the dead process's River leadership expires
+	// and takes back the attempts left RUNNING once their leases expire: the clock moves past
+	// both, as the time a restart takes would.
+	clock.Advance(afterKill)
+	second := startChild(t, url, "engine 2", clock)
 	deadline = time.Now().Add(90 * time.Second)
 	for {
 		open := count("SELECT COUNT(*) FROM workflow_executions WHERE organization_id = ? AND status NOT IN ?", org.ID,
@@ -405,7 +491,8 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 			}
 			t.Fatalf("%d executions not final %s after the kill; open attempts:\n%s", open, time.Since(killedAt), strings.Join(stuck, "\n"))
 		}
-		time.Sleep(100 * time.Millisecond)
+		moveToNextRetryIn(t, db, clock, org.ID, second)
+		time.Sleep(20 * time.Millisecond)
 	}
 	t.Logf("recovered %s after the kill", time.Since(killedAt).Round(time.Millisecond))
 	second.kill(t)

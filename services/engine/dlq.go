@@ -44,8 +44,7 @@ type StepError struct {
 func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 	tx, now, ex, def, failed := st.tx, st.now, r.ex, r.def, r.a
 	rec, c, decision, retriesDone := f.rec, f.c, f.decision, f.retriesDone
-	if err := tx.Model(&models.ExecutionError{}).Where("id = ?", rec.ID).
-		Updates(map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+	if err := st.DeadLetterError(rec.ID); err != nil {
 		return err
 	}
 	if err := st.DeadLetterExecution(ex, failed.StepID); err != nil {

@@ -201,9 +201,7 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 				if err := st.FinishAttempt(a, generation, models.StepRetrying, upd); err != nil {
 					return nil, err
 				}
-				if err := tx.Model(&models.ExecutionError{}).Where("id = ?", errRec.ID).Updates(map[string]any{
-					"retry_count": retriesDone + 1, "next_retry_at": next, "last_retry_at": now, "status": models.ErrRetrying, "updated_at": now,
-				}).Error; err != nil {
+				if err := st.RetryError(errRec.ID, retriesDone+1, next); err != nil {
 					return nil, err
 				}
 				if err := st.ShowStep(ex.ID, a.StepID); err != nil {
@@ -264,29 +262,20 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 	return outcome, nil
 }
 
-// errorRecord returns the open error record of the step, creating it on the first failure.
+// errorRecord records the failure sf of r's attempt on the step's open error record
+// (RecordError), creating it on the first failure; it reports whether it created it.
 func (e *core) errorRecord(tx *gorm.DB, r *attemptRun, sf stepFailure, policy retry.Policy, now time.Time) (*models.ExecutionError, bool, error) {
 	ex, a, c, trace, input := r.ex, r.a, sf.c, sf.trace, sf.input
-	var rec models.ExecutionError
-	err := tx.Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID,
-		[]string{models.ErrPending, models.ErrRetrying}).Order("created_at DESC").First(&rec).Error
 	state := models.MustJSON(map[string]any{"attempt": a.Attempt, "status": a.Status, "idempotencyKey": a.IdempotencyKey,
 		"startedAt": a.StartedAt, "finishedAt": now})
-	if err == nil {
-		return &rec, false, tx.Model(&rec).Updates(map[string]any{"error_type": string(c.Type), "error_code": nullable(c.Code),
-			"error_message": c.Message, "stack_trace": nullable(trace), "input_data": models.JSON(e.redactor.JSON(input)),
-			"step_state": state, "updated_at": now}).Error
-	}
-	if !models.IsNotFound(err) {
-		return nil, false, err
-	}
-	rec = models.ExecutionError{
+	in := models.JSON(e.redactor.JSON(input))
+	fresh := &models.ExecutionError{
 		ID: models.NewID(), OrganizationID: ex.OrganizationID, ExecutionID: ex.ID, StepID: a.StepID,
 		ErrorType: string(c.Type), ErrorCode: nullable(c.Code), ErrorMessage: nonEmpty(c.Message), StackTrace: nullable(trace),
-		InputData: models.JSON(e.redactor.JSON(input)), StepState: state, MaxRetries: policy.MaxRetries,
-		Status: models.ErrPending, CreatedAt: now, UpdatedAt: now,
+		InputData: in, StepState: state, MaxRetries: policy.MaxRetries,
 	}
-	return &rec, true, tx.Create(&rec).Error
+	return stateTx{tx: tx, now: now}.RecordError(fresh, map[string]any{"error_type": string(c.Type), "error_code": nullable(c.Code),
+		"error_message": c.Message, "stack_trace": nullable(trace), "input_data": in, "step_state": state})
 }
 
 func nullable(s string) *string {

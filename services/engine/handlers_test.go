@@ -236,6 +236,7 @@ func TestHandlerCrash(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			url, db := openDialect(t, dialect)
+			clock := modeltest.Clock(t, db) // before the stack: River reads a SQLite database's clock when built
 			desk := newTaskDesk()
 			desk.hang = make(chan struct{})
 			srv := httptest.NewServer(desk)
@@ -260,7 +261,7 @@ func TestHandlerCrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			began := time.Now()
-			first := startChild(t, url, "engine 1")
+			first := startChild(t, url, "engine 1", clock)
 			deadline := time.Now().Add(60 * time.Second)
 			for keys, _ := desk.snapshot(); len(keys) == 0; keys, _ = desk.snapshot() {
 				if time.Now().After(deadline) {
@@ -271,7 +272,10 @@ func TestHandlerCrash(t *testing.T) {
 			t.Logf("handler in flight after %s", time.Since(began))
 			first.kill(t)
 
-			second := startChild(t, url, "engine 2")
+			// The handler's lease (1.5 s and the grace) and the dead process's River leadership
+			// pass, as the time a restart takes would.
+			clock.Advance(afterKill)
+			second := startChild(t, url, "engine 2", clock)
 			deadline = time.Now().Add(60 * time.Second)
 			var got models.Execution
 			for {

@@ -465,7 +465,7 @@ func TestRetryTimingIgnoresSkewedAppClock(t *testing.T) {
 		defer srv.Close()
 		reg := loopbackSteps()
 		eng, runner, err := wire(db, testLogger(t), reg, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second},
-			jobs.Config{ReconcileEvery: time.Second, FetchPollInterval: 50 * time.Millisecond,
+			jobs.Config{ReconcileEvery: time.Second, FetchPollInterval: 50 * time.Millisecond, TestOnly: true,
 				Clock: func() time.Time { return clock.Now().Add(5 * time.Minute) }})
 		if err != nil {
 			t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 )
 
 // undoLedger is a loopback service for TestRollbackCrash: the steps' calls succeed, /fail
-// refuses, and a cancellation (/undo/…) takes 300 ms and is applied once per idempotency key.
+// refuses, and a cancellation (/undo/…) takes 150 ms and is applied once per idempotency key.
 type undoLedger struct {
 	mu       sync.Mutex
 	requests map[string]int // cancellation requests per key
@@ -40,7 +40,7 @@ func (l *undoLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	l.requests[key]++
 	l.mu.Unlock()
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
 	l.mu.Lock()
 	if l.applied[key] == 0 { // idempotent: a repeat with the same key changes nothing
 		l.applied[key]++
@@ -62,6 +62,7 @@ func TestRollbackCrash(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			url, db := openDialect(t, dialect)
+			clock := modeltest.Clock(t, db) // before the stack: River reads a SQLite database's clock when built
 			svc := &undoLedger{requests: map[string]int{}, applied: map[string]int{}}
 			srv := httptest.NewServer(svc)
 			t.Cleanup(srv.Close)
@@ -99,7 +100,7 @@ func TestRollbackCrash(t *testing.T) {
 				}
 				return n
 			}
-			first := startChild(t, url, "engine 1")
+			first := startChild(t, url, "engine 1", clock)
 			deadline := time.Now().Add(60 * time.Second)
 			for count(`SELECT COUNT(*) FROM compensation_actions WHERE organization_id = ? AND status = 'running'`, org.ID) < 2 {
 				if time.Now().After(deadline) {
@@ -111,7 +112,10 @@ func TestRollbackCrash(t *testing.T) {
 			inFlight := count(`SELECT COUNT(*) FROM compensation_actions WHERE organization_id = ? AND status = 'running'`, org.ID)
 			t.Logf("killed with %d compensations running", inFlight)
 
-			second := startChild(t, url, "engine 2")
+			// The compensations' leases and the dead process's River leadership pass, as the time
+			// a restart takes would.
+			clock.Advance(afterKill)
+			second := startChild(t, url, "engine 2", clock)
 			deadline = time.Now().Add(60 * time.Second)
 			for count(`SELECT COUNT(*) FROM workflow_executions WHERE organization_id = ? AND (rollback_status IS NULL OR rollback_status <> ?)`,
 				org.ID, models.RolledBack) > 0 {

@@ -59,8 +59,7 @@ func (e *recovery) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, 
 		if r.Status == models.DLQSkipped {
 			kind = "skipped"
 		}
-		if err := tx.Model(&models.ExecutionError{}).Where("id = ?", dl.ErrorID).Updates(map[string]any{"status": models.ErrResolved,
-			"resolution_type": kind, "resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now, "updated_at": now}).Error; err != nil {
+		if err := st.SettleError(dl.ErrorID, kind, nullable(r.Notes), by); err != nil {
 			return nil, err
 		}
 		if _, err := st.FailDeadLettered(ex.ID); err != nil {

@@ -152,9 +152,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		}
 		// A step that recovers by retrying resolves its error record (a first attempt has none).
 		if a.Attempt > 1 {
-			if err := tx.Model(&models.ExecutionError{}).
-				Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, a.StepID, []string{models.ErrPending, models.ErrRetrying}).
-				Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": now, "next_retry_at": nil, "updated_at": now}).Error; err != nil {
+			if _, err := st.ResolveRetried(ex, a.StepID); err != nil {
 				return nil, err
 			}
 		}
@@ -215,7 +213,7 @@ func (t *transitions) advanceOne(ctx context.Context, s *success) (next *models.
   RETURNING id)`)
 	if a.Attempt > 1 {
 		// A step that recovers by retrying resolves its error record (a first attempt has none).
-		args["step"], args["open"], args["resolved"] = a.StepID, []string{models.ErrPending, models.ErrRetrying}, models.ErrResolved
+		args["step"], args["open"], args["resolved"] = a.StepID, openErrors, models.ErrResolved
 		q.WriteString(`,
 res AS (
   UPDATE workflow_execution_errors SET status = @resolved, resolution_type = 'auto_retry', resolved_at = now(), next_retry_at = NULL, updated_at = now()

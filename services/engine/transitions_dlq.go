@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
@@ -151,8 +153,8 @@ func (s stateTx) ResolveReplayed(ex *models.Execution) error {
 	if _, err := s.ResolveGroupOf(dl.ID); err != nil {
 		return err
 	}
-	if err := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", dl.ErrorID, models.ErrDeadLetter).
-		Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "manual_retry", "resolved_at": s.now, "updated_at": s.now}).Error; err != nil {
+	// The record is dead-lettered with its dead letter; one already resolved is left as it is.
+	if err := s.SettleError(dl.ErrorID, "manual_retry", nil, nil); err != nil && !errors.Is(err, errLost) {
 		return err
 	}
 	return audit.Record(s.tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: audit.System, Action: "dlq.resolved",

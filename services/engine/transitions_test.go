@@ -194,10 +194,12 @@ type transitionCase struct {
 // TestTransitions is the conformance test of the store of guarded transitions: every
 // transition wins from the state it expects, and loses (reporting it, writing nothing) from
 // another: a row in an unexpected state, a generation moved on, already taken. On SQLite and
-// PostgreSQL. Breakers and trial slots: TestBreakerTransitions.
+// PostgreSQL. Breakers and trial slots: TestBreakerTransitions. Execution-error records:
+// errorTransitions.
 func TestTransitions(t *testing.T) {
 	t.Parallel()
-	cases := append(attemptTransitions(), append(deadLetterTransitions(), compensationTransitions()...)...)
+	cases := append(attemptTransitions(), deadLetterTransitions()...)
+	cases = append(cases, append(compensationTransitions(), errorTransitions()...)...)
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		f := newFixture(t, db)
 		for _, c := range cases {

@@ -373,7 +373,7 @@ func TestLongExecutionYields(t *testing.T) {
 		log := testLogger(t)
 		reg := loopbackSteps()
 		eng, runner, err := wire(db, log, reg, engine.Config{LeaseGrace: time.Second, PendingGrace: time.Second},
-			jobs.Config{Workers: 1, ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond})
+			jobs.Config{Workers: 1, ReconcileEvery: 500 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond, TestOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}

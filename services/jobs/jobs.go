@@ -192,6 +192,10 @@ type Config struct {
 	BulkRate int
 	// Register adds further workers.
 	Register func(*river.Workers)
+	// TestOnly is for tests: River's maintenance services (the scheduler of retries, the
+	// periodic jobs that run the reconciler) start at once when the process becomes River's
+	// leader, instead of each after a random wait of up to a second, one after another.
+	TestOnly bool
 	// Clock is the application's clock, River's included (default time.Now). Lifeline never
 	// decides when an attempt is due by it: the database clock does. Tests skew it.
 	Clock func() time.Time

@@ -73,6 +73,7 @@ func (c Config) riverConfig(db *models.DB, log *slog.Logger) *river.Config {
 		FetchCooldown:     c.FetchCooldown,
 		JobTimeout:        15 * time.Minute,
 		Logger:            log,
+		TestOnly:          c.TestOnly,
 		Middleware:        []rivertype.Middleware{&onTime{}},
 	}
 	switch {

@@ -83,6 +83,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 	var tabs []layouts.NavItem
 	for _, t := range []struct{ id, label, route string }{
 		{"notifications", "nav.notifications", "notifications.settings"},
+		{"rules", "nav.rules", "organization.rules"},
 		{"deliveries", "nav.deliveries", "notifications.deliveries"},
 		{"tokens", "nav.tokens", "tokens"},
 		{"connections", "nav.connections", "connections"},

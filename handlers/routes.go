@@ -50,7 +50,7 @@ func (s *Server) routes() {
 	rollback := newRollbackHandler(s.chrome, s.Engine, s.reads, s.reads)
 	app.POST("/executions/:id/rollback", rollback.Start, requireRole(models.RoleAdmin)).Name = "execution.rollback"
 	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
-	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads)
+	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads, rules)
 	if s.Bulk != nil {
 		// Accountants retry in bulk (as they retry one item); resolve, skip and cancel are admins'.
 		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAccountant)).Name = "dlq.bulk.start"

@@ -83,9 +83,9 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 	var tabs []layouts.NavItem
 	for _, t := range []struct{ id, label, route string }{
 		{"notifications", "nav.notifications", "notifications.settings"},
-		{"rules", "nav.rules", "organization.rules"},
 		{"deliveries", "nav.deliveries", "notifications.deliveries"},
 		{"tokens", "nav.tokens", "tokens"},
+		{"rules", "nav.rules", "organization.rules"},
 		{"connections", "nav.connections", "connections"},
 		{"health", "nav.health", "health"},
 		{"demoinbox", "nav.demoinbox", "demo.inbox"},

@@ -6,7 +6,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
-	"lifeline/services/fixrules"
 	"lifeline/static"
 )
 
@@ -34,7 +33,7 @@ func (s *Server) routes() {
 	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
 	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
-	rules := &fixrules.Service{DB: s.DB}
+	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	app.GET("/executions", execs.List).Name = "executions"

@@ -23,6 +23,7 @@ import (
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
+	"lifeline/services/fixrules"
 	"lifeline/services/notify"
 	"lifeline/services/redact"
 	"lifeline/services/workflows"
@@ -72,6 +73,8 @@ type Server struct {
 	// reads is the read side of executions, shared by the handlers that show them.
 	reads    *executions.Service
 	auditLog *audit.Reader
+	// rules are the organization's rules of who may fix what, and "ask an admin".
+	rules    *fixrules.Service
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -103,7 +106,7 @@ func New(d Deps) *echo.Echo {
 	if d.Notify != nil {
 		ch.unread = d.Notify
 	}
-	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), e: e, throttle: d.LoginThrottle}
+	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

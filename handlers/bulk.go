@@ -49,11 +49,12 @@ type BulkHandler struct {
 	*chrome
 	svc    bulkService
 	briefs deadLetterBriefs
+	rules  fixRules
 }
 
 // newBulkHandler returns the handler.
-func newBulkHandler(ch *chrome, svc bulkService, briefs deadLetterBriefs) *BulkHandler {
-	return &BulkHandler{chrome: ch, svc: svc, briefs: briefs}
+func newBulkHandler(ch *chrome, svc bulkService, briefs deadLetterBriefs, rules fixRules) *BulkHandler {
+	return &BulkHandler{chrome: ch, svc: svc, briefs: briefs, rules: rules}
 }
 
 // maxShownItems bounds the items the progress page lists (the API gives all of them).
@@ -97,6 +98,9 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	}
 	r := bulk.Request{OrganizationID: principal(c).OrganizationID, Action: req.Action, IDs: req.IDs, Notes: req.ResolutionNotes,
 		Actor: actorOf(principal(c)), IdempotencyKey: key}
+	if err := h.bulkRule(c, r); err != nil {
+		return err
+	}
 	if err := bulkNote(principal(c), r); err != nil {
 		return err
 	}
@@ -203,6 +207,9 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	}
 	if c.FormValue("confirm") != "1" || err != nil {
 		return h.confirm(c, r, form, ids, err, false)
+	}
+	if err := h.bulkRule(c, r); err != nil {
+		return err
 	}
 	if err := bulkNote(p, r); err != nil {
 		return h.confirm(c, r, form, ids, err, false)
@@ -410,6 +417,23 @@ func (h *BulkHandler) Show(c echo.Context) error {
 
 // maxConfirmItems bounds the items the confirmation names; it counts the rest.
 const maxConfirmItems = 20
+
+// bulkRule refuses an accountant's bulk resolve or skip when the organization keeps closing
+// items to its admins (every item would be refused, for the same reason).
+func (h *BulkHandler) bulkRule(c echo.Context, r bulk.Request) error {
+	p := principal(c)
+	if (r.Action != bulk.Resolve && r.Action != bulk.Skip) || p.Can(models.RoleAdmin) {
+		return nil
+	}
+	rules, err := h.rules.Rules(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	if !rules.AccountantsMayFix {
+		return errAdminOnly
+	}
+	return nil
+}
 
 // bulkNote refuses an accountant's bulk resolve or skip without a note (as for one item).
 func bulkNote(p *auth.Principal, r bulk.Request) error {

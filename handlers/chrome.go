@@ -85,6 +85,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"notifications", "nav.notifications", "notifications.settings"},
 		{"deliveries", "nav.deliveries", "notifications.deliveries"},
 		{"tokens", "nav.tokens", "tokens"},
+		{"rules", "nav.rules", "organization.rules"},
 		{"connections", "nav.connections", "connections"},
 		{"credentials", "nav.credentials", "credentials"},
 		{"health", "nav.health", "health"},

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
+	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
+	"lifeline/services/fixrules"
 	"lifeline/services/retry"
 	"lifeline/services/workflows"
 )
@@ -44,7 +47,24 @@ type workflowVersions interface {
 	Version(ctx context.Context, orgID, id string, version int) (models.JSON, error)
 }
 
+// approvals are an item's input-change requests and reopening (engine.Engine).
+type approvals interface {
+	RequestInputChange(ctx context.Context, r engine.ChangeRequest) (*models.InputChangeRequest, error)
+	ApproveInputChange(ctx context.Context, d engine.Decision) (*engine.ReplayResult, error)
+	RejectInputChange(ctx context.Context, d engine.Decision) (*models.InputChangeRequest, error)
+	InputChanges(ctx context.Context, orgID, deadLetterID string) ([]models.InputChangeRequest, error)
+	Reopen(ctx context.Context, r engine.ReopenRequest) error
+}
+
+// fixRules are the organization's rules of who may fix what, and the ask (fixrules.Service).
+type fixRules interface {
+	Rules(ctx context.Context, orgID string) (fixrules.Rules, error)
+	AskAdmin(ctx context.Context, a fixrules.Ask) (fixrules.Asked, error)
+}
+
 var (
+	_ approvals        = (*engine.Engine)(nil)
+	_ fixRules         = (*fixrules.Service)(nil)
 	_ recoverer        = (*engine.Engine)(nil)
 	_ deadLetters      = (*executions.Service)(nil)
 	_ auditHistory     = (*audit.Reader)(nil)
@@ -59,11 +79,13 @@ type DLQActionsHandler struct {
 	dlq   deadLetters
 	wfs   workflowVersions
 	audit auditHistory // a dead letter's history
+	chg   approvals
+	rules fixRules
 }
 
 // newDLQActionsHandler returns the handler.
-func newDLQActionsHandler(ch *chrome, eng recoverer, dlq deadLetters, wfs workflowVersions, history auditHistory) *DLQActionsHandler {
-	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history}
+func newDLQActionsHandler(ch *chrome, eng *engine.Engine, dlq deadLetters, wfs workflowVersions, history auditHistory, rules fixRules) *DLQActionsHandler {
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history, chg: eng, rules: rules}
 }
 
 // Roles (seed 000, scenarios 3 and 4: the accountant fixes her data): viewers read;
@@ -98,24 +120,89 @@ type action struct {
 	Notes         string
 }
 
-// run checks the principal's role for a and runs it on the dead letter.
-func (h *DLQActionsHandler) run(c echo.Context, dlqID string, a action, key string) (*engine.ReplayResult, error) {
+// fixes reports whether a is one the organization's rule may keep from accountants: editing
+// the input, skipping the failed step, closing the item.
+func (a action) fixes() bool {
+	return len(bytes.TrimSpace(a.Input)) > 0 || a.Mode == engine.ReplaySkipFailed || a.Settle != ""
+}
+
+// errAdminOnly: the organization keeps editing, skipping and closing to its admins.
+var errAdminOnly = &apperr.Error{Code: apperr.EFORBIDDEN, Message: "rules.adminonly"}
+
+// mayFix reports whether the principal may edit, skip and close items: admins always,
+// accountants unless the organization's rule says otherwise.
+func (h *DLQActionsHandler) mayFix(c echo.Context) (bool, error) {
+	p := principal(c)
+	if p.Can(models.RoleAdmin) {
+		return true, nil
+	}
+	if !p.Can(models.RoleAccountant) {
+		return false, nil
+	}
+	r, err := h.rules.Rules(c.Request().Context(), p.OrganizationID)
+	return r.AccountantsMayFix, err
+}
+
+// outcome is what an action did: a replay or settlement (res), or, for an accountant's
+// edited input on a workflow that moves money, a request waiting for an admin (change).
+type outcome struct {
+	res    *engine.ReplayResult
+	change *models.InputChangeRequest
+}
+
+// run checks the principal's role (and the organization's rule) for a and runs it on the
+// dead letter; an accountant's edited input on a workflow that moves money becomes a request
+// for an admin's approval instead.
+func (h *DLQActionsHandler) run(c echo.Context, dlqID string, a action, key string) (outcome, error) {
 	p := principal(c)
 	if need := minRole(a); !p.Can(need) {
-		return nil, apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
+		return outcome{}, apperr.Errorf(apperr.EFORBIDDEN, "Your role (%s) cannot do this; it needs %s or above.", p.Role, need)
+	}
+	if a.fixes() {
+		if ok, err := h.mayFix(c); err != nil || !ok {
+			return outcome{}, cmp.Or(err, error(errAdminOnly))
+		}
 	}
 	if needsNote(p, a) {
-		return nil, apperr.Invalid("Say why in a note: whoever looks at this item later will read it.",
+		return outcome{}, apperr.Invalid("Say why in a note: whoever looks at this item later will read it.",
 			map[string]string{"resolutionNotes": "A note is required to skip or close an item."})
 	}
 	ctx := c.Request().Context()
 	if a.Settle != "" {
-		return h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Status: a.Settle,
+		res, err := h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Status: a.Settle,
 			Notes: a.Notes, Actor: actorOf(p), IdempotencyKey: key})
+		return outcome{res: res}, err
 	}
-	return h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Mode: a.Mode,
+	if len(bytes.TrimSpace(a.Input)) > 0 && !p.Can(models.RoleAdmin) {
+		r, err := h.dlq.GetDLQ(ctx, p.OrganizationID, dlqID)
+		if err != nil {
+			return outcome{}, err
+		}
+		if h.movesMoney(c, r.WorkflowID) {
+			title := shortID(r.ExecutionID)
+			if r.Subject != nil {
+				title = *r.Subject
+			}
+			ch, err := h.chg.RequestInputChange(ctx, engine.ChangeRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Mode: a.Mode,
+				Input: a.Input, Notes: a.Notes, Actor: actorOf(p), ActorName: p.Email, Title: title, Link: h.url("dlq.item", dlqID)})
+			return outcome{change: ch}, err
+		}
+	}
+	res, err := h.eng.Replay(ctx, engine.ReplayRequest{OrganizationID: p.OrganizationID, DeadLetterID: dlqID, Mode: a.Mode,
 		FromStepID: a.FromStepID, Input: a.Input, Output: a.Output, RetryPolicy: a.RetryPolicy, LatestVersion: a.LatestVersion,
 		Notes: a.Notes, Actor: actorOf(p), IdempotencyKey: key})
+	return outcome{res: res}, err
+}
+
+// movesMoney reports whether the workflow (its latest definition) is marked as moving money
+// (settings.movesMoney): an accountant's edited input then waits for an admin's approval.
+func (h *DLQActionsHandler) movesMoney(c echo.Context, workflowID string) bool {
+	wf, err := h.wfs.Get(c.Request().Context(), principal(c).OrganizationID, workflowID)
+	if err != nil {
+		return false
+	}
+	var d definition.Definition
+	return json.Unmarshal(wf.Definition, &d) == nil && d.Settings.MovesMoney
 }
 
 // apiResult is the answer to an action.
@@ -124,11 +211,19 @@ type apiResult struct {
 	ExecutionID  string `json:"executionId"`
 	Action       string `json:"action"`
 	Status       string `json:"status"`
+	// RequestID is the input-change request waiting for an admin (status awaiting_approval).
+	RequestID string `json:"requestId,omitempty"`
 }
 
 // respond answers an API action: 202 for a replay that now runs, 200 for a settlement or an
-// idempotent repeat (Idempotency-Replayed: true).
-func (h *DLQActionsHandler) respond(c echo.Context, name string, a action, res *engine.ReplayResult) error {
+// idempotent repeat (Idempotency-Replayed: true), 202 {"status": "awaiting_approval"} for an
+// input change that waits for an admin.
+func (h *DLQActionsHandler) respond(c echo.Context, name string, a action, o outcome) error {
+	if o.change != nil {
+		return c.JSON(http.StatusAccepted, apiResult{DeadLetterID: o.change.DeadLetterID, ExecutionID: o.change.ExecutionID, Action: name,
+			Status: "awaiting_approval", RequestID: o.change.ID})
+	}
+	res := o.res
 	out := apiResult{DeadLetterID: res.DeadLetterID, ExecutionID: res.ExecutionID, Action: name, Status: models.DLQProcessing}
 	status := http.StatusAccepted
 	if a.Settle != "" {

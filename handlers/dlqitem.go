@@ -37,9 +37,9 @@ func (h *DLQActionsHandler) Show(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if done := c.QueryParam("done"); oneOf(done, []string{"retry", "resume", "full", "edit", "skip_step", "resolve", "skip"}) {
+	if done := c.QueryParam("done"); oneOf(done, []string{"retry", "resume", "full", "edit", "skip_step", "resolve", "skip", "requested", "rejected", "reopened"}) {
 		vm.Done = done
-		if done != "resolve" && done != "skip" {
+		if !oneOf(done, []string{"resolve", "skip", "requested", "rejected", "reopened"}) {
 			// A replay: the page follows it, and then says how it ended.
 			vm.RefreshURL += "?done=" + done
 			switch vm.Row.Status {
@@ -113,10 +113,13 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 		vm.SucceededURL = h.url("execution", *r.ReplayExecutionID)
 	}
 	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
-		return vm, nil
+		return vm, h.fixVM(c, vm, r)
 	}
 	rec := h.recoveryVM(c, &r.DeadLetter, ex, def, failedName, form)
 	vm.Recovery = rec
+	if err := h.fixVM(c, vm, r); err != nil {
+		return nil, err
+	}
 	return vm, nil
 }
 
@@ -153,7 +156,7 @@ func (h *DLQActionsHandler) history(c echo.Context, vm *pages.DLQItemVM, id stri
 			if rows[i].ActorType == audit.ActorSystem {
 				vm.ClosedBy = ""
 			}
-		case "dlq.retry":
+		case "dlq.retry", "dlq.reopened":
 			vm.Closed, vm.ClosedBy = "", ""
 		}
 	}
@@ -208,6 +211,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	if rec.Form.Input == "" {
 		rec.Form.Input = prettyJSON(ex.Input)
 	}
+	h.fixPanel(c, rec, dl)
 	return rec
 }
 
@@ -292,9 +296,9 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		form.FormError = l.T("recovery.unknownaction")
 		return h.refuse(c, http.StatusUnprocessableEntity, form)
 	}
-	_, err := h.run(c, id, a, "")
+	o, err := h.run(c, id, a, "")
 	var me *apperr.Error
-	if errors.As(err, &me) && (me.Code == apperr.EINVALID || me.Code == apperr.ECONFLICT) {
+	if errors.As(err, &me) && (me.Code == apperr.EINVALID || me.Code == apperr.ECONFLICT || me == errAdminOnly) {
 		msg, fields := translated(l, me.Message, me.Fields)
 		for k, v := range fields {
 			if strings.HasPrefix(k, "retryPolicy.") { // one message under the policy's field
@@ -305,13 +309,19 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		}
 		form.FormError = msg
 		status := http.StatusUnprocessableEntity
-		if me.Code == apperr.ECONFLICT {
+		switch me.Code {
+		case apperr.ECONFLICT:
 			status = http.StatusConflict
+		case apperr.EFORBIDDEN:
+			status = http.StatusForbidden
 		}
 		return h.refuse(c, status, form)
 	}
 	if err != nil {
 		return err
+	}
+	if o.change != nil {
+		return redirect(c, h.url("dlq.item", id)+"?done=requested")
 	}
 	return redirect(c, h.url("dlq.item", id)+"?done="+form.Action)
 }

@@ -413,6 +413,9 @@ func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
 	it := pages.NotifyItem{ID: n.ID, Title: n.Title, Body: n.Body, Unread: n.ReadAt == nil}
 	e := n.Event
 	if e == nil {
+		if n.Kind == "admin_request" || n.Kind == "input_change" { // an accountant's request about an item
+			it.Kind, it.KindTone, it.Link = l.T("notifications.event."+n.Kind), "warn", n.Link
+		}
 		return it
 	}
 	switch e.Kind {
@@ -513,6 +516,9 @@ func (h *NotifyPagesHandler) Open(c echo.Context) error {
 	}
 	to := c.QueryParam("to")
 	exID, ok := strings.CutPrefix(to, strings.TrimSuffix(h.url("execution", "x"), "x"))
+	if !ok {
+		exID, ok = strings.CutPrefix(to, strings.TrimSuffix(h.url("dlq.item", "x"), "x")) // an accountant's request
+	}
 	if !ok || checkID(exID, "execution") != nil {
 		to = h.url("notifications")
 	}

@@ -33,7 +33,8 @@ func (s *Server) routes() {
 	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
 	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
-	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog)
+	rules := s.rules
+	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
@@ -46,10 +47,14 @@ func (s *Server) routes() {
 	}
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
+	app.POST("/dlq/:id/ask", recovery.Ask, requireRole(models.RoleAccountant)).Name = "dlq.ask"
+	app.POST("/dlq/:id/changes/:cid/approve", recovery.Approve, requireRole(models.RoleAdmin)).Name = "dlq.change.approve"
+	app.POST("/dlq/:id/changes/:cid/reject", recovery.Reject, requireRole(models.RoleAdmin)).Name = "dlq.change.reject"
+	app.POST("/dlq/:id/reopen", recovery.Reopen, requireRole(models.RoleAdmin)).Name = "dlq.reopen"
 	rollback := newRollbackHandler(s.chrome, s.Engine, s.reads, s.reads)
 	app.POST("/executions/:id/rollback", rollback.Start, requireRole(models.RoleAdmin)).Name = "execution.rollback"
 	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
-	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads)
+	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads, rules)
 	if s.Bulk != nil {
 		// Accountants retry in bulk (as they retry one item); resolve, skip and cancel are admins'.
 		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAccountant)).Name = "dlq.bulk.start"
@@ -65,6 +70,9 @@ func (s *Server) routes() {
 	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"
 	app.POST("/breakers/:id/open", breakers.Open, admin).Name = "breakers.open"
 	app.POST("/settings/organization", profile.SaveOrg, admin).Name = "organization.save"
+	rulesPage := newRulesHandler(s.chrome, rules)
+	app.GET("/settings/rules", rulesPage.Show, admin).Name = "organization.rules"
+	app.POST("/settings/rules", rulesPage.Save, admin).Name = "organization.rules.save"
 	auditLog := newAuditHandler(s.chrome, s.auditLog)
 	app.GET("/audit", auditLog.List, admin).Name = "audit"
 	app.GET("/audit/export.csv", auditLog.Export, admin).Name = "audit.export"
@@ -134,6 +142,13 @@ func (s *Server) routes() {
 	api.GET("/dlq/:id", recovery.APIGet).Name = "api.dlq.item"
 	api.POST("/dlq/:id/actions", recovery.APIAction, requireRole(models.RoleAccountant)).Name = "api.dlq.actions"
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
+	api.POST("/dlq/:id/ask", recovery.APIAsk, requireRole(models.RoleAccountant)).Name = "api.dlq.ask"
+	api.GET("/dlq/:id/changes", recovery.APIChanges).Name = "api.dlq.changes"
+	api.POST("/dlq/:id/changes/:cid/approve", recovery.APIApprove, requireRole(models.RoleAdmin)).Name = "api.dlq.change.approve"
+	api.POST("/dlq/:id/changes/:cid/reject", recovery.APIReject, requireRole(models.RoleAdmin)).Name = "api.dlq.change.reject"
+	api.POST("/dlq/:id/reopen", recovery.APIReopen, requireRole(models.RoleAdmin)).Name = "api.dlq.reopen"
+	api.GET("/organization/settings", rulesPage.APIGet, admin).Name = "api.organization.settings"
+	api.PATCH("/organization/settings", rulesPage.APIPatch, admin)
 	api.POST("/executions/:id/rollback", rollback.APIStart, requireRole(models.RoleAdmin)).Name = "api.execution.rollback"
 	api.POST("/dlq/:id/rollback", rollback.APIStartDLQ, requireRole(models.RoleAdmin)).Name = "api.dlq.rollback"
 	api.POST("/compensations/:id/actions", rollback.APIAct, requireRole(models.RoleAdmin)).Name = "api.compensation.actions"

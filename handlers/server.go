@@ -24,6 +24,7 @@ import (
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
+	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/services/notify"
 	"lifeline/services/redact"
@@ -75,7 +76,9 @@ type Server struct {
 	reads    *executions.Service
 	auditLog *audit.Reader
 	// groups reads failure groups and acts on them (nil without an engine).
-	groups   *groups.Service
+	groups *groups.Service
+	// rules are the organization's rules of who may fix what, and "ask an admin".
+	rules    *fixrules.Service
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -107,7 +110,7 @@ func New(d Deps) *echo.Echo {
 	if d.Notify != nil {
 		ch.unread = d.Notify
 	}
-	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), e: e, throttle: d.LoginThrottle}
+	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

@@ -27,6 +27,8 @@ var events = []string{
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
 	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
 	"credential.deleted",
+	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked",
+	"organization.rules_updated",
 }
 
 // entityTypes are the kinds of thing an event is about (message entity.<type>).

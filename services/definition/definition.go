@@ -65,6 +65,9 @@ type Settings struct {
 	// ErrorNotifications is seed 000's errorNotificationConfig for this workflow: the keys it
 	// sets win over the organization's defaults (services/notify validates and applies it).
 	ErrorNotifications json.RawMessage `json:"errorNotifications,omitempty"`
+	// MovesMoney marks a workflow that moves money (ledger postings, payments): an
+	// accountant's edited input waits for an admin's approval before the replay runs.
+	MovesMoney bool `json:"movesMoney,omitempty"`
 }
 
 // MaxSubject bounds a rendered subject (longer ones are cut) and the template itself.

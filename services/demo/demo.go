@@ -79,6 +79,8 @@ type settings struct {
 	RollbackOnFailure bool `json:"rollbackOnFailure,omitempty"`
 	// OnFailure hands the failures of every step to a handler step.
 	OnFailure *onFailure `json:"onFailure,omitempty"`
+	// MovesMoney: an accountant's edited input waits for an admin's approval.
+	MovesMoney bool `json:"movesMoney,omitempty"`
 }
 
 type onFailure struct {
@@ -212,7 +214,8 @@ func bankImport(base string) definition {
 		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
 			"do faktur, księguje dopasowane pozycje w dzienniku, wysyła raport klientowi i zapisuje " +
 			"podsumowanie. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
-		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true},
+		// It posts to the ledger: an accountant's edited input is approved by an admin first.
+		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true},
 		Steps: []step{importStep, match, post, report, {
 			ID:   "summary",
 			Name: "Podsumowanie",

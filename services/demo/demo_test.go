@@ -166,7 +166,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			}
 			if s, ok := def["settings"]; ok {
 				settings := s.(map[string]any)
-				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure")
+				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure", "movesMoney")
 				if u, ok := settings["unknownErrors"]; ok && u != "retry" {
 					t.Errorf("settings.unknownErrors = %v", u)
 				}

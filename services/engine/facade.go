@@ -107,3 +107,30 @@ func (e *Engine) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, er
 func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, bool, error) {
 	return e.starts.Start(ctx, r)
 }
+
+// RequestInputChange stores an accountant's edited input of a workflow that moves money as
+// a request for an admin's approval, instead of running the replay (recovery.RequestInputChange).
+func (e *Engine) RequestInputChange(ctx context.Context, r ChangeRequest) (*models.InputChangeRequest, error) {
+	return e.recovery.RequestInputChange(ctx, r)
+}
+
+// ApproveInputChange approves a pending input-change request and runs its replay, or
+// neither (recovery.ApproveInputChange); a second approval is ECONFLICT.
+func (e *Engine) ApproveInputChange(ctx context.Context, d Decision) (*ReplayResult, error) {
+	return e.recovery.ApproveInputChange(ctx, d)
+}
+
+// RejectInputChange rejects a pending input-change request with a note.
+func (e *Engine) RejectInputChange(ctx context.Context, d Decision) (*models.InputChangeRequest, error) {
+	return e.recovery.RejectInputChange(ctx, d)
+}
+
+// InputChanges lists a dead letter's input-change requests, newest first.
+func (e *Engine) InputChanges(ctx context.Context, orgID, deadLetterID string) ([]models.InputChangeRequest, error) {
+	return e.recovery.InputChanges(ctx, orgID, deadLetterID)
+}
+
+// Reopen makes an item closed by hand pending again (recovery.Reopen).
+func (e *Engine) Reopen(ctx context.Context, r ReopenRequest) error {
+	return e.recovery.Reopen(ctx, r)
+}

@@ -61,6 +61,9 @@ type ReplayRequest struct {
 	// IdempotencyKey makes the request idempotent for Config.IdempotencyTTL: the same key
 	// with the same request returns the first result again.
 	IdempotencyKey string
+	// approval, when set, is the input-change request this replay runs: decided approved
+	// in the replay's transaction (ApproveInputChange).
+	approval *approval
 }
 
 // ReplayResult says what a replay started.
@@ -158,8 +161,16 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 			return nil, err
 		}
 		st := stateTx{tx: tx, now: now}
+		if r.approval != nil { // the request first: of two approvals, the second is told so
+			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved); err != nil {
+				return nil, err
+			}
+		}
 		if err := st.ClaimDeadLetter(dl, models.DLQProcessing, map[string]any{
 			"manual_retry_count": gorm.Expr("manual_retry_count + 1"), "last_manual_retry_at": now}); err != nil {
+			return nil, err
+		}
+		if _, err := st.CancelInputChanges(dl.ID); err != nil { // replayed otherwise: a waiting request is moot
 			return nil, err
 		}
 		var override models.JSON

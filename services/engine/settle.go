@@ -55,6 +55,9 @@ func (e *recovery) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, 
 		if err := st.ClaimDeadLetter(dl, r.Status, map[string]any{"resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now}); err != nil {
 			return nil, err
 		}
+		if _, err := st.CancelInputChanges(dl.ID); err != nil { // closed: a waiting request is moot
+			return nil, err
+		}
 		kind := "manual"
 		if r.Status == models.DLQSkipped {
 			kind = "skipped"

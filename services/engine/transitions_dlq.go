@@ -186,3 +186,90 @@ func (s stateTx) ExpireDeadLetters(ids []string) ([]string, error) {
 	}
 	return expired, s.ResolveGroupsOf(expired)
 }
+
+// DecideInputChange decides a pending input-change request: pending → status (approved or
+// rejected), with the fields given (who, when, the note). Of two admins deciding at once one
+// wins; the other, and a decision on a request decided or cancelled already, gets ECONFLICT
+// naming what happened (inputchange.conflict.<status>).
+func (s stateTx) DecideInputChange(req *models.InputChangeRequest, status string, fields map[string]any) error {
+	upd := map[string]any{"status": status, "updated_at": s.now}
+	for k, v := range fields {
+		upd[k] = v
+	}
+	r := s.tx.Model(&models.InputChangeRequest{}).Where("id = ? AND organization_id = ? AND status = ?",
+		req.ID, req.OrganizationID, models.ChangePending).Updates(upd)
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected == 1 {
+		req.Status = status
+		return nil
+	}
+	var cur models.InputChangeRequest
+	if err := s.tx.Select("status").Where("id = ?", req.ID).First(&cur).Error; err != nil {
+		return err
+	}
+	return &apperr.Error{Code: apperr.ECONFLICT, Message: "inputchange.conflict." + cur.Status}
+}
+
+// CancelInputChanges cancels the dead letter's pending input-change request, if any
+// (pending → cancelled): the item was replayed, closed, or given a newer request. It
+// returns how many it cancelled (0 or 1).
+func (s stateTx) CancelInputChanges(deadLetterID string) (int64, error) {
+	r := s.tx.Model(&models.InputChangeRequest{}).Where("dead_letter_id = ? AND status = ?", deadLetterID, models.ChangePending).
+		Updates(map[string]any{"status": models.ChangeCancelled, "updated_at": s.now})
+	return r.RowsAffected, r.Error
+}
+
+// closedByHand are the error records' resolution types of an item someone closed by hand
+// (Settle), as opposed to one a successful replay closed (manual_retry).
+var closedByHand = []string{"manual", "skipped"}
+
+// ReopenDeadLetter makes a dead letter closed by hand (resolved or skipped, its error record
+// resolved "manual" or "skipped") and still within its retention pending again: its
+// resolution is cleared (the audit log keeps it). Otherwise ECONFLICT: dlq.reopen.open (it
+// is pending or being replayed: reopened already), dlq.reopen.expired (expired, or past its
+// retention), dlq.reopen.replayed (a successful replay closed it).
+func (s stateTx) ReopenDeadLetter(dl *models.DeadLetter) error {
+	r := s.tx.Model(&models.DeadLetter{}).
+		Where("id = ? AND organization_id = ? AND status IN ? AND expires_at > ?", dl.ID, dl.OrganizationID,
+			[]string{models.DLQResolved, models.DLQSkipped}, s.now).
+		Where("EXISTS (SELECT 1 FROM workflow_execution_errors ee WHERE ee.id = dead_letter_queue.error_id AND ee.resolution_type IN ?)", closedByHand).
+		Updates(map[string]any{"status": models.DLQPending, "resolution_notes": nil, "resolved_by": nil, "resolved_at": nil, "updated_at": s.now})
+	if r.Error != nil {
+		return r.Error
+	}
+	if r.RowsAffected == 1 {
+		return nil
+	}
+	var cur models.DeadLetter
+	if err := s.tx.Select("status, expires_at").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
+		return err
+	}
+	why := "replayed"
+	switch {
+	case cur.Status == models.DLQPending || cur.Status == models.DLQProcessing:
+		why = "open"
+	case cur.Status == models.DLQExpired || !cur.ExpiresAt.After(s.now):
+		why = "expired"
+	}
+	return &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.reopen." + why}
+}
+
+// ReopenError makes a dead letter's error record, resolved by hand, dead-lettered again:
+// resolved → dead_letter, its resolution cleared. Lost (false) when it is not resolved.
+func (s stateTx) ReopenError(errorID string) (bool, error) {
+	r := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", errorID, models.ErrResolved).
+		Updates(map[string]any{"status": models.ErrDeadLetter, "resolution_type": nil, "resolution_notes": nil, "resolved_by": nil,
+			"resolved_at": nil, "updated_at": s.now})
+	return r.RowsAffected == 1, r.Error
+}
+
+// ReturnDeadLettered makes an execution that ended FAILED when its dead letter was settled
+// by hand dead-lettered again (the item was reopened): FAILED → DLQ_PENDING. Lost (false)
+// when it is not FAILED.
+func (s stateTx) ReturnDeadLettered(executionID string) (bool, error) {
+	r := s.tx.Model(&models.Execution{}).Where("id = ? AND status = ?", executionID, models.ExecFailed).
+		Updates(map[string]any{"status": models.ExecDLQPending, "updated_at": s.now})
+	return r.RowsAffected == 1, r.Error
+}

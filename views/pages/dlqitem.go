@@ -35,6 +35,33 @@ type DLQItemVM struct {
 	// (succeeded, or failedagain: DoneFailed, a warning).
 	Done       string
 	DoneFailed bool
+	// Change is the item's input change waiting for an admin's approval, or the last one,
+	// rejected (nil: none).
+	Change *ChangeVM
+	// ReopenURL reopens an item closed by hand (admins, within its retention); "" hides it.
+	ReopenURL string
+	CSRF      string
+	// AskNotice says an ask was sent, or when the open one was made.
+	AskNotice string
+}
+
+// ChangeVM is an input-change request on the item page.
+type ChangeVM struct {
+	ID, Status                   string
+	RequestedBy                  string
+	RequestedAt, RequestedAtText string
+	Notes                        string
+	Diff                         []DiffLine
+	DecidedBy                    string
+	DecidedAt, DecidedAtText     string
+	DecisionNotes                string
+	// ApproveURL and RejectURL: the admins' forms of a pending request ("" hides them).
+	ApproveURL, RejectURL, CSRF string
+}
+
+// AskVM is the "ask an admin" form.
+type AskVM struct {
+	URL, CSRF string
 }
 
 // DLQStepVM is one step of the failed execution's timeline, as it was when it failed.
@@ -80,6 +107,14 @@ type RecoveryVM struct {
 	Form        RecoveryForm
 	// JSONForm: the input, skip output and policy override shown as fields (forms.js).
 	JSONForm JSONFormVM
+	// MayFix: editing the input, skipping the step and closing the item are offered (admins;
+	// accountants unless the organization keeps them to admins).
+	MayFix bool
+	// Ask is the "ask an admin" form (accountants); nil hides it.
+	Ask *AskVM
+	// NeedsApproval: the workflow moves money: the accountant's edited input waits for an
+	// admin's approval. Waiting: an input change of the item waits now.
+	NeedsApproval, Waiting bool
 }
 
 // RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a

@@ -1,0 +1,343 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/engine"
+)
+
+// inbox counts the in-app notifications of kind for the organization's users of role.
+func (a *app) inbox(org, role, kind string) int64 {
+	a.t.Helper()
+	var n int64
+	if err := a.db.Conn(context.Background()).Model(&models.Notification{}).
+		Joins("JOIN memberships m ON m.user_id = notifications.user_id AND m.organization_id = notifications.organization_id").
+		Where("notifications.organization_id = ? AND m.role = ? AND notifications.kind = ?", org, role, kind).Count(&n).Error; err != nil {
+		a.t.Fatal(err)
+	}
+	return n
+}
+
+// postForm posts a page form with the CSRF token.
+func postForm(t *testing.T, c *http.Client, csrf, u string, v url.Values) resp {
+	t.Helper()
+	v.Set("_csrf", csrf)
+	return do(t, c, "POST", u, v.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+}
+
+// TestAccountantRules: by default an accountant edits the input and retries, skips the
+// failed step and closes items (with notes); when the organization turns that off, she is
+// refused (403, in bulk too), the page offers "ask an admin" instead, and she still retries.
+// Asking lands one entry in the admin's inbox, once while the ask is open. Both databases.
+func TestAccountantRules(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Zasad")
+		other := a.tenant("Inne Biuro Zasad")
+		api := func(method, path, token, body string) resp {
+			return do(t, http.DefaultClient, method, a.srv.URL+path, body, bearer(token))
+		}
+		fixed := `{"action": "retry_modified", "modifiedInput": {"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}}`
+
+		// On by default: edit and retry, close, skip the step.
+		_, dl1 := a.failed(rs, "Kowalski")
+		if r := api("POST", "/api/v1/dlq/"+dl1+"/actions", rs.accountantToken, fixed); r.status != http.StatusAccepted {
+			t.Fatalf("default: accountant edit and retry: %d %s", r.status, r.body)
+		}
+		_, dl2 := a.failed(rs, "Nowak")
+		if r := api("POST", "/api/v1/dlq/"+dl2+"/actions", rs.accountantToken, `{"action": "resolve", "resolutionNotes": "Klient zapłacił"}`); r.status != http.StatusOK {
+			t.Fatalf("default: accountant resolves: %d %s", r.status, r.body)
+		}
+		acc, accCSRF := a.browser(rs.accountant)
+		_, dl3 := a.failed(rs, "Wiśniewski")
+		if r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl3+"/actions", url.Values{"action": {"skip_step"}, "notes": {"Złożono ręcznie"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("default: accountant skips the step: %d %.400s", r.status, r.body)
+		}
+
+		// The setting: admins only, both ways; bad values are 422 with the field named.
+		if r := api("GET", "/api/v1/organization/settings", rs.token, ""); r.status != 200 || r.json(t)["accountantsMayFix"] != true {
+			t.Fatalf("settings: %d %s", r.status, r.body)
+		}
+		for _, c := range []struct{ body, field string }{{`{"accountantsMayFix": "no"}`, "accountantsMayFix"}, {`{"accountantsMayFix": null}`, "accountantsMayFix"}, {`{"colour": true}`, "colour"}} {
+			if r := api("PATCH", "/api/v1/organization/settings", rs.token, c.body); r.status != 422 || fieldsOf(t, r)[c.field] == nil {
+				t.Errorf("PATCH %s: %d %s", c.body, r.status, r.body)
+			}
+		}
+		if r := api("PATCH", "/api/v1/organization/settings", rs.accountantToken, `{"accountantsMayFix": false}`); r.status != 403 {
+			t.Errorf("accountant changes the rule: %d", r.status)
+		}
+		if r := api("PATCH", "/api/v1/organization/settings", rs.token, `{"accountantsMayFix": false}`); r.status != 200 || r.json(t)["accountantsMayFix"] != false {
+			t.Fatalf("turn off: %d %s", r.status, r.body)
+		}
+		if r := api("GET", "/api/v1/organization/settings", other.token, ""); r.json(t)["accountantsMayFix"] != true {
+			t.Errorf("another organization's rule changed: %s", r.body)
+		}
+
+		// Off: edit, close and skip are refused to the accountant, nothing changes; retry runs.
+		_, dl4 := a.failed(rs, "Zielińska")
+		for _, body := range []string{fixed, `{"action": "resolve", "resolutionNotes": "x"}`, `{"action": "skip", "resolutionNotes": "x"}`} {
+			if r := api("POST", "/api/v1/dlq/"+dl4+"/actions", rs.accountantToken, body); r.status != 403 {
+				t.Errorf("off: accountant %s: %d %s", body, r.status, r.body)
+			}
+		}
+		if r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl4+"/actions", url.Values{"action": {"skip_step"}, "notes": {"x"}}); r.status != 403 ||
+			!strings.Contains(r.body, "Only an admin") && !strings.Contains(r.body, "tylko administrator") {
+			t.Errorf("off: accountant skips the step from the page: %d", r.status)
+		}
+		if r := api("POST", "/api/v1/dlq/bulk", rs.accountantToken, `{"action": "resolve", "ids": ["`+dl4+`"], "resolutionNotes": "x"}`); r.status != 403 {
+			t.Errorf("off: accountant resolves in bulk: %d %s", r.status, r.body)
+		}
+		if m := a.dlqStatus(rs.token, dl4); m["status"] != models.DLQPending || m["manualRetryCount"] != 0.0 {
+			t.Fatalf("refused actions changed the item: %v", m)
+		}
+		if r := api("POST", "/api/v1/dlq/"+dl4+"/actions", rs.accountantToken, `{"action": "retry"}`); r.status != http.StatusAccepted {
+			t.Errorf("off: accountant retries: %d %s", r.status, r.body)
+		}
+		a.dlqStatus(rs.token, dl4)
+		if r := api("POST", "/api/v1/dlq/"+dl4+"/actions", rs.token, `{"action": "resolve"}`); r.status != http.StatusOK {
+			t.Errorf("off: the admin still closes items: %d %s", r.status, r.body)
+		}
+		_, dl5 := a.failed(rs, "Lewandowska")
+		page := do(t, acc, "GET", a.srv.URL+"/dlq/"+dl5, "", nil).body
+		for _, want := range []string{`data-testid="admin-only"`, `data-testid="form-ask"`, `data-testid="form-retry"`} {
+			if !strings.Contains(page, want) {
+				t.Errorf("off: the accountant's page has no %s", want)
+			}
+		}
+		for _, unwanted := range []string{`data-testid="form-edit"`, `data-testid="form-settle"`, `data-testid="form-skip-step"`} {
+			if strings.Contains(page, unwanted) {
+				t.Errorf("off: the accountant's page offers %s", unwanted)
+			}
+		}
+
+		// Ask an admin: one inbox entry per admin, once while the ask is open.
+		if n := a.inbox(rs.org, models.RoleAdmin, "admin_request"); n != 0 {
+			t.Fatalf("inbox before asking: %d", n)
+		}
+		r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl5+"/ask", url.Values{"note": {"Proszę poprawić NIP"}})
+		if r.status != 200 || !strings.Contains(r.body, `data-testid="ask-notice"`) {
+			t.Fatalf("ask: %d %.300s", r.status, r.body)
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "admin_request"); n != 1 {
+			t.Fatalf("admin inbox after asking: %d entries, want 1", n)
+		}
+		r = postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl5+"/ask", url.Values{})
+		if r.status != 200 || !strings.Contains(r.body, "already asked") && !strings.Contains(r.body, "Już poproszono") {
+			t.Errorf("second ask does not say it was asked already: %d", r.status)
+		}
+		if ar := api("POST", "/api/v1/dlq/"+dl5+"/ask", rs.accountantToken, `{}`); ar.status != 200 || ar.json(t)["already"] != true {
+			t.Errorf("API ask while one is open: %d %s", ar.status, ar.body)
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "admin_request"); n != 1 {
+			t.Errorf("asking again added inbox entries: %d", n)
+		}
+		if ar := api("POST", "/api/v1/dlq/"+dl5+"/ask", other.token, `{}`); ar.status != 404 {
+			t.Errorf("another organization asks: %d", ar.status)
+		}
+		if ar := api("POST", "/api/v1/dlq/"+dl5+"/ask", rs.viewerToken, `{}`); ar.status != 403 {
+			t.Errorf("a viewer asks: %d", ar.status)
+		}
+	})
+}
+
+// moneySetup adds a VAT workflow that moves money to rs.
+func (a *app) moneyWorkflow(rs *recoverySetup) string {
+	a.t.Helper()
+	gw := vatGateway(a.t)
+	def := fmt.Sprintf(`{"name": "Przelew", "settings": {"movesMoney": true, "subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+	  "steps": [{"id": "pay", "name": "Zleć przelew", "type": "http", "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "token": "{{ input.apiToken }}"}}}]}`, gw.URL)
+	wf, err := a.wfs.Create(context.Background(), rs.org, actorSystem, []byte(def))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return wf.ID
+}
+
+// TestMoneyApproval: on a workflow that moves money an accountant's edited input waits as a
+// request (nothing runs); the admin approves it (the replay runs) or rejects it with a note;
+// a second approval, or one after a rejection, is 409; of two admins approving at once
+// exactly one wins. Both databases.
+func TestMoneyApproval(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Przelewów")
+		other := a.tenant("Inne Biuro Przelewów")
+		rs.wf = a.moneyWorkflow(rs)
+		api := func(method, path, token, body string) resp {
+			return do(t, http.DefaultClient, method, a.srv.URL+path, body, bearer(token))
+		}
+		edit := `{"action": "retry_modified", "modifiedInput": {"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}, "resolutionNotes": "NIP z faktury"}`
+		request := func(dl string) string {
+			t.Helper()
+			r := api("POST", "/api/v1/dlq/"+dl+"/actions", rs.accountantToken, edit)
+			if r.status != http.StatusAccepted || r.json(t)["status"] != "awaiting_approval" {
+				t.Fatalf("accountant's edit: %d %s", r.status, r.body)
+			}
+			return r.json(t)["requestId"].(string)
+		}
+
+		_, dl := a.failed(rs, "Kowalski")
+		req := request(dl)
+		if m := a.dlqStatus(rs.token, dl); m["status"] != models.DLQPending || m["manualRetryCount"] != 0.0 {
+			t.Fatalf("the request ran the replay: %v", m)
+		}
+		ch := api("GET", "/api/v1/dlq/"+dl+"/changes", rs.accountantToken, "")
+		if ch.status != 200 || !strings.Contains(ch.body, `"status":"pending"`) || !strings.Contains(ch.body, `"path":"nip"`) || strings.Contains(ch.body, "tok-s3cret-1") {
+			t.Fatalf("changes: %d %s", ch.status, ch.body)
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "input_change"); n != 1 {
+			t.Errorf("admin inbox: %d entries, want 1", n)
+		}
+		admin, adminCSRF := a.browser(rs.tenant)
+		if page := do(t, admin, "GET", a.srv.URL+"/dlq/"+dl, "", nil).body; !strings.Contains(page, `data-testid="form-approve"`) || !strings.Contains(page, `data-testid="change-diff-line"`) {
+			t.Error("the admin's item page has no approval form with the diff")
+		}
+		approve := "/api/v1/dlq/" + dl + "/changes/" + req + "/approve"
+		if r := api("POST", approve, rs.accountantToken, `{}`); r.status != 403 {
+			t.Errorf("accountant approves: %d", r.status)
+		}
+		if r := api("POST", "/api/v1/dlq/"+dl+"/changes/"+req+"/approve", other.token, `{}`); r.status != 404 {
+			t.Errorf("another organization approves: %d", r.status)
+		}
+		if r := api("POST", approve, rs.token, `{"notes": "OK"}`); r.status != http.StatusAccepted {
+			t.Fatalf("approve: %d %s", r.status, r.body)
+		}
+		if m := a.dlqStatus(rs.token, dl); m["status"] != models.DLQResolved {
+			t.Fatalf("after the approval the replay should succeed: %v", m)
+		}
+		if r := api("POST", approve, rs.token, `{}`); r.status != http.StatusConflict {
+			t.Errorf("second approval: %d %s", r.status, r.body)
+		}
+
+		// Reject with a note: the item waits, the note is shown; approve after reject is 409.
+		_, dl2 := a.failed(rs, "Nowak")
+		req2 := request(dl2)
+		reject := a.srv.URL + "/dlq/" + dl2 + "/changes/" + req2 + "/reject"
+		if r := postForm(t, admin, adminCSRF, reject, url.Values{}); r.status != 422 {
+			t.Errorf("reject without a note: %d", r.status)
+		}
+		if r := postForm(t, admin, adminCSRF, reject, url.Values{"notes": {"NIP nie zgadza się z umową"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reject: %d %.300s", r.status, r.body)
+		}
+		if m := a.dlqStatus(rs.token, dl2); m["status"] != models.DLQPending {
+			t.Errorf("after a rejection: %v", m)
+		}
+		acc, _ := a.browser(rs.accountant)
+		if page := do(t, acc, "GET", a.srv.URL+"/dlq/"+dl2, "", nil).body; !strings.Contains(page, `data-status="rejected"`) || !strings.Contains(page, "NIP nie zgadza się z umową") {
+			t.Error("the item page does not show the rejection and its note")
+		}
+		if r := api("POST", "/api/v1/dlq/"+dl2+"/changes/"+req2+"/approve", rs.token, `{}`); r.status != http.StatusConflict {
+			t.Errorf("approve after reject: %d %s", r.status, r.body)
+		}
+
+		// Two admins approve at once: the first is held after reading the request, the second
+		// approves, then the first goes on: exactly one wins.
+		_, dl3 := a.failed(rs, "Wiśniewska")
+		req3 := request(dl3)
+		var once sync.Once
+		entered, release := make(chan struct{}), make(chan struct{})
+		a.eng.SetHooks(engine.Hooks{BeforeTx: func(transition, _ string) {
+			if transition != engine.TransitionDecideInputChange {
+				return
+			}
+			held := false
+			once.Do(func() { held = true })
+			if held {
+				close(entered)
+				<-release
+			}
+		}})
+		defer a.eng.SetHooks(engine.Hooks{})
+		first := make(chan resp, 1)
+		path := "/api/v1/dlq/" + dl3 + "/changes/" + req3 + "/approve"
+		go func() { first <- do(t, http.DefaultClient, "POST", a.srv.URL+path, `{}`, bearer(rs.token)) }()
+		<-entered
+		second := api("POST", path, rs.token, `{}`)
+		close(release)
+		held := <-first
+		if second.status != http.StatusAccepted || held.status != http.StatusConflict {
+			t.Errorf("two approvals at once: second %d, held first %d %s; want 202 and 409", second.status, held.status, held.body)
+		}
+		a.dlqStatus(rs.token, dl3)
+
+		// An admin's own edit on such a workflow runs at once.
+		_, dl4 := a.failed(rs, "Zając")
+		if r := api("POST", "/api/v1/dlq/"+dl4+"/actions", rs.token, edit); r.status != http.StatusAccepted || r.json(t)["status"] != models.DLQProcessing {
+			t.Errorf("admin's edit: %d %s", r.status, r.body)
+		}
+		a.dlqStatus(rs.token, dl4)
+	})
+}
+
+// TestReopen: an admin reopens an item closed by hand, with a note, within its retention: it
+// is pending again and its history keeps the closure; reopening twice, or an item a
+// successful replay closed, is 409. Both databases.
+func TestReopen(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Ponowne")
+		other := a.tenant("Inne Biuro Ponowne")
+		api := func(method, path, token, body string) resp {
+			return do(t, http.DefaultClient, method, a.srv.URL+path, body, bearer(token))
+		}
+		exID, dl := a.failed(rs, "Kowalski")
+		if r := api("POST", "/api/v1/dlq/"+dl+"/actions", rs.token, `{"action": "skip", "resolutionNotes": "Złożono papierowo"}`); r.status != 200 {
+			t.Fatalf("skip: %d %s", r.status, r.body)
+		}
+		admin, csrf := a.browser(rs.tenant)
+		if page := do(t, admin, "GET", a.srv.URL+"/dlq/"+dl, "", nil).body; !strings.Contains(page, `data-testid="form-reopen"`) {
+			t.Error("the closed item's page offers the admin no reopen")
+		}
+		reopen := "/api/v1/dlq/" + dl + "/reopen"
+		if r := api("POST", reopen, rs.token, `{}`); r.status != 422 || fieldsOf(t, r)["notes"] == nil {
+			t.Errorf("reopen without a note: %d %s", r.status, r.body)
+		}
+		if r := api("POST", reopen, rs.accountantToken, `{"notes": "x"}`); r.status != 403 {
+			t.Errorf("accountant reopens: %d", r.status)
+		}
+		if r := api("POST", "/api/v1/dlq/"+dl+"/reopen", other.token, `{"notes": "x"}`); r.status != 404 {
+			t.Errorf("another organization reopens: %d", r.status)
+		}
+		if r := postForm(t, admin, csrf, a.srv.URL+"/dlq/"+dl+"/reopen", url.Values{"notes": {"Klient jednak chce wysyłki"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reopen: %d %.300s", r.status, r.body)
+		}
+		item := api("GET", "/api/v1/dlq/"+dl, rs.token, "").json(t)
+		if item["status"] != models.DLQPending {
+			t.Fatalf("after reopening: %v", item["status"])
+		}
+		var events []string
+		for _, h := range item["history"].([]any) {
+			events = append(events, h.(map[string]any)["event"].(string))
+		}
+		if s := strings.Join(events, " "); !strings.Contains(s, "dlq.skipped dlq.reopened") {
+			t.Errorf("history %v: want the closure, then the reopening", events)
+		}
+		if ex := api("GET", "/api/v1/executions/"+exID, rs.token, "").json(t); ex["status"] != models.ExecDLQPending {
+			t.Errorf("the execution after reopening: %v", ex["status"])
+		}
+		if r := api("POST", reopen, rs.token, `{"notes": "again"}`); r.status != 409 {
+			t.Errorf("reopen twice: %d", r.status)
+		}
+		// The reopened item is fixed like any other; closed by that replay, it stays closed.
+		if r := api("POST", "/api/v1/dlq/"+dl+"/actions", rs.token, `{"action": "retry_modified", "modifiedInput": {"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}}`); r.status != 202 {
+			t.Fatalf("retry after reopening: %d %s", r.status, r.body)
+		}
+		if m := a.dlqStatus(rs.token, dl); m["status"] != models.DLQResolved {
+			t.Fatalf("replay: %v", m)
+		}
+		if r := api("POST", reopen, rs.token, `{"notes": "x"}`); r.status != 409 || !strings.Contains(r.body, "replay") {
+			t.Errorf("reopen an item a replay closed: %d %s", r.status, r.body)
+		}
+	})
+}

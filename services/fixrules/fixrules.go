@@ -1,0 +1,165 @@
+// Package fixrules holds who may fix what in an organization (issue 21): the organization's
+// rule "accountants may edit input and close items" (on by default; admins change it), and
+// "ask an admin", an accountant's in-app request that lands in every admin's inbox when her
+// role or the rule stops her. The rule itself is applied by the handlers that check roles;
+// a money-moving workflow's approval of an edited input is the engine's
+// (engine.RequestInputChange).
+package fixrules
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"lifeline/models"
+	"lifeline/models/apperr"
+	"lifeline/services/audit"
+)
+
+// MaxNote bounds an ask's note.
+const MaxNote = 2000
+
+// Service reads and changes the rules and sends asks.
+type Service struct {
+	DB *models.DB
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Rules are an organization's rules of who may fix what (the API's
+// /api/v1/organization/settings).
+type Rules struct {
+	// AccountantsMayFix: accountants may edit an item's input, skip its failed step and close
+	// it as resolved or skipped. Off: those are admins'; accountants still retry, resume and
+	// retry the whole workflow, and may ask an admin.
+	AccountantsMayFix bool `json:"accountantsMayFix"`
+}
+
+// Rules returns the organization's rules.
+func (s *Service) Rules(ctx context.Context, orgID string) (Rules, error) {
+	v, err := s.DB.AccountantsMayFix(ctx, orgID)
+	return Rules{AccountantsMayFix: v}, err
+}
+
+// ParsePatch reads a change of the rules (a JSON object whose keys are Rules' fields, each
+// optional) over cur. EINVALID with a message per field: an unknown key, or a value of the
+// wrong type.
+func ParsePatch(cur Rules, raw []byte) (Rules, error) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return cur, apperr.Invalid("rules.invalid", map[string]string{"body": "must be a JSON object"})
+	}
+	fields := map[string]string{}
+	for k, v := range m {
+		switch k {
+		case "accountantsMayFix":
+			if err := json.Unmarshal(v, &cur.AccountantsMayFix); err != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+				fields[k] = "must be true or false"
+			}
+		default:
+			fields[k] = "is not a setting of the organization"
+		}
+	}
+	if len(fields) > 0 {
+		return cur, apperr.Invalid("rules.invalid", fields)
+	}
+	return cur, nil
+}
+
+// SaveRules stores the organization's rules, audited (organization.rules_updated) when they
+// change.
+func (s *Service) SaveRules(ctx context.Context, orgID string, actor audit.Actor, r Rules) (Rules, error) {
+	cur, err := s.Rules(ctx, orgID)
+	if err != nil || cur == r {
+		return r, err
+	}
+	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		if err := models.SetAccountantsMayFix(tx, orgID, r.AccountantsMayFix); err != nil {
+			return err
+		}
+		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "organization.rules_updated",
+			EntityType: "organization", EntityID: orgID, At: s.now(),
+			Details: map[string]any{"accountantsMayFix": r.AccountantsMayFix}})
+	})
+	return r, err
+}
+
+// Ask is an accountant's request to the admins about one dead letter.
+type Ask struct {
+	OrganizationID string
+	DeadLetterID   string
+	Note           string
+	Actor          audit.Actor
+	// Title and Link are what the inbox entry shows and links to (the item's page).
+	Title, Link string
+}
+
+// Asked says what an ask did.
+type Asked struct {
+	// Already: an ask about the item is open (made since the item last changed): nothing was
+	// added; At is when it was made.
+	Already bool
+	At      time.Time
+}
+
+// AskAdmin puts a request about a pending dead letter in every admin's inbox, audited
+// (dlq.admin_asked). An ask stays open until the item changes (a replay, a closure); asking
+// again while one is open adds nothing and says when it was made (two asks at the same
+// moment add one inbox entry each admin: the entries' key is the item's state). Errors:
+// ENOTFOUND (not the organization's item), EINVALID (note too long), ECONFLICT (the item is
+// not pending: nothing to ask about).
+func (s *Service) AskAdmin(ctx context.Context, a Ask) (Asked, error) {
+	if utf8.RuneCountInString(a.Note) > MaxNote {
+		return Asked{}, apperr.Invalid("ask.invalid", map[string]string{"note": fmt.Sprintf("must be at most %d characters", MaxNote)})
+	}
+	var out Asked
+	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		var dl models.DeadLetter
+		if err := tx.Select("id, status, updated_at").Where("organization_id = ? AND id = ?", a.OrganizationID, a.DeadLetterID).First(&dl).Error; err != nil {
+			if models.IsNotFound(err) {
+				return apperr.NotFound("dead letter")
+			}
+			return err
+		}
+		if dl.Status != models.DLQPending {
+			return &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.conflict." + dl.Status}
+		}
+		var prev []models.AuditEntry
+		if err := tx.Where("organization_id = ? AND entity_type = ? AND entity_id = ? AND action = ? AND created_at >= ?",
+			a.OrganizationID, "dead_letter_queue", dl.ID, "dlq.admin_asked", dl.UpdatedAt).Order("created_at").Limit(1).Find(&prev).Error; err != nil {
+			return err
+		}
+		if len(prev) > 0 {
+			out = Asked{Already: true, At: prev[0].CreatedAt}
+			return nil
+		}
+		now := s.now()
+		out.At = now
+		details := map[string]any{}
+		if note := strings.TrimSpace(a.Note); note != "" {
+			details["notes"] = note
+		}
+		if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: a.Actor, Action: "dlq.admin_asked",
+			EntityType: "dead_letter_queue", EntityID: dl.ID, At: now, Details: details}); err != nil {
+			return err
+		}
+		_, err := models.InboxAdmins(tx, models.AdminMessage{OrganizationID: a.OrganizationID, Kind: "admin_request", Title: a.Title,
+			Body: strings.TrimSpace(a.Note), Link: a.Link, DedupKey: fmt.Sprintf("ask:%s:%d", dl.ID, dl.UpdatedAt.UnixNano()), At: now})
+		return err
+	})
+	return out, err
+}

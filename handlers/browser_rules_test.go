@@ -97,9 +97,11 @@ func TestBrowserMoneyApproval(t *testing.T) {
 	if hint := textWhen(t, ctx, `[data-testid=needs-approval]`, func(s string) bool { return s != "" }); !strings.Contains(hint, "przenosi pieniądze") {
 		t.Fatalf("needs-approval hint %q", hint)
 	}
-	step("correct the NIP and preview", chromedp.WaitVisible(`[data-testid=edit-input]`),
-		chromedp.Evaluate[chromedp.Void](`(() => { const t = document.querySelector('[data-testid=edit-input]');
-		  t.value = t.value.replace('"`+wrong+`"', '"`+right+`"'); })()`),
+	// The input is shown as fields built from it (forms.js): the NIP is corrected in its field.
+	nip := `[data-testid=edit-section] [data-testid=jsonform-field][data-path=clientNip] input`
+	step("correct the NIP and preview", chromedp.WaitVisible(nip),
+		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('`+nip+`'); f.focus(); f.select(); })()`),
+		chromedp.KeyEvent(right),
 		chromedp.Click(`[data-testid=action-preview]`), chromedp.WaitVisible(`[data-testid=diff-line]`), loaded)
 	if b := textWhen(t, ctx, `[data-testid=action-edit]`, func(s string) bool { return s != "" }); !strings.Contains(b, "Wyślij do zatwierdzenia") {
 		t.Fatalf("the submit button says %q", b)

@@ -147,9 +147,20 @@ type child struct {
 
 // startChild runs the engine in a new process on url, with the clock where clock has moved
 // it (see crashClockEnv); t's cleanup kills it.
+// crashChildApp is the application_name of an engine child's PostgreSQL sessions.
+const crashChildApp = "lifeline-crash-child"
+
 func startChild(t *testing.T, url, name string, clock *modeltest.MovableClock) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.timeout=5m")
+	if strings.HasPrefix(url, "postgres") {
+		// Named, so that a test can wait for the server to be done with a dead child's sessions.
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		url += sep + "application_name=" + crashChildApp
+	}
 	cmd.Env = append(os.Environ(), crashChildEnv+"=1", "DATABASE_URL="+url,
 		crashClockEnv+"="+strconv.FormatInt(int64(clock.Offset()), 10))
 	c := &child{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
@@ -449,8 +460,11 @@ func testCrashRecovery(t *testing.T, dialect string, killNow func(crashState) bo
 		// The server may still be running what the process sent just before it died (a group
 		// commit of step results): it commits that, and only then is the process's work all
 		// in the database.
+		// A session of the dead process looks idle while the server has not yet read what the
+		// process sent last (a batch still in the socket): wait for its sessions to end, which
+		// the server does only after running what it had received.
 		for waitUntil := time.Now().Add(10 * time.Second); count(`SELECT COUNT(*) FROM pg_stat_activity
-		  WHERE datname = current_database() AND pid <> pg_backend_pid() AND state NOT IN ('idle', 'disabled')`) > 0; {
+		  WHERE datname = current_database() AND pid <> pg_backend_pid() AND (application_name = ? OR state NOT IN ('idle', 'disabled'))`, crashChildApp) > 0; {
 			if time.Now().After(waitUntil) {
 				t.Fatal("the dead process's statements still run 10 s after the kill")
 			}

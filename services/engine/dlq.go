@@ -44,7 +44,7 @@ type StepError struct {
 func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 	tx, now, ex, def, failed := st.tx, st.now, r.ex, r.def, r.a
 	rec, c, decision, retriesDone := f.rec, f.c, f.decision, f.retriesDone
-	if err := st.DeadLetterError(rec.ID); err != nil {
+	if err := st.errors().DeadLetterError(rec.ID); err != nil {
 		return err
 	}
 	if err := st.DeadLetterExecution(ex, failed.StepID); err != nil {
@@ -94,7 +94,7 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)),
 	}
-	if _, err := st.JoinGroup(&dl, c.Code); err != nil {
+	if _, err := st.groups().JoinGroup(&dl, c.Code); err != nil {
 		return err
 	}
 	returned := false
@@ -102,7 +102,7 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 		// A manual replay failed: the item it served is pending again with the new error
 		// (and follows a full retry to its new execution); no second item.
 		var err error
-		if returned, err = st.ReturnToGroup(*ex.DeadLetterID, &dl); err != nil {
+		if returned, err = st.groups().ReturnToGroup(*ex.DeadLetterID, &dl); err != nil {
 			return err
 		}
 		if returned {

@@ -201,7 +201,7 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 				if err := st.FinishAttempt(a, generation, models.StepRetrying, upd); err != nil {
 					return nil, err
 				}
-				if err := st.RetryError(errRec.ID, retriesDone+1, next); err != nil {
+				if err := st.errors().RetryError(errRec.ID, retriesDone+1, next); err != nil {
 					return nil, err
 				}
 				if err := st.ShowStep(ex.ID, a.StepID); err != nil {
@@ -274,7 +274,7 @@ func (e *core) errorRecord(tx *gorm.DB, r *attemptRun, sf stepFailure, policy re
 		ErrorType: string(c.Type), ErrorCode: nullable(c.Code), ErrorMessage: nonEmpty(c.Message), StackTrace: nullable(trace),
 		InputData: in, StepState: state, MaxRetries: policy.MaxRetries,
 	}
-	return stateTx{tx: tx, now: now}.RecordError(fresh, map[string]any{"error_type": string(c.Type), "error_code": nullable(c.Code),
+	return stateTx{tx: tx, now: now}.errors().RecordError(fresh, map[string]any{"error_type": string(c.Type), "error_code": nullable(c.Code),
 		"error_message": c.Message, "stack_trace": nullable(trace), "input_data": in, "step_state": state})
 }
 

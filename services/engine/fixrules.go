@@ -120,7 +120,7 @@ func (e *recovery) RequestInputChange(ctx context.Context, r ChangeRequest) (*mo
 		if cur.Status != models.DLQPending {
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "dlq.conflict." + cur.Status}
 		}
-		if _, err := st.CancelInputChanges(dl.ID); err != nil { // a newer request replaces it
+		if _, err := st.deadLetters().CancelInputChanges(dl.ID); err != nil { // a newer request replaces it
 			return nil, err
 		}
 		req.CreatedAt, req.UpdatedAt = now, now
@@ -190,7 +190,7 @@ func (e *recovery) decide(st stateTx, req *models.InputChangeRequest, d Decision
 	if d.Actor.Type == audit.ActorUser && d.Actor.ID != "" {
 		fields["decided_by"] = d.Actor.ID
 	}
-	if err := st.DecideInputChange(req, status, fields); err != nil {
+	if err := st.deadLetters().DecideInputChange(req, status, fields); err != nil {
 		return err
 	}
 	action := "dlq.change_approved"
@@ -270,13 +270,13 @@ func (e *recovery) Reopen(ctx context.Context, r ReopenRequest) error {
 	}
 	return e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		st := stateTx{tx: tx, now: now}
-		if err := st.ReopenDeadLetter(dl); err != nil {
+		if err := st.deadLetters().ReopenDeadLetter(dl); err != nil {
 			return nil, err
 		}
-		if _, err := st.ReopenError(dl.ErrorID); err != nil {
+		if _, err := st.errors().ReopenError(dl.ErrorID); err != nil {
 			return nil, err
 		}
-		if _, err := st.ReturnDeadLettered(ex.ID); err != nil {
+		if _, err := st.deadLetters().ReturnDeadLettered(ex.ID); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: r.Actor, Action: "dlq.reopened",

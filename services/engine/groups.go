@@ -33,7 +33,7 @@ func (e *Engine) MuteGroup(ctx context.Context, orgID, groupID string, until tim
 			return nil, apperr.Invalid("group.invalid", map[string]string{"muteUntil": "must be at most 90 days ahead"})
 		}
 		st := stateTx{tx: tx, now: now}
-		if err := st.MuteGroup(orgID, groupID, until); err != nil {
+		if err := st.groups().MuteGroup(orgID, groupID, until); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "dlq.group_muted", EntityType: "dlq_group",
@@ -57,7 +57,7 @@ func (e *Engine) SplitDeadLetter(ctx context.Context, orgID, id string, actor au
 		}
 		from := dl.GroupID
 		var err error
-		if groupID, err = (stateTx{tx: tx, now: now}).SplitOut(&dl); err != nil {
+		if groupID, err = (stateTx{tx: tx, now: now}).groups().SplitOut(&dl); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "dlq.split", EntityType: "dead_letter_queue",
@@ -96,7 +96,7 @@ func (e *Engine) BackfillGroups(ctx context.Context, batch int) (int, error) {
 		chunk := ids[start:min(start+batch, len(ids))]
 		if err := e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			for _, id := range chunk {
-				if _, err := (stateTx{tx: tx, now: now}).ResolveGroupIfDone(id); err != nil {
+				if _, err := (stateTx{tx: tx, now: now}).groups().ResolveGroupIfDone(id); err != nil {
 					return nil, err
 				}
 			}
@@ -130,7 +130,7 @@ func (e *Engine) backfillBatch(ctx context.Context, batch int, touched map[strin
 		for i := range rows {
 			dl := &rows[i].DeadLetter
 			// The group's times are the item's: it was seen when it failed, not now.
-			won, err := (stateTx{tx: tx, now: dl.CreatedAt}).BackfillGroup(dl, deref(rows[i].ErrorCode))
+			won, err := (stateTx{tx: tx, now: dl.CreatedAt}).groups().BackfillGroup(dl, deref(rows[i].ErrorCode))
 			if err != nil {
 				return nil, err
 			}

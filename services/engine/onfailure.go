@@ -77,7 +77,7 @@ func (e *failures) failedForGood(st stateTx, r *attemptRun, upd map[string]any, 
 // of handler step hi, naming the failed attempt; it returns the attempt's job.
 func (e *failures) handOver(st stateTx, r *attemptRun, f failure, hi int) ([]Job, error) {
 	tx, now, ex, def, failed, id := st.tx, st.now, r.ex, r.def, r.a, f.handlerID
-	if err := st.HandOverError(f.rec.ID); err != nil {
+	if err := st.errors().HandOverError(f.rec.ID); err != nil {
 		return nil, err
 	}
 	if err := retriesExhausted(st, r, f); err != nil {

@@ -166,11 +166,11 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 				return nil, err
 			}
 		}
-		if err := st.ClaimDeadLetter(dl, models.DLQProcessing, map[string]any{
+		if err := st.deadLetters().ClaimDeadLetter(dl, models.DLQProcessing, map[string]any{
 			"manual_retry_count": gorm.Expr("manual_retry_count + 1"), "last_manual_retry_at": now}); err != nil {
 			return nil, err
 		}
-		if _, err := st.CancelInputChanges(dl.ID); err != nil { // replayed otherwise: a waiting request is moot
+		if _, err := st.deadLetters().CancelInputChanges(dl.ID); err != nil { // replayed otherwise: a waiting request is moot
 			return nil, err
 		}
 		var override models.JSON
@@ -189,7 +189,7 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 		if err != nil {
 			return nil, err
 		}
-		if err := st.RecordReplay(dl, res.ExecutionID); err != nil {
+		if err := st.deadLetters().RecordReplay(dl, res.ExecutionID); err != nil {
 			return nil, err
 		}
 		details := map[string]any{"mode": r.Mode, "executionId": res.ExecutionID, "originalExecutionId": ex.ID, "stepId": def.Steps[index].ID}
@@ -301,7 +301,7 @@ func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
 			if err := st.StartReplay(ex, upd); err != nil {
 				return nil, err
 			}
-			return nil, st.ResolveReplayed(ex)
+			return nil, st.deadLetters().ResolveReplayed(ex)
 		}
 		upd["current_step_id"] = def.Steps[index].ID
 	}

@@ -71,7 +71,7 @@ func (e *maintenance) expireBatch(ctx context.Context, now time.Time) (int, erro
 			ids[i] = dl.ID
 		}
 		// The status is checked again: a replay may have taken an item since it was read.
-		expired, err := (stateTx{tx: tx, now: now}).ExpireDeadLetters(ids)
+		expired, err := (stateTx{tx: tx, now: now}).deadLetters().ExpireDeadLetters(ids)
 		if err != nil {
 			return err
 		}

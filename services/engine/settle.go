@@ -52,20 +52,20 @@ func (e *recovery) Settle(ctx context.Context, r SettleRequest) (*ReplayResult, 
 			by = &r.Actor.ID
 		}
 		st := stateTx{tx: tx, now: now}
-		if err := st.ClaimDeadLetter(dl, r.Status, map[string]any{"resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now}); err != nil {
+		if err := st.deadLetters().ClaimDeadLetter(dl, r.Status, map[string]any{"resolution_notes": nullable(r.Notes), "resolved_by": by, "resolved_at": now}); err != nil {
 			return nil, err
 		}
-		if _, err := st.CancelInputChanges(dl.ID); err != nil { // closed: a waiting request is moot
+		if _, err := st.deadLetters().CancelInputChanges(dl.ID); err != nil { // closed: a waiting request is moot
 			return nil, err
 		}
 		kind := "manual"
 		if r.Status == models.DLQSkipped {
 			kind = "skipped"
 		}
-		if err := st.SettleError(dl.ErrorID, kind, nullable(r.Notes), by); err != nil {
+		if err := st.errors().SettleError(dl.ErrorID, kind, nullable(r.Notes), by); err != nil {
 			return nil, err
 		}
-		if _, err := st.FailDeadLettered(ex.ID); err != nil {
+		if _, err := st.deadLetters().FailDeadLettered(ex.ID); err != nil {
 			return nil, err
 		}
 		action := "dlq.resolved"

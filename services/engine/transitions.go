@@ -36,11 +36,26 @@ type transitions struct {
 	commit func(ctx context.Context, fn func(tx *gorm.DB, now time.Time) ([]Job, error)) error
 }
 
-// stateTx changes state in the transaction tx, at now.
+// stateTx changes state in the transaction tx, at now: attempts, executions, replays and
+// rollbacks here; dead letters, error records and failure groups through deadLetters(),
+// errors() and groups(), each kind's transitions on a type of its own.
 type stateTx struct {
 	tx  *gorm.DB
 	now time.Time
 }
+
+// deadLetterTx changes dead letters and their input-change requests (transitions_dlq.go).
+type deadLetterTx stateTx
+
+// errorTx changes execution-error records (transitions_errors.go).
+type errorTx stateTx
+
+// groupTx changes failure groups (transitions_group.go).
+type groupTx stateTx
+
+func (s stateTx) deadLetters() deadLetterTx { return deadLetterTx(s) }
+func (s stateTx) errors() errorTx           { return errorTx(s) }
+func (s stateTx) groups() groupTx           { return groupTx(s) }
 
 // ClaimAttempt is the claim: the attempt PENDING at generation and due (its scheduled time
 // within dueTolerance of the database clock) becomes RUNNING, leased for lease, and its
@@ -152,7 +167,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		}
 		// A step that recovers by retrying resolves its error record (a first attempt has none).
 		if a.Attempt > 1 {
-			if _, err := st.ResolveRetried(ex, a.StepID); err != nil {
+			if _, err := st.errors().ResolveRetried(ex, a.StepID); err != nil {
 				return nil, err
 			}
 		}
@@ -162,7 +177,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 				Updates(map[string]any{"status": endStatus(def, a.StepIndex), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
 				return nil, err
 			}
-			return nil, st.ResolveReplayed(ex)
+			return nil, st.deadLetters().ResolveReplayed(ex)
 		}
 		step := def.Steps[i]
 		number, err := nextAttemptNumber(tx, ex, step.ID)

@@ -94,7 +94,7 @@ func (s stateTx) ResumeRollback(executionID string) (bool, error) {
 // ClaimDeadLetter moves a pending dead letter to status (processing for a replay, resolved or
 // skipped by hand), with the fields given: of two people acting at once, one wins; the other
 // gets ECONFLICT naming what happened (dlq.conflict.<status>).
-func (s stateTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fields map[string]any) error {
+func (s deadLetterTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fields map[string]any) error {
 	upd := map[string]any{"status": status, "updated_at": s.now}
 	for k, v := range fields {
 		upd[k] = v
@@ -104,7 +104,7 @@ func (s stateTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fields ma
 		return r.Error
 	}
 	if r.RowsAffected == 1 {
-		return s.closedInGroup(dl.ID, status)
+		return stateTx(s).groups().closedInGroup(dl.ID, status)
 	}
 	var cur models.DeadLetter
 	if err := s.tx.Select("status").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
@@ -115,7 +115,7 @@ func (s stateTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fields ma
 
 // ReturnDeadLetter makes the dead letter id a failed manual replay served pending again, with
 // the new failure (dl's fields): processing → pending. Lost (false) when it is not processing.
-func (s stateTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error) {
+func (s deadLetterTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error) {
 	r := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", id, models.DLQProcessing).Updates(map[string]any{
 		"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
 		"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
@@ -126,14 +126,14 @@ func (s stateTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error
 
 // RecordReplay names the execution a replay of the dead letter runs. Not a state: written in
 // the transaction whose ClaimDeadLetter won.
-func (s stateTx) RecordReplay(dl *models.DeadLetter, executionID string) error {
+func (s deadLetterTx) RecordReplay(dl *models.DeadLetter, executionID string) error {
 	return s.tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("replay_execution_id", executionID).Error
 }
 
 // ResolveReplayed settles the dead letter a manual replay of ex served when ex succeeds:
 // processing → resolved, its error record (dead_letter) resolved (manual_retry), audited.
 // Nothing when ex is no replay, or its dead letter is not processing (nil error).
-func (s stateTx) ResolveReplayed(ex *models.Execution) error {
+func (s deadLetterTx) ResolveReplayed(ex *models.Execution) error {
 	if ex.DeadLetterID == nil {
 		return nil
 	}
@@ -150,11 +150,11 @@ func (s stateTx) ResolveReplayed(ex *models.Execution) error {
 	if r.Error != nil || r.RowsAffected == 0 {
 		return r.Error
 	}
-	if _, err := s.ResolveGroupOf(dl.ID); err != nil {
+	if _, err := stateTx(s).groups().ResolveGroupOf(dl.ID); err != nil {
 		return err
 	}
 	// The record is dead-lettered with its dead letter; one already resolved is left as it is.
-	if err := s.SettleError(dl.ErrorID, "manual_retry", nil, nil); err != nil && !errors.Is(err, errLost) {
+	if err := stateTx(s).errors().SettleError(dl.ErrorID, "manual_retry", nil, nil); err != nil && !errors.Is(err, errLost) {
 		return err
 	}
 	return audit.Record(s.tx, audit.Entry{OrganizationID: dl.OrganizationID, Actor: audit.System, Action: "dlq.resolved",
@@ -164,7 +164,7 @@ func (s stateTx) ResolveReplayed(ex *models.Execution) error {
 
 // FailDeadLettered ends a dead-lettered execution FAILED when its dead letter is settled by
 // hand: DLQ_PENDING → FAILED. Lost (false) when it is not dead-lettered.
-func (s stateTx) FailDeadLettered(executionID string) (bool, error) {
+func (s deadLetterTx) FailDeadLettered(executionID string) (bool, error) {
 	r := s.tx.Model(&models.Execution{}).Where("id = ? AND status = ?", executionID, models.ExecDLQPending).
 		Updates(map[string]any{"status": models.ExecFailed, "updated_at": s.now})
 	return r.RowsAffected == 1, r.Error
@@ -173,7 +173,7 @@ func (s stateTx) FailDeadLettered(executionID string) (bool, error) {
 // ExpireDeadLetters expires those of the dead letters ids that are still pending (a replay
 // may have taken one since they were read): pending → expired, their payload purged. It
 // returns the ids it expired.
-func (s stateTx) ExpireDeadLetters(ids []string) ([]string, error) {
+func (s deadLetterTx) ExpireDeadLetters(ids []string) ([]string, error) {
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id IN ? AND status = ?", ids, models.DLQPending).
 		Updates(map[string]any{"status": models.DLQExpired, "original_input": models.JSON("{}"), "step_states": models.JSON("[]"), "updated_at": s.now}).Error; err != nil {
 		return nil, err
@@ -184,14 +184,14 @@ func (s stateTx) ExpireDeadLetters(ids []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return expired, s.ResolveGroupsOf(expired)
+	return expired, stateTx(s).groups().ResolveGroupsOf(expired)
 }
 
 // DecideInputChange decides a pending input-change request: pending → status (approved or
 // rejected), with the fields given (who, when, the note). Of two admins deciding at once one
 // wins; the other, and a decision on a request decided or cancelled already, gets ECONFLICT
 // naming what happened (inputchange.conflict.<status>).
-func (s stateTx) DecideInputChange(req *models.InputChangeRequest, status string, fields map[string]any) error {
+func (s deadLetterTx) DecideInputChange(req *models.InputChangeRequest, status string, fields map[string]any) error {
 	upd := map[string]any{"status": status, "updated_at": s.now}
 	for k, v := range fields {
 		upd[k] = v
@@ -215,7 +215,7 @@ func (s stateTx) DecideInputChange(req *models.InputChangeRequest, status string
 // CancelInputChanges cancels the dead letter's pending input-change request, if any
 // (pending → cancelled): the item was replayed, closed, or given a newer request. It
 // returns how many it cancelled (0 or 1).
-func (s stateTx) CancelInputChanges(deadLetterID string) (int64, error) {
+func (s deadLetterTx) CancelInputChanges(deadLetterID string) (int64, error) {
 	r := s.tx.Model(&models.InputChangeRequest{}).Where("dead_letter_id = ? AND status = ?", deadLetterID, models.ChangePending).
 		Updates(map[string]any{"status": models.ChangeCancelled, "updated_at": s.now})
 	return r.RowsAffected, r.Error
@@ -230,7 +230,7 @@ var closedByHand = []string{"manual", "skipped"}
 // resolution is cleared (the audit log keeps it). Otherwise ECONFLICT: dlq.reopen.open (it
 // is pending or being replayed: reopened already), dlq.reopen.expired (expired, or past its
 // retention), dlq.reopen.replayed (a successful replay closed it).
-func (s stateTx) ReopenDeadLetter(dl *models.DeadLetter) error {
+func (s deadLetterTx) ReopenDeadLetter(dl *models.DeadLetter) error {
 	r := s.tx.Model(&models.DeadLetter{}).
 		Where("id = ? AND organization_id = ? AND status IN ? AND expires_at > ?", dl.ID, dl.OrganizationID,
 			[]string{models.DLQResolved, models.DLQSkipped}, s.now).
@@ -258,7 +258,7 @@ func (s stateTx) ReopenDeadLetter(dl *models.DeadLetter) error {
 
 // ReopenError makes a dead letter's error record, resolved by hand, dead-lettered again:
 // resolved → dead_letter, its resolution cleared. Lost (false) when it is not resolved.
-func (s stateTx) ReopenError(errorID string) (bool, error) {
+func (s errorTx) ReopenError(errorID string) (bool, error) {
 	r := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", errorID, models.ErrResolved).
 		Updates(map[string]any{"status": models.ErrDeadLetter, "resolution_type": nil, "resolution_notes": nil, "resolved_by": nil,
 			"resolved_at": nil, "updated_at": s.now})
@@ -268,7 +268,7 @@ func (s stateTx) ReopenError(errorID string) (bool, error) {
 // ReturnDeadLettered makes an execution that ended FAILED when its dead letter was settled
 // by hand dead-lettered again (the item was reopened): FAILED → DLQ_PENDING. Lost (false)
 // when it is not FAILED.
-func (s stateTx) ReturnDeadLettered(executionID string) (bool, error) {
+func (s deadLetterTx) ReturnDeadLettered(executionID string) (bool, error) {
 	r := s.tx.Model(&models.Execution{}).Where("id = ? AND status = ?", executionID, models.ExecFailed).
 		Updates(map[string]any{"status": models.ExecDLQPending, "updated_at": s.now})
 	return r.RowsAffected == 1, r.Error

@@ -22,7 +22,7 @@ var openErrors = []string{models.ErrPending, models.ErrRetrying}
 // details (upd) on the step's open record, or, on the step's first failure, fresh (pending,
 // its details set) as a new record. It returns the record and whether it created it. errLost
 // when the open record it found was closed before it was updated.
-func (s stateTx) RecordError(fresh *models.ExecutionError, upd map[string]any) (*models.ExecutionError, bool, error) {
+func (s errorTx) RecordError(fresh *models.ExecutionError, upd map[string]any) (*models.ExecutionError, bool, error) {
 	var open []models.ExecutionError
 	if err := s.tx.Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?",
 		fresh.OrganizationID, fresh.ExecutionID, fresh.StepID, openErrors).Order("created_at DESC").Limit(1).Find(&open).Error; err != nil {
@@ -42,20 +42,20 @@ func (s stateTx) RecordError(fresh *models.ExecutionError, upd map[string]any) (
 
 // RetryError marks the open error record id retrying: retries retries scheduled so far, the
 // next at next. errLost when it is not open.
-func (s stateTx) RetryError(id string, retries int, next time.Time) error {
+func (s errorTx) RetryError(id string, retries int, next time.Time) error {
 	return fromOpenError(s, id, map[string]any{"status": models.ErrRetrying, "retry_count": retries, "next_retry_at": next,
 		"last_retry_at": s.now, "updated_at": s.now})
 }
 
 // DeadLetterError moves the open error record id to dead_letter: its step failed for good
 // and its execution goes to the DLQ. errLost when it is not open.
-func (s stateTx) DeadLetterError(id string) error {
+func (s errorTx) DeadLetterError(id string) error {
 	return fromOpenError(s, id, map[string]any{"status": models.ErrDeadLetter, "next_retry_at": nil, "updated_at": s.now})
 }
 
 // HandOverError resolves the open error record id as handled: an on-failure handler step
 // takes the failure over. errLost when it is not open.
-func (s stateTx) HandOverError(id string) error {
+func (s errorTx) HandOverError(id string) error {
 	return fromOpenError(s, id, map[string]any{"status": models.ErrResolved, "resolution_type": "handled", "resolved_at": s.now,
 		"next_retry_at": nil, "updated_at": s.now})
 }
@@ -64,7 +64,7 @@ func (s stateTx) HandOverError(id string) error {
 // the step succeeded. It reports false, writing nothing, when the step has no open record
 // (the attempt was not a retry after a failure: a reclaimed or replayed attempt). (On
 // PostgreSQL the single-statement advance writes the same inside AdvanceAttempt's statement.)
-func (s stateTx) ResolveRetried(ex *models.Execution, step string) (bool, error) {
+func (s errorTx) ResolveRetried(ex *models.Execution, step string) (bool, error) {
 	r := s.tx.Model(&models.ExecutionError{}).
 		Where("organization_id = ? AND execution_id = ? AND step_id = ? AND status IN ?", ex.OrganizationID, ex.ID, step, openErrors).
 		Updates(map[string]any{"status": models.ErrResolved, "resolution_type": "auto_retry", "resolved_at": s.now, "next_retry_at": nil, "updated_at": s.now})
@@ -74,7 +74,7 @@ func (s stateTx) ResolveRetried(ex *models.Execution, step string) (bool, error)
 // SettleError resolves the dead-lettered error record id as its dead letter was settled:
 // kind is manual_retry (a replay succeeded), manual (resolved by hand) or skipped; notes and by
 // (nil: none) say who settled it and why. errLost when it is not dead-lettered.
-func (s stateTx) SettleError(id, kind string, notes, by *string) error {
+func (s errorTx) SettleError(id, kind string, notes, by *string) error {
 	upd := map[string]any{"status": models.ErrResolved, "resolution_type": kind, "resolved_at": s.now, "updated_at": s.now}
 	if notes != nil || by != nil {
 		upd["resolution_notes"], upd["resolved_by"] = notes, by
@@ -90,7 +90,7 @@ func (s stateTx) SettleError(id, kind string, notes, by *string) error {
 }
 
 // fromOpenError changes the error record id (upd) only while it is open; errLost otherwise.
-func fromOpenError(s stateTx, id string, upd map[string]any) error {
+func fromOpenError(s errorTx, id string, upd map[string]any) error {
 	r := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status IN ?", id, openErrors).Updates(upd)
 	if r.Error != nil {
 		return r.Error

@@ -51,7 +51,7 @@ func errorTransitions() []transitionCase {
 			_, err := f.in(func(st stateTx) (bool, error) {
 				fresh := &models.ExecutionError{ID: models.NewID(), OrganizationID: f.org, ExecutionID: ex.ID, StepID: "a",
 					ErrorType: "transient", ErrorMessage: "second"}
-				got, c, err := st.RecordError(fresh, map[string]any{"error_message": "second"})
+				got, c, err := st.errors().RecordError(fresh, map[string]any{"error_message": "second"})
 				if err == nil && c != (got.Status == models.ErrPending && got.ID == fresh.ID) {
 					err = fmt.Errorf("created %v, but the record returned is %s %s", c, got.ID, got.Status)
 				}
@@ -62,28 +62,28 @@ func errorTransitions() []transitionCase {
 		}},
 		{"RetryError", "retrying retries 1: first", "dead_letter retries 0: first", func(f *fixture, lost bool) (bool, string, error) {
 			_, rec := open(f, lost, models.ErrPending, models.ErrDeadLetter)
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.RetryError(rec.ID, 1, st.now.Add(time.Second))) })
+			w, err := f.in(func(st stateTx) (bool, error) { return won(st.errors().RetryError(rec.ID, 1, st.now.Add(time.Second))) })
 			return w, f.errorState(rec.ID), err
 		}},
 		{"DeadLetterError", "dead_letter retries 0: first", "resolved auto_retry retries 0: first", func(f *fixture, lost bool) (bool, string, error) {
 			_, rec := open(f, lost, models.ErrRetrying, models.ErrResolved)
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.DeadLetterError(rec.ID)) })
+			w, err := f.in(func(st stateTx) (bool, error) { return won(st.errors().DeadLetterError(rec.ID)) })
 			return w, f.errorState(rec.ID), err
 		}},
 		{"HandOverError", "resolved handled retries 0: first", "dead_letter retries 0: first", func(f *fixture, lost bool) (bool, string, error) {
 			_, rec := open(f, lost, models.ErrPending, models.ErrDeadLetter)
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.HandOverError(rec.ID)) })
+			w, err := f.in(func(st stateTx) (bool, error) { return won(st.errors().HandOverError(rec.ID)) })
 			return w, f.errorState(rec.ID), err
 		}},
 		{"ResolveRetried", "resolved auto_retry retries 0: first", "dead_letter retries 0: first", func(f *fixture, lost bool) (bool, string, error) {
 			ex, rec := open(f, lost, models.ErrRetrying, models.ErrDeadLetter)
-			w, err := f.in(func(st stateTx) (bool, error) { return st.ResolveRetried(ex, "a") })
+			w, err := f.in(func(st stateTx) (bool, error) { return st.errors().ResolveRetried(ex, "a") })
 			return w, f.errorState(rec.ID), err
 		}},
 		{"SettleError", "resolved skipped retries 0: first", "resolved auto_retry retries 0: first", func(f *fixture, lost bool) (bool, string, error) {
 			_, rec := open(f, lost, models.ErrDeadLetter, models.ErrResolved)
 			notes := "duplicate"
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.SettleError(rec.ID, "skipped", &notes, nil)) })
+			w, err := f.in(func(st stateTx) (bool, error) { return won(st.errors().SettleError(rec.ID, "skipped", &notes, nil)) })
 			return w, f.errorState(rec.ID), err
 		}},
 	}

@@ -62,7 +62,7 @@ func TestFixRuleTransitions(t *testing.T) {
 			// lost: a second approval (another admin's, at the same moment or after)
 			req := f.inputChange(f.deadLetter(f.execution(models.ExecDLQPending, nil), models.DLQPending), pick(lost, models.ChangePending, models.ChangeApproved))
 			w, err := f.in(func(st stateTx) (bool, error) {
-				err := st.DecideInputChange(req, models.ChangeApproved, map[string]any{"decided_name": "admin@x"})
+				err := st.deadLetters().DecideInputChange(req, models.ChangeApproved, map[string]any{"decided_name": "admin@x"})
 				if lost && conflict(err) != "inputchange.conflict.approved" {
 					t.Errorf("second approval: %v", err)
 				}
@@ -72,19 +72,23 @@ func TestFixRuleTransitions(t *testing.T) {
 		}},
 		{"DecideInputChange (approve after reject)", models.ChangeApproved, models.ChangeRejected, func(f *fixture, lost bool) (bool, string, error) {
 			req := f.inputChange(f.deadLetter(f.execution(models.ExecDLQPending, nil), models.DLQPending), pick(lost, models.ChangePending, models.ChangeRejected))
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.DecideInputChange(req, models.ChangeApproved, nil)) })
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.deadLetters().DecideInputChange(req, models.ChangeApproved, nil))
+			})
 			return w, f.inputChangeState(req.ID), err
 		}},
 		{"DecideInputChange (reject)", models.ChangeRejected, models.ChangeCancelled, func(f *fixture, lost bool) (bool, string, error) {
 			req := f.inputChange(f.deadLetter(f.execution(models.ExecDLQPending, nil), models.DLQPending), pick(lost, models.ChangePending, models.ChangeCancelled))
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.DecideInputChange(req, models.ChangeRejected, nil)) })
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.deadLetters().DecideInputChange(req, models.ChangeRejected, nil))
+			})
 			return w, f.inputChangeState(req.ID), err
 		}},
 		{"CancelInputChanges", models.ChangeCancelled, models.ChangeApproved, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.deadLetter(f.execution(models.ExecDLQPending, nil), models.DLQPending)
 			req := f.inputChange(dl, pick(lost, models.ChangePending, models.ChangeApproved))
 			w, err := f.in(func(st stateTx) (bool, error) {
-				n, err := st.CancelInputChanges(dl.ID)
+				n, err := st.deadLetters().CancelInputChanges(dl.ID)
 				return n == 1, err
 			})
 			return w, f.inputChangeState(req.ID), err
@@ -95,7 +99,7 @@ func TestFixRuleTransitions(t *testing.T) {
 				f.db.Conn(f.ctx).Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("status", models.DLQPending)
 			}
 			w, err := f.in(func(st stateTx) (bool, error) {
-				err := st.ReopenDeadLetter(dl)
+				err := st.deadLetters().ReopenDeadLetter(dl)
 				if lost && conflict(err) != "dlq.reopen.open" {
 					t.Errorf("reopened twice: %v", err)
 				}
@@ -106,7 +110,7 @@ func TestFixRuleTransitions(t *testing.T) {
 		{"ReopenDeadLetter (expired)", models.DLQPending, models.DLQSkipped, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.closedDeadLetter(models.DLQSkipped, "skipped", pick(lost, later, f.at)) // lost: past its retention
 			w, err := f.in(func(st stateTx) (bool, error) {
-				err := st.ReopenDeadLetter(dl)
+				err := st.deadLetters().ReopenDeadLetter(dl)
 				if lost && conflict(err) != "dlq.reopen.expired" {
 					t.Errorf("expired: %v", err)
 				}
@@ -117,7 +121,7 @@ func TestFixRuleTransitions(t *testing.T) {
 		{"ReopenDeadLetter (closed by a replay)", models.DLQPending, models.DLQResolved, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.closedDeadLetter(models.DLQResolved, pick(lost, "manual", "manual_retry"), later)
 			w, err := f.in(func(st stateTx) (bool, error) {
-				err := st.ReopenDeadLetter(dl)
+				err := st.deadLetters().ReopenDeadLetter(dl)
 				if lost && conflict(err) != "dlq.reopen.replayed" {
 					t.Errorf("closed by a replay: %v", err)
 				}
@@ -130,14 +134,14 @@ func TestFixRuleTransitions(t *testing.T) {
 			if lost {
 				f.db.Conn(f.ctx).Model(&models.ExecutionError{}).Where("id = ?", dl.ErrorID).Update("status", models.ErrDeadLetter)
 			}
-			w, err := f.in(func(st stateTx) (bool, error) { return st.ReopenError(dl.ErrorID) })
+			w, err := f.in(func(st stateTx) (bool, error) { return st.errors().ReopenError(dl.ErrorID) })
 			var rec models.ExecutionError
 			f.db.Conn(f.ctx).First(&rec, "id = ?", dl.ErrorID)
 			return w, rec.Status, err
 		}},
 		{"ReturnDeadLettered", models.ExecDLQPending, models.ExecPending, func(f *fixture, lost bool) (bool, string, error) {
 			ex := f.execution(pick(lost, models.ExecFailed, models.ExecPending), nil) // lost: a replay runs it
-			w, err := f.in(func(st stateTx) (bool, error) { return st.ReturnDeadLettered(ex.ID) })
+			w, err := f.in(func(st stateTx) (bool, error) { return st.deadLetters().ReturnDeadLettered(ex.ID) })
 			return w, f.executionState(ex.ID), err
 		}},
 	}

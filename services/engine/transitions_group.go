@@ -41,7 +41,7 @@ RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = update
 // with error code code into its group: one upsert by fingerprint. It sets dl.GroupID and
 // says whether the group is new, reopened (it was resolved) or muted. It cannot lose: the
 // upsert is atomic on both databases, and two failures of one new problem make one group.
-func (s stateTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error) {
+func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error) {
 	p := fingerprint.Of(fingerprint.Failure{WorkflowID: dl.WorkflowID, StepID: dl.FailedStepID, ErrorType: dl.ErrorType,
 		ErrorCode: code, Reason: dl.Reason})
 	var row struct {
@@ -67,7 +67,7 @@ func (s stateTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error
 // still has items to handle, or it is already resolved. The group's row is locked first (an
 // update of updated_at), so that of two transactions closing its last two items at once the
 // second waits for the first and then sees that nothing is pending: one of them resolves it.
-func (s stateTx) ResolveGroupOf(dlID string) (bool, error) {
+func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 	var ids []string
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NOT NULL", dlID).Pluck("group_id", &ids).Error; err != nil || len(ids) == 0 {
 		return false, err
@@ -76,7 +76,7 @@ func (s stateTx) ResolveGroupOf(dlID string) (bool, error) {
 }
 
 // ResolveGroupIfDone is ResolveGroupOf for the group groupID.
-func (s stateTx) ResolveGroupIfDone(groupID string) (bool, error) {
+func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
 	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Update("updated_at", s.now).Error; err != nil {
 		return false, err
 	}
@@ -87,7 +87,7 @@ WHERE id = ? AND state IN (?, ?) AND NOT EXISTS (SELECT 1 FROM dead_letter_queue
 }
 
 // ResolveGroupsOf is ResolveGroupOf for many dead letters (one pass per group).
-func (s stateTx) ResolveGroupsOf(dlIDs []string) error {
+func (s groupTx) ResolveGroupsOf(dlIDs []string) error {
 	var groups []string
 	for start := 0; start < len(dlIDs); start += 500 {
 		var ids []string
@@ -114,7 +114,7 @@ func (s stateTx) ResolveGroupsOf(dlIDs []string) error {
 // group's time is changed). New items join it silently until then; after it, it is open
 // again (models.Group.StateAt, and the next item's JoinGroup). ENOTFOUND when the
 // organization has no such group; ECONFLICT (group.conflict.resolved) when it is resolved.
-func (s stateTx) MuteGroup(orgID, groupID string, until time.Time) error {
+func (s groupTx) MuteGroup(orgID, groupID string, until time.Time) error {
 	r := s.tx.Model(&models.Group{}).Where("id = ? AND organization_id = ? AND state IN ?", groupID, orgID, []string{models.GroupOpen, models.GroupMuted}).
 		Updates(map[string]any{"state": models.GroupMuted, "muted_until": until.UTC(), "updated_at": s.now})
 	if r.Error != nil || r.RowsAffected == 1 {
@@ -123,7 +123,7 @@ func (s stateTx) MuteGroup(orgID, groupID string, until time.Time) error {
 	return s.groupConflict(orgID, groupID)
 }
 
-func (s stateTx) groupConflict(orgID, groupID string) error {
+func (s groupTx) groupConflict(orgID, groupID string) error {
 	var g models.Group
 	if err := s.tx.Select("state").Where("id = ? AND organization_id = ?", groupID, orgID).First(&g).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -141,7 +141,7 @@ func (s stateTx) groupConflict(orgID, groupID string) error {
 // group's id. Later failures with the old fingerprint still join the old group. ECONFLICT:
 // group.split.alone when the item is its group's only item, group.split.moved when it left its
 // group since dl was read (another split won).
-func (s stateTx) SplitOut(dl *models.DeadLetter) (string, error) {
+func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if dl.GroupID == nil {
 		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.ungrouped"}
 	}
@@ -188,7 +188,7 @@ func (s stateTx) SplitOut(dl *models.DeadLetter) (string, error) {
 
 // closedInGroup resolves the group of the dead letter dlID that has just become status, when
 // that closes it (resolved, skipped, expired) and its group has nothing left to handle.
-func (s stateTx) closedInGroup(dlID, status string) error {
+func (s groupTx) closedInGroup(dlID, status string) error {
 	if status == models.DLQPending || status == models.DLQProcessing {
 		return nil
 	}
@@ -199,12 +199,12 @@ func (s stateTx) closedInGroup(dlID, status string) error {
 // ReturnToGroup is ReturnDeadLetter for an item whose new failure joined the group dl.GroupID
 // (JoinGroup): when that is another group than the item's, the one it left is resolved if
 // it has nothing left to handle.
-func (s stateTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
+func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 	var prev []string
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NOT NULL", id).Pluck("group_id", &prev).Error; err != nil {
 		return false, err
 	}
-	returned, err := s.ReturnDeadLetter(id, dl)
+	returned, err := stateTx(s).deadLetters().ReturnDeadLetter(id, dl)
 	if err != nil || !returned {
 		return returned, err
 	}
@@ -219,7 +219,7 @@ func (s stateTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 // Lost (false, nothing written) when the item has a group already (another backfill, on
 // another process, was first): the item's row is claimed (locked, on PostgreSQL) before its
 // group counts it.
-func (s stateTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error) {
+func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error) {
 	r := s.tx.Exec("UPDATE dead_letter_queue SET group_id = NULL WHERE id = ? AND group_id IS NULL", dl.ID)
 	if r.Error != nil || r.RowsAffected == 0 {
 		return false, r.Error

@@ -21,7 +21,7 @@ func (f *fixture) failure(step, typ, reason string) *models.DeadLetter {
 		OriginalInput: models.JSON(`{}`), StepStates: models.JSON(`[]`), FailedStepID: step, Status: models.DLQPending, ExpiresAt: f.at,
 		ErrorType: typ, Reason: reason, CreatedAt: f.at, UpdatedAt: f.at}
 	if _, err := f.in(func(st stateTx) (bool, error) {
-		if _, err := st.JoinGroup(dl, "HTTP_400"); err != nil {
+		if _, err := st.groups().JoinGroup(dl, "HTTP_400"); err != nil {
 			return false, err
 		}
 		dl.CreatedAt = st.now
@@ -45,7 +45,7 @@ func (f *fixture) group(id string) models.Group {
 func (f *fixture) settle(dl *models.DeadLetter) {
 	f.t.Helper()
 	if _, err := f.in(func(st stateTx) (bool, error) {
-		return won(st.ClaimDeadLetter(dl, models.DLQResolved, nil))
+		return won(st.deadLetters().ClaimDeadLetter(dl, models.DLQResolved, nil))
 	}); err != nil {
 		f.t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestGroupTransitions(t *testing.T) {
 		if g := f.group(*a.GroupID); g.State != models.GroupOpen || g.ResolvedAt != nil {
 			t.Fatalf("resolved with an item pending: %+v", g)
 		}
-		if won, err := f.in(func(st stateTx) (bool, error) { return st.ResolveGroupOf(b.ID) }); err != nil || won {
+		if won, err := f.in(func(st stateTx) (bool, error) { return st.groups().ResolveGroupOf(b.ID) }); err != nil || won {
 			t.Fatalf("ResolveGroupOf with b pending: won %v, %v", won, err)
 		}
 		f.settle(b)
@@ -112,7 +112,7 @@ func TestGroupTransitions(t *testing.T) {
 		if _, err := f.in(func(st stateTx) (bool, error) {
 			dl := *c
 			var err error
-			join, err = st.JoinGroup(&dl, "HTTP_400")
+			join, err = st.groups().JoinGroup(&dl, "HTTP_400")
 			return true, err
 		}); err != nil || join.Reopened || join.New || join.GroupID != *a.GroupID {
 			t.Fatalf("join an open group: %+v, %v", join, err)
@@ -140,7 +140,7 @@ func TestGroupTransitions(t *testing.T) {
 		var split string
 		if _, err := f.in(func(st stateTx) (bool, error) {
 			var err error
-			split, err = st.SplitOut(d)
+			split, err = st.groups().SplitOut(d)
 			return err == nil, err
 		}); err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func TestGroupTransitions(t *testing.T) {
 			t.Fatalf("the item is in %s, not its own group %s", got, split)
 		}
 		dd := *d
-		_, err = f.in(func(st stateTx) (bool, error) { _, err := st.SplitOut(&dd); return err == nil, err })
+		_, err = f.in(func(st stateTx) (bool, error) { _, err := st.groups().SplitOut(&dd); return err == nil, err })
 		if ae := (*apperr.Error)(nil); !errors.As(err, &ae) || ae.Message != "group.split.alone" {
 			t.Fatalf("split an item alone in its group: %v", err)
 		}
@@ -163,7 +163,7 @@ func TestGroupTransitions(t *testing.T) {
 		// Another split of the same stale copy loses: the item left the group it names.
 		stale := *d
 		stale.GroupID = step.GroupID
-		_, err = f.in(func(st stateTx) (bool, error) { _, err := st.SplitOut(&stale); return err == nil, err })
+		_, err = f.in(func(st stateTx) (bool, error) { _, err := st.groups().SplitOut(&stale); return err == nil, err })
 		if ae := (*apperr.Error)(nil); !errors.As(err, &ae) || ae.Message != "group.split.moved" {
 			t.Fatalf("split of a stale copy: %v", err)
 		}
@@ -179,7 +179,7 @@ func TestGroupTransitions(t *testing.T) {
 		for _, lost := range []bool{false, true} {
 			cp := *old
 			cp.GroupID = nil
-			won, err := f.in(func(st stateTx) (bool, error) { return st.BackfillGroup(&cp, "HTTP_400") })
+			won, err := f.in(func(st stateTx) (bool, error) { return st.groups().BackfillGroup(&cp, "HTTP_400") })
 			if err != nil || won == lost || f.groupOf(old.ID) != *old.GroupID || f.group(*old.GroupID).Arrivals != before+1 {
 				t.Fatalf("BackfillGroup (lost case %v): won %v, %v, arrivals %d", lost, won, err, f.group(*old.GroupID).Arrivals)
 			}
@@ -197,7 +197,7 @@ func (f *fixture) mute(groupID, orgID string, d time.Duration) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.in(func(st stateTx) (bool, error) { return true, st.MuteGroup(orgID, groupID, now.Add(d)) })
+	_, err = f.in(func(st stateTx) (bool, error) { return true, st.groups().MuteGroup(orgID, groupID, now.Add(d)) })
 	return err
 }
 
@@ -225,7 +225,9 @@ func TestResolveGroupConcurrentCloses(t *testing.T) {
 			errs := make(chan error, 2)
 			for _, dl := range []*models.DeadLetter{a, b} {
 				go func() {
-					_, err := f.in(func(st stateTx) (bool, error) { return won(st.ClaimDeadLetter(dl, models.DLQSkipped, nil)) })
+					_, err := f.in(func(st stateTx) (bool, error) {
+						return won(st.deadLetters().ClaimDeadLetter(dl, models.DLQSkipped, nil))
+					})
 					errs <- err
 				}()
 			}

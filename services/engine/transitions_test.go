@@ -375,31 +375,33 @@ func deadLetterTransitions() []transitionCase {
 		}},
 		{"ClaimDeadLetter", models.DLQProcessing, models.DLQResolved, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.deadLetter(f.execution(models.ExecDLQPending, nil), pick(lost, models.DLQPending, models.DLQResolved))
-			w, err := f.in(func(st stateTx) (bool, error) { return won(st.ClaimDeadLetter(dl, models.DLQProcessing, nil)) })
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.deadLetters().ClaimDeadLetter(dl, models.DLQProcessing, nil))
+			})
 			return w, f.deadLetterState(dl.ID), err
 		}},
 		{"ReturnDeadLetter", models.DLQPending, models.DLQSkipped, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.deadLetter(f.execution(models.ExecDLQPending, nil), pick(lost, models.DLQProcessing, models.DLQSkipped))
-			w, err := f.in(func(st stateTx) (bool, error) { return st.ReturnDeadLetter(dl.ID, dl) })
+			w, err := f.in(func(st stateTx) (bool, error) { return st.deadLetters().ReturnDeadLetter(dl.ID, dl) })
 			return w, f.deadLetterState(dl.ID), err
 		}},
 		{"ResolveReplayed", models.DLQResolved, models.DLQPending, func(f *fixture, lost bool) (bool, string, error) {
 			ex := f.execution(models.ExecSucceeded, nil)
 			dl := f.deadLetter(ex, pick(lost, models.DLQProcessing, models.DLQPending))
 			ex.DeadLetterID = &dl.ID
-			_, err := f.in(func(st stateTx) (bool, error) { return true, st.ResolveReplayed(ex) })
+			_, err := f.in(func(st stateTx) (bool, error) { return true, st.deadLetters().ResolveReplayed(ex) })
 			state := f.deadLetterState(dl.ID)
 			return state == models.DLQResolved, state, err
 		}},
 		{"FailDeadLettered", "FAILED", "PENDING", func(f *fixture, lost bool) (bool, string, error) {
 			ex := f.execution(pick(lost, models.ExecDLQPending, models.ExecPending), nil)
-			w, err := f.in(func(st stateTx) (bool, error) { return st.FailDeadLettered(ex.ID) })
+			w, err := f.in(func(st stateTx) (bool, error) { return st.deadLetters().FailDeadLettered(ex.ID) })
 			return w, f.executionState(ex.ID), err
 		}},
 		{"ExpireDeadLetters", models.DLQExpired, models.DLQProcessing, func(f *fixture, lost bool) (bool, string, error) {
 			dl := f.deadLetter(f.execution(models.ExecDLQPending, nil), pick(lost, models.DLQPending, models.DLQProcessing))
 			w, err := f.in(func(st stateTx) (bool, error) {
-				expired, err := st.ExpireDeadLetters([]string{dl.ID})
+				expired, err := st.deadLetters().ExpireDeadLetters([]string{dl.ID})
 				return len(expired) == 1, err
 			})
 			return w, f.deadLetterState(dl.ID), err

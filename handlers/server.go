@@ -115,7 +115,7 @@ func New(d Deps) *echo.Echo {
 		s.throttle = &auth.Throttle{}
 	}
 	if d.Engine != nil {
-		s.groups = &groups.Service{DB: d.DB, Engine: d.Engine}
+		s.groups = &groups.Service{DB: d.DB, Engine: d.Engine.Groups()}
 		if d.Bulk != nil {
 			s.groups.Bulk = d.Bulk
 		}

@@ -77,7 +77,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
 	// Dead letters made before failure groups get theirs (issue 22; idempotent, so every start
 	// runs it and finds nothing once it is done).
-	if n, err := eng.BackfillGroups(ctx, 500); err != nil {
+	if n, err := eng.Groups().Backfill(ctx, 500); err != nil {
 		return fmt.Errorf("backfill failure groups: %w", err)
 	} else if n > 0 {
 		log.Info("dead letters grouped", "items", n)

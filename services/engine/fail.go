@@ -42,34 +42,6 @@ func (e *attempts) failMissingStep(ctx context.Context, ex *models.Execution, a 
 	return OutcomeFailed, nil
 }
 
-// Policy returns the effective retry policy of a step of the workflow's latest version as
-// stored in retry_policies: the step's over the workflow's over the organization default
-// over the built-in default. Executions use PolicyFor, the policy of their own version.
-func (e *Engine) Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error) {
-	var rows []models.RetryPolicy
-	err := tx.Where("organization_id = ? AND ((workflow_id IS NULL AND step_id IS NULL) OR (workflow_id = ? AND (step_id IS NULL OR step_id = ?)))",
-		orgID, workflowID, stepID).Find(&rows).Error
-	if err != nil {
-		return retry.Policy{}, err
-	}
-	var org, wf, st *retry.Spec
-	for _, r := range rows {
-		var s retry.Spec
-		if err := json.Unmarshal(r.Spec, &s); err != nil {
-			return retry.Policy{}, fmt.Errorf("retry policy %s: %w", r.ID, err)
-		}
-		switch {
-		case r.WorkflowID == nil:
-			org = &s
-		case r.StepID == nil:
-			wf = &s
-		default:
-			st = &s
-		}
-	}
-	return retry.ResolveLevels(org, wf, st), nil
-}
-
 // LastAttempt is the number of the last attempt a step of the execution may make in its
 // current run (a replay starts a new one): its run's first attempt's number plus the
 // retries its policy (policyFor) allows. attempts are the execution's, a the step's latest.

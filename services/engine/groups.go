@@ -17,6 +17,13 @@ import (
 // Here: what people do to groups (mute, split an item out), and the backfill of the dead
 // letters made before groups.
 
+// Groups is what people and the process do to failure groups (Engine.Groups): kept apart
+// from the Engine façade, which would otherwise grow past what one type should carry.
+type Groups struct{ e *Engine }
+
+// Groups returns the engine's failure-group actions.
+func (e *Engine) Groups() Groups { return Groups{e: e} }
+
 // MaxMute bounds how far ahead a group can be muted.
 const MaxMute = 90 * 24 * time.Hour
 
@@ -24,8 +31,8 @@ const MaxMute = 90 * 24 * time.Hour
 // most MaxMute ahead): its new items join it silently until then. Audit dlq.group_muted.
 // Errors: EINVALID on muteUntil; ENOTFOUND for another organization's or an unknown group;
 // ECONFLICT (group.conflict.resolved) for a resolved group.
-func (e *Engine) MuteGroup(ctx context.Context, orgID, groupID string, until time.Time, actor audit.Actor) error {
-	return e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+func (g Groups) Mute(ctx context.Context, orgID, groupID string, until time.Time, actor audit.Actor) error {
+	return g.e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		switch {
 		case !until.After(now):
 			return nil, apperr.Invalid("group.invalid", map[string]string{"muteUntil": "must be in the future"})
@@ -45,9 +52,9 @@ func (e *Engine) MuteGroup(ctx context.Context, orgID, groupID string, until tim
 // its own, and returns the new group's id. Audit dlq.split. Errors: ENOTFOUND for another
 // organization's or an unknown item; ECONFLICT (group.split.alone, group.split.moved,
 // group.split.ungrouped) as SplitOut says.
-func (e *Engine) SplitDeadLetter(ctx context.Context, orgID, id string, actor audit.Actor) (string, error) {
+func (g Groups) Split(ctx context.Context, orgID, id string, actor audit.Actor) (string, error) {
 	var groupID string
-	err := e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+	err := g.e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		var dl models.DeadLetter
 		if err := tx.Omit("original_input", "step_states").Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
 			if models.IsNotFound(err) {
@@ -72,14 +79,14 @@ func (e *Engine) SplitDeadLetter(ctx context.Context, orgID, id string, actor au
 // handle. Idempotent and safe to run on several processes at once (an item is grouped only
 // while it has no group: a compare-and-set). It returns how many items it read without a
 // group. serve runs it at start.
-func (e *Engine) BackfillGroups(ctx context.Context, batch int) (int, error) {
+func (g Groups) Backfill(ctx context.Context, batch int) (int, error) {
 	if batch <= 0 {
 		batch = 500
 	}
 	total := 0
 	touched := map[string]bool{}
 	for {
-		n, err := e.backfillBatch(ctx, batch, touched)
+		n, err := g.backfillBatch(ctx, batch, touched)
 		total += n
 		if err != nil {
 			return total, err
@@ -94,7 +101,7 @@ func (e *Engine) BackfillGroups(ctx context.Context, batch int) (int, error) {
 	}
 	for start := 0; start < len(ids); start += batch {
 		chunk := ids[start:min(start+batch, len(ids))]
-		if err := e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+		if err := g.e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 			for _, id := range chunk {
 				if _, err := (stateTx{tx: tx, now: now}).groups().ResolveGroupIfDone(id); err != nil {
 					return nil, err
@@ -108,12 +115,12 @@ func (e *Engine) BackfillGroups(ctx context.Context, batch int) (int, error) {
 	return total, nil
 }
 
-func (e *Engine) backfillBatch(ctx context.Context, batch int, touched map[string]bool) (int, error) {
+func (g Groups) backfillBatch(ctx context.Context, batch int, touched map[string]bool) (int, error) {
 	var rows []struct {
 		models.DeadLetter
 		ErrorCode *string
 	}
-	if err := e.db.Conn(ctx).Table("dead_letter_queue").
+	if err := g.e.db.Conn(ctx).Table("dead_letter_queue").
 		Select("dead_letter_queue.id, dead_letter_queue.organization_id, dead_letter_queue.workflow_id, dead_letter_queue.failed_step_id, " +
 			"dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.status, dead_letter_queue.created_at, workflow_execution_errors.error_code").
 		Joins("LEFT JOIN workflow_execution_errors ON workflow_execution_errors.id = dead_letter_queue.error_id").
@@ -125,7 +132,7 @@ func (e *Engine) backfillBatch(ctx context.Context, batch int, touched map[strin
 		return 0, nil
 	}
 	joined := map[string]bool{}
-	err := e.recovery.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
+	err := g.e.recovery.commit(ctx, func(tx *gorm.DB, _ time.Time) ([]Job, error) {
 		clear(joined)
 		for i := range rows {
 			dl := &rows[i].DeadLetter

@@ -140,10 +140,10 @@ func TestBackfillGroups(t *testing.T) {
 		if _, err := h.eng.Settle(ctx, engine.SettleRequest{OrganizationID: h.org, DeadLetterID: ids[2], Status: models.DLQResolved, Actor: audit.System}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.BackfillGroups(ctx, 2); err != nil {
+		if _, err := h.eng.Groups().Backfill(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := h.eng.BackfillGroups(ctx, 2); err != nil || n != 0 {
+		if n, err := h.eng.Groups().Backfill(ctx, 2); err != nil || n != 0 {
 			t.Fatalf("a second backfill read %d items (%v), want 0", n, err)
 		}
 		groups, _, err := db.ListGroups(ctx, h.org, models.GroupFilter{})

@@ -23,7 +23,6 @@ import (
 // Engine is what the read side asks the engine: the retry policy a step runs under and a
 // rollback's compensations (*engine.Engine).
 type Engine interface {
-	Policy(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error)
 	LastAttempt(tx *gorm.DB, ex *models.Execution, def *definition.Definition, attempts []models.StepAttempt, a *models.StepAttempt) (int, error)
 	Compensations(ctx context.Context, orgID, executionID string) ([]models.CompensationAction, error)
 }
@@ -202,7 +201,7 @@ func (s *Service) Policy(ctx context.Context, orgID, workflowID, stepID string) 
 	if s.eng == nil {
 		return retry.Policy{}, errNoEngine
 	}
-	return s.eng.Policy(s.db.Conn(ctx), orgID, workflowID, stepID)
+	return policyOf(s.db.Conn(ctx), orgID, workflowID, stepID)
 }
 
 // Breakers are the breakers a workflow's steps go through that have a row: the steps' own
@@ -252,4 +251,32 @@ func (s *Service) ListBreakers(ctx context.Context, orgID string, f models.Break
 // GetBreaker reads one breaker of the organization with its counts. Errors: ENOTFOUND.
 func (s *Service) GetBreaker(ctx context.Context, orgID, id string) (*models.BreakerRow, error) {
 	return s.db.GetBreaker(ctx, orgID, id)
+}
+
+// policyOf returns the effective retry policy of a step of the workflow's latest version as
+// stored in retry_policies: the step's over the workflow's over the organization default
+// over the built-in default. Executions use PolicyFor, the policy of their own version.
+func policyOf(tx *gorm.DB, orgID, workflowID, stepID string) (retry.Policy, error) {
+	var rows []models.RetryPolicy
+	err := tx.Where("organization_id = ? AND ((workflow_id IS NULL AND step_id IS NULL) OR (workflow_id = ? AND (step_id IS NULL OR step_id = ?)))",
+		orgID, workflowID, stepID).Find(&rows).Error
+	if err != nil {
+		return retry.Policy{}, err
+	}
+	var org, wf, st *retry.Spec
+	for _, r := range rows {
+		var s retry.Spec
+		if err := json.Unmarshal(r.Spec, &s); err != nil {
+			return retry.Policy{}, fmt.Errorf("retry policy %s: %w", r.ID, err)
+		}
+		switch {
+		case r.WorkflowID == nil:
+			org = &s
+		case r.StepID == nil:
+			wf = &s
+		default:
+			st = &s
+		}
+	}
+	return retry.ResolveLevels(org, wf, st), nil
 }

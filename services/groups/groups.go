@@ -5,7 +5,7 @@
 // A group action is a bulk job (services/bulk) over the group's pending items at the moment
 // it is asked for: the job names them, so an item that joins the group afterwards is not in
 // it (its total is the pending count then). Muting is a state change of the group itself
-// (engine.MuteGroup). Groups are made and resolved by the engine, in the transactions of
+// (engine.Groups.Mute). Groups are made and resolved by the engine, in the transactions of
 // the failures and settlements that make or close their items.
 package groups
 
@@ -31,8 +31,8 @@ var Actions = []string{bulk.Retry, bulk.RetryFull, bulk.Resolve, bulk.Skip, Mute
 
 // Engine changes groups' state (the engine).
 type Engine interface {
-	MuteGroup(ctx context.Context, orgID, groupID string, until time.Time, actor audit.Actor) error
-	SplitDeadLetter(ctx context.Context, orgID, id string, actor audit.Actor) (string, error)
+	Mute(ctx context.Context, orgID, groupID string, until time.Time, actor audit.Actor) error
+	Split(ctx context.Context, orgID, id string, actor audit.Actor) (string, error)
 }
 
 // Bulk starts bulk jobs (bulk.Service).
@@ -41,7 +41,7 @@ type Bulk interface {
 }
 
 var (
-	_ Engine = (*engine.Engine)(nil)
+	_ Engine = engine.Groups{}
 	_ Bulk   = (*bulk.Service)(nil)
 )
 
@@ -112,7 +112,7 @@ func (s *Service) Act(ctx context.Context, r ActRequest) (*ActResult, error) {
 		return nil, err
 	}
 	if r.Action == Mute {
-		if err := s.Engine.MuteGroup(ctx, r.OrganizationID, g.ID, r.MuteUntil, r.Actor); err != nil {
+		if err := s.Engine.Mute(ctx, r.OrganizationID, g.ID, r.MuteUntil, r.Actor); err != nil {
 			return nil, err
 		}
 		g, err := s.DB.GetGroup(ctx, r.OrganizationID, g.ID)
@@ -137,9 +137,9 @@ func (s *Service) Act(ctx context.Context, r ActRequest) (*ActResult, error) {
 }
 
 // Split moves the organization's dead letter id into a group of its own and returns that
-// group (engine.SplitDeadLetter).
+// group (engine.Groups.Split).
 func (s *Service) Split(ctx context.Context, orgID, id string, actor audit.Actor) (*models.GroupView, error) {
-	groupID, err := s.Engine.SplitDeadLetter(ctx, orgID, id, actor)
+	groupID, err := s.Engine.Split(ctx, orgID, id, actor)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	}
 	wfs := &workflows.Service{DB: db, Steps: loopbackSteps()}
 	wf, err := wfs.Create(ctx, org.ID, audit.System, []byte(fmt.Sprintf(`{"name": "Bank", "settings": {"retryPolicy": {"maxRetries": 0},
-	  "circuitBreaker": {"failureThreshold": 1, "resetTimeoutMs": 10000, "halfOpenRequests": 2}},
+	  "circuitBreaker": {"failureThreshold": 1, "resetTimeoutMs": 600000, "halfOpenRequests": 2}},
 	  "steps": [{"id": "fetch", "type": "http", "config": {"method": "GET", "url": %q}}]}`, srv.URL)))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,9 @@ func TestBreakerTrialSlotsAcrossEngines(t *testing.T) {
 	// (The attempts are left to the engines: a test that rewrote their generation after the
 	// move would race their claims, and a slot whose attempt moved to a later generation is
 	// free by design; that, not a clock, let 3 to 9 requests through an earlier version.)
-	clock.Advance(10 * time.Second)
+	// The reset timeout is the longest allowed, so that it passes only when the clock moves,
+	// however slowly the 20 starts run (the race detector on a loaded machine took over 10 s).
+	clock.Advance(10 * time.Minute)
 	// Both trials fail: the breaker opens again and the rest keep waiting, unsent.
 	poll("the breaker to reopen", func() bool {
 		return requests.Load() > before && count(`SELECT count(*) FROM circuit_breaker_state WHERE organization_id = ? AND state = ?`, org.ID, breaker.Open) == 1

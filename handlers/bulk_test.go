@@ -14,6 +14,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/bulk"
 	"lifeline/services/engine"
 )
 
@@ -158,8 +159,47 @@ func TestBulkRetryByFilter(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if got["succeeded"] != float64(n) || got["failed"] != 0.0 || len(got["items"].([]any)) != n {
-			t.Fatalf("bulk result %v/%v, %d items", got["succeeded"], got["failed"], len(got["items"].([]any)))
+		// The job's API counts its items without listing them, and pages them when asked.
+		counts, _ := got["counts"].(map[string]any)
+		if got["succeeded"] != float64(n) || got["failed"] != 0.0 || got["items"] != nil || counts["done"] != float64(n) || counts["pending"] != 0.0 {
+			t.Fatalf("bulk result %v/%v, counts %v, items %v", got["succeeded"], got["failed"], counts, got["items"] != nil)
+		}
+		seen, pages, cursor := map[string]bool{}, 0, ""
+		for {
+			q := "?limit=300"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			page := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+q, "", bearer(tn.token)).json(t)
+			items, _ := page["items"].([]any)
+			if len(items) == 0 || len(items) > 300 {
+				t.Fatalf("page %d: %d items", pages, len(items))
+			}
+			for _, it := range items {
+				m := it.(map[string]any)
+				if d := m["deadLetterId"].(string); seen[d] || m["status"] != bulk.ItemDone {
+					t.Fatalf("page %d: item %v again or not done", pages, m)
+				} else {
+					seen[d] = true
+				}
+			}
+			pages++
+			if cursor, _ = page["nextCursor"].(string); cursor == "" {
+				break
+			}
+		}
+		if len(seen) != n || pages != (n+299)/300 {
+			t.Fatalf("paged %d items in %d pages, want %d", len(seen), pages, n)
+		}
+		if page := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+"?status=failed", "", bearer(tn.token)).json(t); page["items"] != nil || page["nextCursor"] != "" {
+			t.Fatalf("no failed item, got %v", page["items"])
+		}
+		for _, bad := range []string{"limit=0", "limit=501", "limit=x", "cursor=zz", "status=lost"} {
+			r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+"?"+bad, "", bearer(tn.token))
+			field := strings.SplitN(bad, "=", 2)[0]
+			if fields, _ := r.json(t)["error"].(map[string]any)["fields"].(map[string]any); r.status != http.StatusUnprocessableEntity || fields[field] == nil {
+				t.Errorf("%s: %d %s", bad, r.status, r.body)
+			}
 		}
 		// The replays run; every item of the workflow ends resolved, the other workflow's stay.
 		deadline = time.Now().Add(120 * time.Second)

@@ -87,10 +87,9 @@ func ParsePatch(cur Rules, raw []byte) (Rules, error) {
 				fields[k] = "must be true or false"
 			}
 		case "bulkRate":
-			var n json.Number
-			d := json.NewDecoder(bytes.NewReader(v))
-			d.UseNumber()
-			if err := d.Decode(&n); err != nil {
+			var n json.Number // a JSON number only: not a string, not null
+			t := bytes.TrimSpace(v)
+			if len(t) == 0 || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) || json.Unmarshal(t, &n) != nil {
 				fields[k] = ValidBulkRate(0)
 				break
 			}

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -262,6 +263,26 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if page := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body; !regexp.MustCompile(`data-testid="bulk-summary">Fixed [1-9][0-9]* · back in the queue 0 · refused 0<`).MatchString(page) ||
 			strings.Contains(page, `hx-trigger="every 1s"`) {
 			t.Errorf("the finished retry's page has no summary, or still refreshes itself")
+		}
+		// The page lists its items a page at a time (100), with a link to the next; a status
+		// filter shows that status's items, with the counts.
+		first := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body
+		if got := strings.Count(first, `data-testid="bulk-item" `); got != min(n, 100) || strings.Contains(first, `data-testid="bulk-next"`) != (n > 100) ||
+			!strings.Contains(first, `data-testid="bulk-filter" data-status="done"`) {
+			t.Errorf("the first page lists %d items (of %d), next link %v", got, n, strings.Contains(first, `data-testid="bulk-next"`))
+		}
+		if m := regexp.MustCompile(`data-testid="bulk-next" href="([^"]+)"|href="([^"]+)" data-testid="bulk-next"`).FindStringSubmatch(first); m != nil {
+			next := html.UnescapeString(m[1] + m[2])
+			second := do(t, browser, "GET", a.srv.URL+next, "", nil)
+			firstRow := regexp.MustCompile(`data-testid="bulk-item" [^>]*>\s*<td class="cell-main"><a href="([^"]+)"`)
+			a1, a2 := firstRow.FindStringSubmatch(first), firstRow.FindStringSubmatch(second.body)
+			if second.status != 200 || a1 == nil || a2 == nil || a1[1] == a2[1] || !strings.Contains(second.body, `data-testid="bulk-first"`) {
+				t.Errorf("the next page: %d, same first item %v", second.status, a1 != nil && a2 != nil && a1[1] == a2[1])
+			}
+		}
+		if failedOnly := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id+"?status=failed", "", nil).body; strings.Contains(failedOnly, `data-testid="bulk-item" `) ||
+			!strings.Contains(failedOnly, `data-testid="bulk-filter-all"`) {
+			t.Errorf("the failed items' filter lists items, or has no way back")
 		}
 		var ids []string
 		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)

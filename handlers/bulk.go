@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -29,7 +31,9 @@ type bulkService interface {
 	Create(ctx context.Context, r bulk.Request) (*models.BulkJob, error)
 	CreateOnce(ctx context.Context, r bulk.Request) (*models.BulkJob, bool, error)
 	Preview(ctx context.Context, r bulk.Request) ([]string, error)
-	Get(ctx context.Context, orgID, id string) (*models.BulkJob, []models.BulkItem, error)
+	Summary(ctx context.Context, orgID, id string) (*bulk.Summary, error)
+	Items(ctx context.Context, orgID, id string, q bulk.ItemQuery) (*bulk.ItemPage, error)
+	Outcomes(ctx context.Context, orgID, id string) (map[string]int, error)
 	Cancel(ctx context.Context, orgID, id string, actor audit.Actor) error
 }
 
@@ -57,19 +61,25 @@ func newBulkHandler(ch *chrome, svc bulkService, briefs deadLetterBriefs, rules 
 	return &BulkHandler{chrome: ch, svc: svc, briefs: briefs, rules: rules}
 }
 
-// maxShownItems bounds the items the progress page lists (the API gives all of them).
-const maxShownItems = 500
+// shownItems is a page of the progress page's items (the API pages its own).
+const shownItems = 100
 
 type apiBulk struct {
-	ID        string        `json:"id"`
-	Action    string        `json:"action"`
-	Status    string        `json:"status"`
-	Total     int           `json:"total"`
-	Processed int           `json:"processed"`
-	Succeeded int           `json:"succeeded"`
-	Failed    int           `json:"failed"`
-	CreatedAt string        `json:"createdAt"`
-	Items     []apiBulkItem `json:"items,omitempty"`
+	ID        string `json:"id"`
+	Action    string `json:"action"`
+	Status    string `json:"status"`
+	Total     int    `json:"total"`
+	Processed int    `json:"processed"`
+	Succeeded int    `json:"succeeded"`
+	Failed    int    `json:"failed"`
+	CreatedAt string `json:"createdAt"`
+	// Counts are the items by status (pending, waiting, done, failed, skipped): waiting
+	// items wait for their target's circuit breaker to let calls through.
+	Counts map[string]int `json:"counts,omitempty"`
+	// Items is a page of the items, when asked for (items=true, limit, cursor or status);
+	// NextCursor asks for the next page ("" on the last).
+	Items      []apiBulkItem `json:"items,omitempty"`
+	NextCursor *string       `json:"nextCursor,omitempty"`
 }
 
 type apiBulkItem struct {
@@ -128,18 +138,87 @@ func (h *BulkHandler) APICreate(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, bulkOf(job, nil, false))
 }
 
-// APIGet: GET /api/v1/dlq/bulk/{id}, the progress and each item's result.
+// APIGet: GET /api/v1/dlq/bulk/{id}, the progress and the items counted by status. With
+// items=true, or any of limit (1–500, default 100), cursor (a page's nextCursor) and status
+// (an item status), a page of the items in order too; a bad one is 422.
 func (h *BulkHandler) APIGet(c echo.Context) error {
-	job, items, err := h.load(c)
+	id := c.Param("id")
+	if err := checkID(id, "bulk job"); err != nil {
+		return err
+	}
+	p, ctx := principal(c), c.Request().Context()
+	sum, err := h.svc.Summary(ctx, p.OrganizationID, id)
 	if err != nil {
 		return err
 	}
-	out := bulkOf(job, items, true)
+	out := bulkOf(sum.Job, nil, false)
+	out.Counts = sum.Counts
+	qp := c.QueryParams()
+	if qp.Get("items") != "true" && !qp.Has("limit") && !qp.Has("cursor") && !qp.Has("status") {
+		return c.JSON(http.StatusOK, out)
+	}
+	q, err := bulkItemQuery(qp)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.Items(ctx, p.OrganizationID, id, q)
+	if err != nil {
+		return err
+	}
+	out = bulkOf(sum.Job, page.Items, true)
+	out.Counts = sum.Counts
 	l := localizer(c)
 	for i := range out.Items {
 		out.Items[i].Message = l.Text(out.Items[i].Message)
 	}
+	next := ""
+	if page.Next >= 0 {
+		next = bulkCursor(page.Next)
+	}
+	out.NextCursor = &next
 	return c.JSON(http.StatusOK, out)
+}
+
+// bulkItemQuery reads a page's query: limit, cursor, status. EINVALID per field.
+func bulkItemQuery(qp url.Values) (bulk.ItemQuery, error) {
+	q := bulk.ItemQuery{After: -1, Limit: bulk.DefaultPage, Status: qp.Get("status")}
+	fields := map[string]string{}
+	if v := qp.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = 0
+		}
+		q.Limit = n
+	}
+	if v := qp.Get("cursor"); v != "" {
+		after, ok := bulkAfter(v)
+		if !ok {
+			fields["cursor"] = "is not a cursor this list gave"
+		}
+		q.After = after
+	}
+	maps.Copy(fields, q.Validate())
+	if len(fields) > 0 {
+		return q, apperr.Invalid("bulk.items.invalid", fields)
+	}
+	return q, nil
+}
+
+// bulkCursor and bulkAfter write and read a page's cursor: the position of its last item.
+func bulkCursor(pos int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("p" + strconv.Itoa(pos)))
+}
+
+func bulkAfter(cursor string) (int, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(b) < 2 || b[0] != 'p' {
+		return -1, false
+	}
+	n, err := strconv.Atoi(string(b[1:]))
+	if err != nil || n < 0 {
+		return -1, false
+	}
+	return n, true
 }
 
 // APICancel: POST /api/v1/dlq/bulk/{id}/cancel.
@@ -157,14 +236,6 @@ func (h *BulkHandler) cancel(c echo.Context) error {
 	}
 	p := principal(c)
 	return h.svc.Cancel(c.Request().Context(), p.OrganizationID, id, actorOf(p))
-}
-
-func (h *BulkHandler) load(c echo.Context) (*models.BulkJob, []models.BulkItem, error) {
-	id := c.Param("id")
-	if err := checkID(id, "bulk job"); err != nil {
-		return nil, nil, err
-	}
-	return h.svc.Get(c.Request().Context(), principal(c).OrganizationID, id)
 }
 
 func bulkOf(job *models.BulkJob, items []models.BulkItem, withItems bool) apiBulk {
@@ -355,13 +426,19 @@ func bulkProblems(l *i18n.Localizer, r bulk.Request, me *apperr.Error) []string 
 	return out
 }
 
-// Show: GET /dlq/bulk/{id}, the progress page (it refreshes itself while the job runs).
+// Show: GET /dlq/bulk/{id}, the progress page (it refreshes itself while the job runs): the
+// counts, and a page of the items (cursor, status as in the API).
 func (h *BulkHandler) Show(c echo.Context) error {
-	job, items, err := h.load(c)
+	id := c.Param("id")
+	if err := checkID(id, "bulk job"); err != nil {
+		return err
+	}
+	l, p, ctx := localizer(c), principal(c), c.Request().Context()
+	sum, err := h.svc.Summary(ctx, p.OrganizationID, id)
 	if err != nil {
 		return err
 	}
-	l, p := localizer(c), principal(c)
+	job := sum.Job
 	vm := pages.BulkVM{ID: job.ID, Action: job.Action, Status: job.Status, Total: job.Total, Processed: job.Processed,
 		Succeeded: job.Succeeded, Failed: job.Failed, RefreshURL: h.url("dlq.bulk", job.ID), ListURL: h.url("dlq"),
 		CreatedAt: rfc(job.CreatedAt), CreatedAtText: displayTime(l, job.CreatedAt), CSRF: csrfToken(c)}
@@ -372,38 +449,42 @@ func (h *BulkHandler) Show(c echo.Context) error {
 	if job.Total > 0 {
 		vm.Percent = job.Processed * 100 / job.Total
 	}
-	shown := items[:min(len(items), maxShownItems)]
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.DeadLetterID
+	if n := sum.Counts[bulk.ItemWaiting]; n > 0 {
+		vm.Waiting = l.N("bulk.waiting", n)
 	}
-	briefs, err := h.briefs.DeadLetterBriefs(c.Request().Context(), p.OrganizationID, ids)
+	q, err := bulkItemQuery(c.QueryParams())
+	if err != nil {
+		return err
+	}
+	q.Limit = shownItems
+	if c.QueryParam("limit") != "" {
+		return apperr.Invalid("bulk.items.invalid", map[string]string{"limit": "is not a setting of this page"})
+	}
+	page, err := h.svc.Items(ctx, p.OrganizationID, id, q)
 	if err != nil {
 		return err
 	}
 	// A retry job is over when every retry it started is: the page follows them, then says
-	// how they ended.
+	// how they ended (counted in one query, not item by item).
 	if job.Action == bulk.Retry || job.Action == bulk.RetryFull {
-		var fixed, back, refused, running int
-		for _, it := range items {
-			switch {
-			case it.Status == bulk.ItemFailed:
-				refused++
-			case it.Status != bulk.ItemDone:
-			case briefs[it.DeadLetterID].Status == models.DLQProcessing:
-				running++
-			case briefs[it.DeadLetterID].Status == models.DLQPending:
-				back++
-			case briefs[it.DeadLetterID].Status == models.DLQResolved:
-				fixed++
-			}
+		out, err := h.svc.Outcomes(ctx, p.OrganizationID, id)
+		if err != nil {
+			return err
 		}
-		vm.Live = vm.Live || running > 0
+		vm.Live = vm.Live || out[models.DLQProcessing] > 0
 		if !vm.Live && job.Status == models.BulkDone {
-			vm.Summary = l.T("bulk.summary", "Fixed", fixed, "Back", back, "Refused", refused)
+			vm.Summary = l.T("bulk.summary", "Fixed", out[models.DLQResolved], "Back", out[models.DLQPending], "Refused", sum.Counts[bulk.ItemFailed])
 		}
 	}
-	for _, it := range shown {
+	ids := make([]string, len(page.Items))
+	for i, it := range page.Items {
+		ids[i] = it.DeadLetterID
+	}
+	briefs, err := h.briefs.DeadLetterBriefs(ctx, p.OrganizationID, ids)
+	if err != nil {
+		return err
+	}
+	for _, it := range page.Items {
 		b := briefs[it.DeadLetterID]
 		iv := pages.BulkItemVM{URL: h.url("dlq.item", it.DeadLetterID), Label: cmp.Or(b.Subject, shortID(it.DeadLetterID)),
 			Status: it.Status, Message: l.Text(deref(it.Message)), ItemStatus: b.Status}
@@ -411,6 +492,35 @@ func (h *BulkHandler) Show(c echo.Context) error {
 			iv.ExecutionURL = h.url("execution", *it.ExecutionID)
 		}
 		vm.Items = append(vm.Items, iv)
+	}
+	// Pages: the first, and the next; the status filter stays.
+	base := url.Values{}
+	if q.Status != "" {
+		base.Set("status", q.Status)
+	}
+	if q.After >= 0 {
+		vm.FirstURL = h.url("dlq.bulk", job.ID)
+		if len(base) > 0 {
+			vm.FirstURL += "?" + base.Encode()
+		}
+		vm.Live = false // a later page stays put while one reads it
+	}
+	if page.Next >= 0 {
+		next := url.Values{"cursor": {bulkCursor(page.Next)}}
+		if q.Status != "" {
+			next.Set("status", q.Status)
+		}
+		vm.NextURL = h.url("dlq.bulk", job.ID) + "?" + next.Encode()
+	}
+	for _, st := range bulk.ItemStatuses {
+		if n := sum.Counts[st]; n > 0 {
+			f := pages.BulkFilter{Status: st, Count: n, Current: q.Status == st}
+			f.URL = h.url("dlq.bulk", job.ID) + "?" + url.Values{"status": {st}}.Encode()
+			vm.Filters = append(vm.Filters, f)
+		}
+	}
+	if q.Status != "" {
+		vm.AllURL = h.url("dlq.bulk", job.ID)
 	}
 	return render(c, http.StatusOK, pages.Bulk(h.page(c, l.T("bulk.title."+job.Action), "dlq"), vm))
 }

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/bulk"
 	"lifeline/services/engine"
 )
 
@@ -158,8 +160,47 @@ func TestBulkRetryByFilter(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		if got["succeeded"] != float64(n) || got["failed"] != 0.0 || len(got["items"].([]any)) != n {
-			t.Fatalf("bulk result %v/%v, %d items", got["succeeded"], got["failed"], len(got["items"].([]any)))
+		// The job's API counts its items without listing them, and pages them when asked.
+		counts, _ := got["counts"].(map[string]any)
+		if got["succeeded"] != float64(n) || got["failed"] != 0.0 || got["items"] != nil || counts["done"] != float64(n) || counts["pending"] != 0.0 {
+			t.Fatalf("bulk result %v/%v, counts %v, items %v", got["succeeded"], got["failed"], counts, got["items"] != nil)
+		}
+		seen, pages, cursor := map[string]bool{}, 0, ""
+		for {
+			q := "?limit=300"
+			if cursor != "" {
+				q += "&cursor=" + url.QueryEscape(cursor)
+			}
+			page := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+q, "", bearer(tn.token)).json(t)
+			items, _ := page["items"].([]any)
+			if len(items) == 0 || len(items) > 300 {
+				t.Fatalf("page %d: %d items", pages, len(items))
+			}
+			for _, it := range items {
+				m := it.(map[string]any)
+				if d := m["deadLetterId"].(string); seen[d] || m["status"] != bulk.ItemDone {
+					t.Fatalf("page %d: item %v again or not done", pages, m)
+				} else {
+					seen[d] = true
+				}
+			}
+			pages++
+			if cursor, _ = page["nextCursor"].(string); cursor == "" {
+				break
+			}
+		}
+		if len(seen) != n || pages != (n+299)/300 {
+			t.Fatalf("paged %d items in %d pages, want %d", len(seen), pages, n)
+		}
+		if page := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+"?status=failed", "", bearer(tn.token)).json(t); page["items"] != nil || page["nextCursor"] != "" {
+			t.Fatalf("no failed item, got %v", page["items"])
+		}
+		for _, bad := range []string{"limit=0", "limit=501", "limit=x", "cursor=zz", "status=lost"} {
+			r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/bulk/"+id+"?"+bad, "", bearer(tn.token))
+			field := strings.SplitN(bad, "=", 2)[0]
+			if fields, _ := r.json(t)["error"].(map[string]any)["fields"].(map[string]any); r.status != http.StatusUnprocessableEntity || fields[field] == nil {
+				t.Errorf("%s: %d %s", bad, r.status, r.body)
+			}
 		}
 		// The replays run; every item of the workflow ends resolved, the other workflow's stay.
 		deadline = time.Now().Add(120 * time.Second)
@@ -222,6 +263,26 @@ func TestBulkRetryByFilter(t *testing.T) {
 		if page := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body; !regexp.MustCompile(`data-testid="bulk-summary">Fixed [1-9][0-9]* · back in the queue 0 · refused 0<`).MatchString(page) ||
 			strings.Contains(page, `hx-trigger="every 1s"`) {
 			t.Errorf("the finished retry's page has no summary, or still refreshes itself")
+		}
+		// The page lists its items a page at a time (100), with a link to the next; a status
+		// filter shows that status's items, with the counts.
+		first := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id, "", nil).body
+		if got := strings.Count(first, `data-testid="bulk-item" `); got != min(n, 100) || strings.Contains(first, `data-testid="bulk-next"`) != (n > 100) ||
+			!strings.Contains(first, `data-testid="bulk-filter" data-status="done"`) {
+			t.Errorf("the first page lists %d items (of %d), next link %v", got, n, strings.Contains(first, `data-testid="bulk-next"`))
+		}
+		if m := regexp.MustCompile(`data-testid="bulk-next" href="([^"]+)"|href="([^"]+)" data-testid="bulk-next"`).FindStringSubmatch(first); m != nil {
+			next := html.UnescapeString(m[1] + m[2])
+			second := do(t, browser, "GET", a.srv.URL+next, "", nil)
+			firstRow := regexp.MustCompile(`data-testid="bulk-item" [^>]*>\s*<td class="cell-main"><a href="([^"]+)"`)
+			a1, a2 := firstRow.FindStringSubmatch(first), firstRow.FindStringSubmatch(second.body)
+			if second.status != 200 || a1 == nil || a2 == nil || a1[1] == a2[1] || !strings.Contains(second.body, `data-testid="bulk-first"`) {
+				t.Errorf("the next page: %d, same first item %v", second.status, a1 != nil && a2 != nil && a1[1] == a2[1])
+			}
+		}
+		if failedOnly := do(t, browser, "GET", a.srv.URL+"/dlq/bulk/"+id+"?status=failed", "", nil).body; strings.Contains(failedOnly, `data-testid="bulk-item" `) ||
+			!strings.Contains(failedOnly, `data-testid="bulk-filter-all"`) {
+			t.Errorf("the failed items' filter lists items, or has no way back")
 		}
 		var ids []string
 		db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("workflow_id = ?", other.ID).Order("created_at").Limit(2).Pluck("id", &ids)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,23 +47,49 @@ func (h *RulesHandler) Show(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.render(c, r, c.QueryParam("done") == "saved")
+	vm := h.vm(c, r)
+	vm.Saved = c.QueryParam("done") == "saved"
+	return h.render(c, http.StatusOK, vm)
 }
 
-func (h *RulesHandler) render(c echo.Context, r fixrules.Rules, saved bool) error {
+func (h *RulesHandler) vm(c echo.Context, r fixrules.Rules) pages.RulesVM {
+	return pages.RulesVM{Action: h.url("organization.rules.save"), CSRF: csrfToken(c), AccountantsMayFix: r.AccountantsMayFix,
+		BulkRate: strconv.Itoa(r.BulkRate), BulkRateMin: models.BulkRateMin, BulkRateMax: models.BulkRateMax}
+}
+
+func (h *RulesHandler) render(c echo.Context, status int, vm pages.RulesVM) error {
 	l := localizer(c)
-	vm := pages.RulesVM{Action: h.url("organization.rules.save"), CSRF: csrfToken(c), AccountantsMayFix: r.AccountantsMayFix, Saved: saved}
-	return render(c, http.StatusOK, pages.Rules(h.page(c, l.T("rules.title"), "rules"), vm))
+	return render(c, status, pages.Rules(h.page(c, l.T("rules.title"), "rules"), vm))
 }
 
-// Save: POST /settings/rules (admins), the form's checkbox.
+// Save: POST /settings/rules (admins), the form's checkbox and bulk rate (left out: kept).
+// A bulk rate out of range is the form again with its message (422), nothing stored.
 func (h *RulesHandler) Save(c echo.Context) error {
-	p := principal(c)
+	p, ctx := principal(c), c.Request().Context()
 	v := c.FormValue("accountantsMayFix")
 	if v != "" && v != "true" {
 		return apperr.Invalid("rules.invalid", map[string]string{"accountantsMayFix": "must be true or false"})
 	}
-	if _, err := h.rules.SaveRules(c.Request().Context(), p.OrganizationID, actorOf(p), fixrules.Rules{AccountantsMayFix: v == "true"}); err != nil {
+	cur, err := h.rules.Rules(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	next := fixrules.Rules{AccountantsMayFix: v == "true", BulkRate: cur.BulkRate}
+	rawRate, sent := c.Request().PostForm["bulkRate"]
+	if sent {
+		raw := strings.TrimSpace(strings.Join(rawRate, ""))
+		n, err := strconv.Atoi(raw)
+		if msg := fixrules.ValidBulkRate(n); err != nil || msg != "" {
+			l := localizer(c)
+			vm := h.vm(c, next)
+			vm.BulkRate = raw
+			vm.Error = l.T("rules.invalid")
+			vm.Errors = map[string]string{"bulkRate": l.Text(fixrules.ValidBulkRate(0))}
+			return h.render(c, http.StatusUnprocessableEntity, vm)
+		}
+		next.BulkRate = n
+	}
+	if _, err := h.rules.SaveRules(ctx, p.OrganizationID, actorOf(p), next); err != nil {
 		return err
 	}
 	return redirect(c, h.url("organization.rules")+"?done=saved")

@@ -88,7 +88,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /executions/:id/rollback":                {},
 		"POST /compensations/:id/actions":              {form: map[string]string{"action": "retry", "execution": tn.execID}},
 		"POST /dlq/bulk":                               {form: map[string]string{"action": "retry", "ids": tn.dlqID, "scope": "", "confirm": "", "token": "", "nonce": "", "notes": "", "workflowId": "", "q": ""}},
-		"GET /dlq/bulk/:id":                            {},
+		"GET /dlq/bulk/:id":                            {query: []string{"cursor", "status"}},
 		"POST /dlq/bulk/:id/cancel":                    {},
 		"GET /profile":                                 {},
 		"POST /profile":                                {form: map[string]string{"language": "pl", "timeZone": "Europe/Warsaw"}},
@@ -145,6 +145,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /api/v1/executions/:id/retry":                {json: `{"retryType": "from_failed", "modifiedInput": {"nip": "2"}, "skipSteps": [], "fromStepId": "submit", "retryPolicy": {"maxRetries": 1}, "latestVersion": false, "output": {}}`},
 		"POST /api/v1/dlq/:id/ask":                         {json: `{"note": "proszę o pomoc"}`},
 		"GET /api/v1/dlq/:id/changes":                      {},
+		"GET /api/v1/dlq/:id/poison":                       {},
 		"POST /api/v1/dlq/:id/changes/:cid/approve":        {json: `{"notes": "ok"}`},
 		"POST /api/v1/dlq/:id/changes/:cid/reject":         {json: `{"notes": "nie"}`},
 		"POST /api/v1/dlq/:id/reopen":                      {json: `{"notes": "jeszcze raz"}`},
@@ -173,7 +174,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /api/v1/notifications/read-all":              {},
 		"POST /api/v1/notifications/:id/read":              {},
 		"POST /api/v1/dlq/bulk":                            {json: `{"action": "retry", "ids": ["` + tn.dlqID + `"], "resolutionNotes": "", "filter": {"status": "pending"}}`},
-		"GET /api/v1/dlq/bulk/:id":                         {},
+		"GET /api/v1/dlq/bulk/:id":                         {query: []string{"items", "limit", "cursor", "status"}},
 		"POST /api/v1/dlq/bulk/:id/cancel":                 {},
 	}
 	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "CONNECT", "TRACE", "PROPFIND", "REPORT"} {

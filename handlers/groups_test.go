@@ -224,7 +224,7 @@ func TestGroupsAPI(t *testing.T) {
 		late := a.failures(tn.org, wf.ID, "000000000")
 		deadline := time.Now().Add(120 * time.Second)
 		for {
-			got := get(tn.token, "/api/v1/dlq/bulk/"+job["id"].(string)).json(t)
+			got := get(tn.token, "/api/v1/dlq/bulk/"+job["id"].(string)+"?limit=500").json(t)
 			if got["status"] == models.BulkDone {
 				if got["succeeded"] != float64(n) || len(got["items"].([]any)) != n {
 					t.Fatalf("job %v", got)

@@ -144,6 +144,7 @@ func (s *Server) routes() {
 	api.POST("/executions/:id/retry", recovery.APIRetryExecution, requireRole(models.RoleAccountant)).Name = "api.execution.retry"
 	api.POST("/dlq/:id/ask", recovery.APIAsk, requireRole(models.RoleAccountant)).Name = "api.dlq.ask"
 	api.GET("/dlq/:id/changes", recovery.APIChanges).Name = "api.dlq.changes"
+	api.GET("/dlq/:id/poison", newPoisonHandler(s.poison).APIItem).Name = "api.dlq.poison"
 	api.POST("/dlq/:id/changes/:cid/approve", recovery.APIApprove, requireRole(models.RoleAdmin)).Name = "api.dlq.change.approve"
 	api.POST("/dlq/:id/changes/:cid/reject", recovery.APIReject, requireRole(models.RoleAdmin)).Name = "api.dlq.change.reject"
 	api.POST("/dlq/:id/reopen", recovery.APIReopen, requireRole(models.RoleAdmin)).Name = "api.dlq.reopen"

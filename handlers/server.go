@@ -27,6 +27,7 @@ import (
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/services/notify"
+	"lifeline/services/poison"
 	"lifeline/services/redact"
 	"lifeline/services/workflows"
 )
@@ -78,7 +79,9 @@ type Server struct {
 	// groups reads failure groups and acts on them (nil without an engine).
 	groups *groups.Service
 	// rules are the organization's rules of who may fix what, and "ask an admin".
-	rules    *fixrules.Service
+	rules *fixrules.Service
+	// poison flags dead letters' poison input values.
+	poison   *poison.Service
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
@@ -110,7 +113,8 @@ func New(d Deps) *echo.Echo {
 	if d.Notify != nil {
 		ch.unread = d.Notify
 	}
-	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
+	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
+		poison: &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

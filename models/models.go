@@ -494,6 +494,9 @@ type BulkJob struct {
 	// IdemKey and RequestHash: the API request's Idempotency-Key and a hash of the request.
 	IdemKey     *string
 	RequestHash *string
+	// PacedAt is when the job's last batch began (the next batch's size makes up for a late
+	// start, so the job keeps its rate).
+	PacedAt *time.Time
 }
 
 func (BulkJob) TableName() string { return "dlq_bulk_jobs" }
@@ -503,10 +506,13 @@ type BulkItem struct {
 	BulkID       string `gorm:"primaryKey"`
 	DeadLetterID string `gorm:"primaryKey"`
 	Position     int
-	Status       string // pending, done, failed, skipped
+	Status       string // pending, waiting (on an open breaker), done, failed, skipped
 	Message      *string
 	ExecutionID  *string
-	UpdatedAt    time.Time
+	// BreakerKey is the scope key of the circuit breaker in front of the item's failed step
+	// (retries only): the item waits while it is open.
+	BreakerKey *string
+	UpdatedAt  time.Time
 }
 
 func (BulkItem) TableName() string { return "dlq_bulk_items" }

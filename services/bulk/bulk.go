@@ -50,7 +50,13 @@ const (
 	ItemDone    = "done"
 	ItemFailed  = "failed"
 	ItemSkipped = "skipped" // cancelled before it was reached
+	// ItemWaiting: its target's circuit breaker is open; it goes back to pending when the
+	// breaker lets calls through again (nothing is called meanwhile).
+	ItemWaiting = "waiting"
 )
+
+// ItemStatuses lists the item statuses.
+var ItemStatuses = []string{ItemPending, ItemWaiting, ItemDone, ItemFailed, ItemSkipped}
 
 // Recoverer acts on one dead letter (the engine).
 type Recoverer interface {
@@ -68,7 +74,8 @@ type Service struct {
 	DB     *models.DB
 	Engine Recoverer
 	Queue  Queue
-	// Rate is how many items a second a job acts on (default 20).
+	// Rate, when set, overrides every organization's bulk rate (items a second; tests and
+	// benchmarks). Unset, a job acts at its organization's rate (models.BulkRate).
 	Rate int
 	// Now is the clock of progress times (default time.Now).
 	Now func() time.Time
@@ -81,11 +88,12 @@ func (s *Service) now() time.Time {
 	return time.Now().UTC()
 }
 
-func (s *Service) rate() int {
+// rate is how many items a second the organization's jobs act on.
+func (s *Service) rate(ctx context.Context, orgID string) (int, error) {
 	if s.Rate > 0 {
-		return s.Rate
+		return s.Rate, nil
 	}
-	return 20
+	return s.DB.BulkRate(ctx, orgID)
 }
 
 // Request asks for a bulk action on the dead letters named by IDs, or else on every pending
@@ -258,6 +266,12 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 	if r.IdempotencyKey != "" {
 		job.IdemKey, job.RequestHash = &r.IdempotencyKey, &hash
 	}
+	var keys map[string]string
+	if r.Action == Retry || r.Action == RetryFull {
+		if keys, err = s.breakerKeys(ctx, r.OrganizationID, ids); err != nil {
+			return nil, err
+		}
+	}
 	err = s.DB.Tx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(job).Error; err != nil {
 			return err
@@ -265,6 +279,9 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 		items := make([]models.BulkItem, len(ids))
 		for i, id := range ids {
 			items[i] = models.BulkItem{BulkID: job.ID, DeadLetterID: id, Position: i, Status: ItemPending, UpdatedAt: now}
+			if k, ok := keys[id]; ok {
+				items[i].BreakerKey = &k
+			}
 		}
 		if err := tx.CreateInBatches(items, 500).Error; err != nil {
 			return err
@@ -280,73 +297,6 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 		return nil, err // the job is recorded: Repair queues it
 	}
 	return job, nil
-}
-
-// Step acts on the job's next batch: up to Rate items, for at most a second. It reports
-// whether items remain (run it again in a second). A job that is finished or cancelled
-// does nothing.
-func (s *Service) Step(ctx context.Context, id string) (more bool, err error) {
-	var job models.BulkJob
-	if err := s.DB.Conn(ctx).First(&job, "id = ?", id).Error; err != nil {
-		if models.IsNotFound(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	if job.Status != models.BulkQueued && job.Status != models.BulkRunning {
-		return false, nil
-	}
-	var items []models.BulkItem
-	if err := s.DB.Conn(ctx).Where("bulk_id = ? AND status = ?", id, ItemPending).Order("position").Limit(s.rate()).Find(&items).Error; err != nil {
-		return false, err
-	}
-	if job.Status == models.BulkQueued {
-		if err := s.DB.Conn(ctx).Model(&job).Where("status = ?", models.BulkQueued).
-			Updates(map[string]any{"status": models.BulkRunning, "updated_at": s.now()}).Error; err != nil {
-			return false, err
-		}
-	}
-	started := time.Now()
-	actor := audit.Actor{Type: audit.ActorSystem}
-	if job.CreatedBy != nil {
-		actor = audit.Actor{Type: audit.ActorUser, ID: *job.CreatedBy}
-	}
-	notes := ""
-	if job.Notes != nil {
-		notes = *job.Notes
-	}
-	for i, it := range items {
-		if i > 0 && (time.Since(started) > time.Second || ctx.Err() != nil) {
-			return true, nil
-		}
-		if cancelled, err := s.cancelled(ctx, id); err != nil || cancelled {
-			return false, err
-		}
-		res, aerr := s.act(ctx, &job, it.DeadLetterID, actor, notes)
-		status, msg := ItemDone, ""
-		var exID *string
-		switch {
-		case aerr == nil:
-			exID = &res.ExecutionID
-		case apperr.ErrorCode(aerr) == apperr.EINTERNAL:
-			return false, aerr // the database: run the batch again
-		default:
-			status, msg = ItemFailed, messageOf(aerr)
-		}
-		if err := s.record(ctx, id, it.DeadLetterID, status, msg, exID); err != nil {
-			return false, err
-		}
-	}
-	var left int64
-	if err := s.DB.Conn(ctx).Model(&models.BulkItem{}).Where("bulk_id = ? AND status = ?", id, ItemPending).Count(&left).Error; err != nil {
-		return false, err
-	}
-	if left > 0 {
-		return true, nil
-	}
-	now := s.now()
-	return false, s.DB.Conn(ctx).Model(&models.BulkJob{}).Where("id = ? AND status = ?", id, models.BulkRunning).
-		Updates(map[string]any{"status": models.BulkDone, "finished_at": now, "updated_at": now}).Error
 }
 
 func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, actor audit.Actor, notes string) (*engine.ReplayResult, error) {
@@ -416,7 +366,7 @@ func (s *Service) Cancel(ctx context.Context, orgID, id string, actor audit.Acto
 			return apperr.Errorf(apperr.ECONFLICT, "bulk.finished")
 		}
 		msg := "cancelled"
-		if err := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND status = ?", id, ItemPending).
+		if err := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND status IN ?", id, []string{ItemPending, ItemWaiting}).
 			Updates(map[string]any{"status": ItemSkipped, "message": &msg, "updated_at": now}).Error; err != nil {
 			return err
 		}

@@ -46,12 +46,28 @@ type Rules struct {
 	// it as resolved or skipped. Off: those are admins'; accountants still retry, resume and
 	// retry the whole workflow, and may ask an admin.
 	AccountantsMayFix bool `json:"accountantsMayFix"`
+	// BulkRate is how many dead letters a second the organization's bulk actions act on
+	// (models.BulkRateMin–BulkRateMax, default 20); a target's circuit breaker slows or
+	// pauses them further.
+	BulkRate int `json:"bulkRate"`
+}
+
+// ValidBulkRate returns a field message when v is not a bulk rate, or "".
+func ValidBulkRate(v int) string {
+	if v < models.BulkRateMin || v > models.BulkRateMax {
+		return fmt.Sprintf("must be between %d and %d", models.BulkRateMin, models.BulkRateMax)
+	}
+	return ""
 }
 
 // Rules returns the organization's rules.
 func (s *Service) Rules(ctx context.Context, orgID string) (Rules, error) {
 	v, err := s.DB.AccountantsMayFix(ctx, orgID)
-	return Rules{AccountantsMayFix: v}, err
+	if err != nil {
+		return Rules{}, err
+	}
+	rate, err := s.DB.BulkRate(ctx, orgID)
+	return Rules{AccountantsMayFix: v, BulkRate: rate}, err
 }
 
 // ParsePatch reads a change of the rules (a JSON object whose keys are Rules' fields, each
@@ -70,6 +86,19 @@ func ParsePatch(cur Rules, raw []byte) (Rules, error) {
 			if err := json.Unmarshal(v, &cur.AccountantsMayFix); err != nil || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 				fields[k] = "must be true or false"
 			}
+		case "bulkRate":
+			var n json.Number // a JSON number only: not a string, not null
+			t := bytes.TrimSpace(v)
+			if len(t) == 0 || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) || json.Unmarshal(t, &n) != nil {
+				fields[k] = ValidBulkRate(0)
+				break
+			}
+			i, err := n.Int64()
+			if err != nil || i < models.BulkRateMin || i > models.BulkRateMax {
+				fields[k] = ValidBulkRate(0)
+				break
+			}
+			cur.BulkRate = int(i)
 		default:
 			fields[k] = "is not a setting of the organization"
 		}
@@ -81,8 +110,11 @@ func ParsePatch(cur Rules, raw []byte) (Rules, error) {
 }
 
 // SaveRules stores the organization's rules, audited (organization.rules_updated) when they
-// change.
+// change. Errors: EINVALID (bulkRate out of range); nothing is stored then.
 func (s *Service) SaveRules(ctx context.Context, orgID string, actor audit.Actor, r Rules) (Rules, error) {
+	if msg := ValidBulkRate(r.BulkRate); msg != "" {
+		return r, apperr.Invalid("rules.invalid", map[string]string{"bulkRate": msg})
+	}
 	cur, err := s.Rules(ctx, orgID)
 	if err != nil || cur == r {
 		return r, err
@@ -91,9 +123,12 @@ func (s *Service) SaveRules(ctx context.Context, orgID string, actor audit.Actor
 		if err := models.SetAccountantsMayFix(tx, orgID, r.AccountantsMayFix); err != nil {
 			return err
 		}
+		if err := models.SetBulkRate(tx, orgID, r.BulkRate); err != nil {
+			return err
+		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "organization.rules_updated",
 			EntityType: "organization", EntityID: orgID, At: s.now(),
-			Details: map[string]any{"accountantsMayFix": r.AccountantsMayFix}})
+			Details: map[string]any{"accountantsMayFix": r.AccountantsMayFix, "bulkRate": r.BulkRate}})
 	})
 	return r, err
 }

@@ -90,39 +90,23 @@ func (BulkArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: uniqueStates}}
 }
 
-// BulkWorker works through a bulk job a batch at a time, a batch a second (the rate limit).
-// One run paces itself for at most bulkRun; then, while items remain, it snoozes a second
-// and runs again, so a long bulk job does not hold a worker for good. (The pacing wait is a
-// rate limit inside a running job; where the job stands is in the database, and a crash
-// loses nothing: the job runs again, or Repair queues it.)
+// BulkWorker works through a bulk job a batch at a time: each run acts on one batch
+// (bulk.Service.Run, at the organization's rate, pausing behind open breakers) and, while
+// items remain, snoozes until the next batch is due. The pacing is River's scheduling:
+// nothing waits in a goroutine, and where the job stands is in the database (a crash loses
+// nothing: the job runs again, or Repair queues it).
 type BulkWorker struct {
 	river.WorkerDefaults[BulkArgs]
 	Bulk *bulk.Service
 }
 
-// bulkRun bounds one run of a bulk job.
-const bulkRun = 15 * time.Second
-
-// Work runs batches.
+// Work runs one batch.
 func (w *BulkWorker) Work(ctx context.Context, job *river.Job[BulkArgs]) error {
-	deadline := time.Now().Add(bulkRun)
-	for {
-		began := time.Now()
-		more, err := w.Bulk.Step(ctx, job.Args.BulkID)
-		if err != nil || !more {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return river.JobSnooze(time.Second)
-		}
-		pace := time.NewTimer(time.Second - time.Since(began))
-		select {
-		case <-ctx.Done():
-			pace.Stop()
-			return river.JobSnooze(time.Second)
-		case <-pace.C:
-		}
+	o, err := w.Bulk.Run(ctx, job.Args.BulkID)
+	if err != nil || !o.More {
+		return err
 	}
+	return river.JobSnooze(max(o.Wait, time.Millisecond))
 }
 
 // CompensateArgs runs one compensation of a rollback at one generation.
@@ -188,7 +172,8 @@ type Config struct {
 	ReconcileEvery time.Duration // default 10 s
 	// Periodic lists further periodic jobs (demo traffic, retention).
 	Periodic []*river.PeriodicJob
-	// BulkRate is how many dead letters a second a bulk action acts on (default 20).
+	// BulkRate, when set, overrides every organization's bulk rate (dead letters a second;
+	// tests). Unset, each organization's setting holds.
 	BulkRate int
 	// Register adds further workers.
 	Register func(*river.Workers)

@@ -20,14 +20,29 @@ type BulkVM struct {
 	ListURL       string
 	CreatedAt     string
 	CreatedAtText string
-	Items         []BulkItemVM
+	// Waiting says how many items wait for their target's circuit breaker ("" for none).
+	Waiting string
+	// Items is a page of the items; FirstURL and NextURL page them ("" when there is none),
+	// Filters show the items of one status (with their counts), AllURL every status again.
+	Items             []BulkItemVM
+	FirstURL, NextURL string
+	Filters           []BulkFilter
+	AllURL            string
+}
+
+// BulkFilter is a link to a bulk job's items of one status.
+type BulkFilter struct {
+	Status  string
+	Count   int
+	URL     string
+	Current bool
 }
 
 // BulkItemVM is one dead letter of a bulk action and what happened to it.
 type BulkItemVM struct {
 	URL          string
 	Label        string
-	Status       string // pending, done, failed, skipped
+	Status       string // pending, waiting, done, failed, skipped
 	ItemStatus   string // the dead letter's status now (a retry that ran may have failed again)
 	Message      string
 	ExecutionURL string

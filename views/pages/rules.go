@@ -5,4 +5,10 @@ type RulesVM struct {
 	Action, CSRF      string
 	AccountantsMayFix bool
 	Saved             bool
+	// BulkRate is the bulk actions' rate as typed (items a second), with its bounds.
+	BulkRate                 string
+	BulkRateMin, BulkRateMax int
+	// Error and Errors: why the form was refused (422), per field.
+	Error  string
+	Errors map[string]string
 }

@@ -1,0 +1,193 @@
+// Package poison finds poison inputs (issue 22, seed 004): an input value, such as a
+// document number, an invoice number or a NIP, that breaks runs of different workflows, or
+// of one workflow three times. An item's values are the identifiers in its input (Values);
+// Check counts, for each, the organization's dead letters that hold it and how often they
+// failed. Nothing runs on the failure path: the dead letters' search text (written with
+// them) finds the candidates, and their inputs are checked exactly.
+package poison
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"lifeline/models"
+	"lifeline/models/apperr"
+)
+
+// Thresholds: a value is poison when it failed in at least Workflows workflows, or at least
+// Failures times.
+const (
+	Workflows = 2
+	Failures  = 3
+)
+
+// maxValues bounds the values an item is checked for; maxCandidates the dead letters read
+// for one value.
+const (
+	maxValues     = 5
+	maxCandidates = 500
+)
+
+// Value is an identifier found in an input: its kind (nip, regon, pesel, iban, ksef,
+// invoice) and its text as keyed (digits only for the numeric ones; upper case otherwise).
+type Value struct {
+	Kind string `json:"kind"`
+	Key  string `json:"value"`
+	// raw is the value as the input wrote it: what a dead letter's search text holds.
+	raw string
+}
+
+// kinds are the identifiers, each a whole input value (not a part of free text). The
+// numeric ones are keyed by their digits.
+var kinds = []struct {
+	name    string
+	re      *regexp.Regexp
+	numeric bool
+}{
+	{"ksef", regexp.MustCompile(`(?i)^\d{10}-\d{8}-[0-9a-f]{6,16}-[0-9a-f]{2}$`), false},
+	{"iban", regexp.MustCompile(`(?i)^(?:PL)?\d{2}(?:[ \x{00A0}]?\d{4}){6}$`), true},
+	{"nip", regexp.MustCompile(`(?i)^(?:PL)?(?:\d{10}|\d{3}-\d{3}-\d{2}-\d{2}|\d{3}-\d{2}-\d{2}-\d{3})$`), true},
+	{"pesel", regexp.MustCompile(`^\d{11}$`), true},
+	{"regon", regexp.MustCompile(`^(?:\d{9}|\d{14})$`), true},
+	{"invoice", regexp.MustCompile(`^[\p{L}]{1,6}[/\-]?\d+(?:/[0-9\p{L}]+)+$`), false},
+}
+
+// Values returns the identifiers in a JSON input, in the order found, each once (at most
+// maxValues). Keys named like secrets are not read (the input is redacted anyway).
+func Values(input []byte) []Value {
+	var v any
+	if json.Unmarshal(input, &v) != nil {
+		return nil
+	}
+	var out []Value
+	var walk func(v any)
+	walk = func(v any) {
+		if len(out) >= maxValues {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				walk(x[k])
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			if id, ok := identify(x); ok && !holds(out, id) {
+				out = append(out, id)
+			}
+		case float64:
+			if x == float64(int64(x)) {
+				if id, ok := identify(strconv.FormatInt(int64(x), 10)); ok && !holds(out, id) {
+					out = append(out, id)
+				}
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+func identify(s string) (Value, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 8 || len(s) > 64 {
+		return Value{}, false
+	}
+	for _, k := range kinds {
+		if !k.re.MatchString(s) {
+			continue
+		}
+		if k.numeric {
+			return Value{Kind: k.name, raw: s, Key: strings.Map(func(r rune) rune {
+				if r >= '0' && r <= '9' {
+					return r
+				}
+				return -1
+			}, s)}, true
+		}
+		return Value{Kind: k.name, Key: strings.ToUpper(s), raw: s}, true
+	}
+	return Value{}, false
+}
+
+// Flag is what Check found of one value: the dead letters holding it (Items), how many
+// times they failed (Failures: each item once, and once more for every manual retry of an
+// item still waiting, which failed again), in how many workflows, and whether that makes it
+// poison.
+type Flag struct {
+	Value
+	Items     int  `json:"items"`
+	Failures  int  `json:"failures"`
+	Workflows int  `json:"workflows"`
+	Poison    bool `json:"poison"`
+}
+
+// Service checks items' values.
+type Service struct {
+	DB *models.DB
+}
+
+// Item returns the flags of a dead letter of the organization's input (Check). Errors:
+// ENOTFOUND.
+func (s *Service) Item(ctx context.Context, orgID, id string) ([]Flag, error) {
+	var dl models.DeadLetter
+	if err := s.DB.Conn(ctx).Select("id, original_input").Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
+		if models.IsNotFound(err) {
+			return nil, apperr.NotFound("dead letter")
+		}
+		return nil, err
+	}
+	return s.Check(ctx, orgID, dl.OriginalInput)
+}
+
+// Check returns a flag for each identifier in input, counted over the organization's dead
+// letters (at most maxCandidates of them a value). Errors are the database's.
+func (s *Service) Check(ctx context.Context, orgID string, input []byte) ([]Flag, error) {
+	var out []Flag
+	for _, v := range Values(input) {
+		cands, err := s.DB.DeadLettersHolding(ctx, orgID, searchForm(v), maxCandidates)
+		if err != nil {
+			return nil, err
+		}
+		f := Flag{Value: v}
+		wfs := map[string]bool{}
+		for _, c := range cands {
+			if !holds(Values(c.OriginalInput), v) {
+				continue // the text held it inside something else
+			}
+			f.Items++
+			f.Failures++
+			if c.Status == models.DLQPending {
+				f.Failures += c.ManualRetryCount
+			}
+			wfs[c.WorkflowID] = true
+		}
+		f.Workflows = len(wfs)
+		f.Poison = f.Workflows >= Workflows || f.Failures >= Failures
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// holds reports whether vs has v (by kind and key, however it was written).
+func holds(vs []Value, v Value) bool {
+	return slices.ContainsFunc(vs, func(w Value) bool { return w.Kind == v.Kind && w.Key == v.Key })
+}
+
+// searchForm is the text the search text of a dead letter holding v holds: the value as
+// this input wrote it (the same value written otherwise elsewhere, "526-025-02-74" for
+// "5260250274", is not found: a limit of using the search text).
+func searchForm(v Value) string {
+	return v.raw
+}

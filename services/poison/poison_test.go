@@ -1,0 +1,114 @@
+package poison_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"lifeline/models"
+	"lifeline/models/modeltest"
+	"lifeline/services/poison"
+)
+
+func TestValues(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want []string // kind:key
+	}{
+		{`{"nip": "5260250274", "period": "2026-10"}`, []string{"nip:5260250274"}},
+		{`{"nip": "PL 526-025-02-74"}`, nil}, // a space inside: not a whole identifier
+		{`{"client": {"nip": "526-025-02-74"}, "invoice": "FV/2026/10/123"}`, []string{"nip:5260250274", "invoice:FV/2026/10/123"}},
+		{`{"pesel": "44051401359", "regon": 123456785, "amount": 1234.5}`, []string{"pesel:44051401359", "regon:123456785"}},
+		{`{"account": "PL61 1090 1014 0000 0712 1981 2874"}`, []string{"iban:61109010140000071219812874"}},
+		{`{"ksef": "5260250274-20261025-0A1B2C3D4E-5F", "note": "FV/2026/10/123 zapłacona"}`, []string{"ksef:5260250274-20261025-0A1B2C3D4E-5F"}},
+		{`{"client": "Kowalski", "n": 12}`, nil},
+		{`not json`, nil},
+	} {
+		var got []string
+		for _, v := range poison.Values([]byte(c.in)) {
+			got = append(got, v.Kind+":"+v.Key)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Values(%s) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestCheck: a value that failed in two workflows, or three times in one (a failure and two
+// manual retries that failed again), is poison; one failure is not; another organization's
+// items and a value inside a longer number do not count.
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		tx := db.Conn(ctx)
+		orgs := []string{models.NewID(), models.NewID()}
+		for _, id := range orgs {
+			if err := tx.Create(&models.Organization{ID: id, Name: "Biuro " + id[:6], CreatedAt: now}).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		wfs := map[string]string{}
+		wf := func(org, name string) string {
+			if id, ok := wfs[org+name]; ok {
+				return id
+			}
+			w := models.Workflow{ID: models.NewID(), OrganizationID: org, Name: name, Version: 1, Definition: models.JSON(`{}`),
+				UnknownErrors: "retry", WebhookToken: models.NewID(), WebhookSecret: "s", CreatedAt: now, UpdatedAt: now}
+			if err := tx.Create(&w).Error; err != nil {
+				t.Fatal(err)
+			}
+			wfs[org+name] = w.ID
+			return w.ID
+		}
+		item := func(org, workflow, input string, retries int, status string) string {
+			w := wf(org, workflow)
+			ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: w, WorkflowVersion: 1, Status: models.ExecDLQPending,
+				Input: models.JSON(input), TriggerType: "api", CorrelationID: "c", CreatedAt: now, UpdatedAt: now}
+			rec := models.ExecutionError{ID: models.NewID(), OrganizationID: org, ExecutionID: ex.ID, StepID: "s", ErrorType: "validation",
+				ErrorMessage: "x", Status: models.ErrDeadLetter, CreatedAt: now, UpdatedAt: now}
+			dl := models.DeadLetter{ID: models.NewID(), OrganizationID: org, ErrorID: rec.ID, WorkflowID: w, ExecutionID: ex.ID,
+				OriginalInput: models.JSON(input), StepStates: models.JSON(`[]`), FailedStepID: "s", Status: status, ManualRetryCount: retries,
+				ErrorType: "validation", Reason: "x", SearchText: models.SearchText(input), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
+			for _, row := range []any{&ex, &rec, &dl} {
+				if err := tx.Create(row).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			return dl.ID
+		}
+		org, other := orgs[0], orgs[1]
+		inVAT := item(org, "VAT", `{"invoice": "FV/2026/10/123", "nip": "5260250274"}`, 0, models.DLQPending)
+		item(org, "KSeF", `{"doc": {"number": "FV/2026/10/123"}}`, 0, models.DLQPending)
+		item(org, "VAT", `{"nip": "7010002137"}`, 2, models.DLQPending)
+		item(org, "VAT", `{"nip": "17010002137"}`, 0, models.DLQPending) // a PESEL holding the NIP's digits
+		item(other, "VAT", `{"nip": "5260250274"}`, 5, models.DLQPending)
+		item(other, "JPK", `{"nip": "5260250274"}`, 0, models.DLQPending)
+
+		svc := &poison.Service{DB: db}
+		flags, err := svc.Item(ctx, org, inVAT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]poison.Flag{}
+		for _, f := range flags {
+			got[f.Kind] = f
+		}
+		if f := got["invoice"]; !f.Poison || f.Workflows != 2 || f.Items != 2 || f.Failures != 2 {
+			t.Errorf("invoice in two workflows: %+v", f)
+		}
+		if f := got["nip"]; f.Poison || f.Items != 1 || f.Workflows != 1 {
+			t.Errorf("a NIP failed once here (the other organization's do not count): %+v", f)
+		}
+		flags, err = svc.Check(ctx, org, []byte(`{"nip": "7010002137"}`))
+		if err != nil || len(flags) != 1 || !flags[0].Poison || flags[0].Failures != 3 || flags[0].Items != 1 {
+			t.Errorf("three failures in one workflow: %+v %v", flags, err)
+		}
+		if _, err := svc.Item(ctx, other, inVAT); err == nil {
+			t.Error("another organization's item was read")
+		}
+	})
+}

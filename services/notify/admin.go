@@ -54,7 +54,7 @@ func (s *Service) SaveOrgSettings(ctx context.Context, orgID string, actor audit
 	row := &models.NotificationSettings{OrganizationID: orgID, Enabled: st.Enabled, Recipients: st.Recipients,
 		SlackWebhookURL: st.SlackWebhookURL, TeamsWebhookURL: st.TeamsWebhookURL, NotifyOnFirstFailure: st.NotifyOnFirstFailure,
 		NotifyOnRetryExhausted: st.NotifyOnRetryExhausted, NotifyOnDLQ: st.NotifyOnDLQ, NotifyOnBreakerOpen: st.NotifyOnBreakerOpen,
-		DigestThreshold: st.DigestThreshold, UpdatedAt: s.now()}
+		DigestThreshold: st.DigestThreshold, NotifyPer: st.NotifyPer, UpdatedAt: s.now()}
 	if row.Recipients == nil {
 		row.Recipients = models.TextList{}
 	}

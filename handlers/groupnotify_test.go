@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -139,7 +138,7 @@ func TestGroupInboxAndFailuresPage(t *testing.T) {
 		if r := do(t, oc, "GET", a.srv.URL+"/notifications/"+dg.ID+"/failures", "", nil); r.status != http.StatusNotFound {
 			t.Errorf("another organization's digest: %d", r.status)
 		}
-		if r := do(t, c, "GET", a.srv.URL+"/notifications/"+fmt.Sprint("nie-id")+"/failures", "", nil); r.status != http.StatusNotFound && r.status != http.StatusUnprocessableEntity {
+		if r := do(t, c, "GET", a.srv.URL+"/notifications/nie-id/failures", "", nil); r.status != http.StatusNotFound && r.status != http.StatusUnprocessableEntity {
 			t.Errorf("a bad id: %d", r.status)
 		}
 	})

@@ -122,6 +122,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /notifications/read-all":                 {},
 		"POST /notifications/:id/read":                 {},
 		"GET /notifications/:id/open":                  {query: []string{"to"}},
+		"GET /notifications/:id/failures":              {},
 		"GET /workflows/:id/notifications/edit":        {},
 		"POST /workflows/:id/notifications/edit":       {form: wfSettings},
 		"GET /workflows/:id/notifications":             {},

@@ -28,6 +28,7 @@ import (
 type notifyPagesService interface {
 	notificationService
 	DeliveryLog(ctx context.Context, orgID string, f notify.DeliveryFilter) (notify.DeliveryPage, error)
+	Covered(ctx context.Context, orgID, deliveryID string) ([]notify.Covered, error)
 	EffectiveSettings(ctx context.Context, orgID string, raw json.RawMessage) (notify.Settings, error)
 }
 
@@ -90,6 +91,10 @@ func (h *NotifyPagesHandler) formOf(l *i18n.Localizer, st notify.Settings) pages
 	for _, k := range eventKeys {
 		f.Events = append(f.Events, pages.Check{Name: k, Value: "true", Label: l.T("notifications.field." + k), Hint: l.TOr("notifications.field."+k+".hint", ""), Checked: on[k]})
 	}
+	for _, per := range []string{notify.PerGroup, notify.PerFailure} {
+		f.NotifyPer = append(f.NotifyPer, pages.Check{Name: "notifyPer", Value: per, Label: l.T("notifications.field.notifyPer." + per),
+			Hint: l.T("notifications.field.notifyPer." + per + ".hint"), Checked: cmp.Or(st.NotifyPer, notify.PerGroup) == per})
+	}
 	return f
 }
 
@@ -135,6 +140,7 @@ func settingsJSON(c echo.Context) (json.RawMessage, []string, error) {
 	for _, k := range eventKeys {
 		doc[k] = form.Get(k) == "true"
 	}
+	doc["notifyPer"] = cmp.Or(strings.TrimSpace(form.Get("notifyPer")), notify.PerGroup)
 	d := strings.TrimSpace(form.Get("digestThresholdPerMinute"))
 	if n, err := strconv.Atoi(d); err == nil {
 		doc["digestThresholdPerMinute"] = n
@@ -420,6 +426,21 @@ func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
 	}
 	switch e.Kind {
 	case notify.FirstFailure, notify.RetryExhausted, notify.DLQ, notify.BreakerOpened:
+	case notify.GroupOpened, notify.GroupFollowUp:
+		// A failure group's one entry: its title, where it fails, and how many executions
+		// it has now (counted in place as they come).
+		it.Kind, it.KindTone = l.T("notifications.event."+string(e.Kind)), "danger"
+		if e.Group != nil {
+			it.Title = l.Text(e.Group.Title)
+		}
+		it.Title = cmp.Or(it.Title, l.Text(e.Reason))
+		it.Facts = append(it.Facts, cmp.Or(e.WorkflowName, e.WorkflowID))
+		if step := cmp.Or(e.StepName, e.StepID); step != "" {
+			it.Facts = append(it.Facts, step)
+		}
+		it.ErrorType = e.ErrorType
+		it.Body = l.N("notifications.inbox.group.count", max(n.Occurrences, 1))
+		return it
 	default:
 		return it
 	}
@@ -466,7 +487,10 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 	now := h.Now()
 	for _, n := range items {
 		it := inboxItem(l, n)
-		if n.ExecutionID != "" {
+		switch {
+		case n.GroupID != "":
+			it.Link = cmp.Or(h.url("dlq.group", n.GroupID), h.url("dlq.problems")) // the group's page, once it exists
+		case n.ExecutionID != "":
 			it.Link = h.url("execution", n.ExecutionID)
 		}
 		if t, err := time.Parse(time.RFC3339, n.CreatedAt); err == nil {
@@ -743,4 +767,33 @@ func (h *NotifyPagesHandler) renderWorkflow(c echo.Context, status int, wf *mode
 	vm := pages.NotifyWorkflowVM{WorkflowName: wf.Name, WorkflowURL: h.url("workflow", wf.ID), OrgSettingsURL: h.url("notifications.settings"),
 		Version: wf.Version, Form: f, CSRF: csrfToken(c)}
 	return render(c, status, pages.NotifyWorkflowSettings(h.page(c, localizer(c).T("notifications.workflow.title", "Name", wf.Name), "workflows"), vm))
+}
+
+// Failures lists exactly the failures a digest or a failure group's follow-up (delivery id)
+// stands for, with their count: the page its message links to. Every member of the
+// organization may read it (the message went to a channel, not to a person); another
+// organization's delivery is 404.
+func (h *NotifyPagesHandler) Failures(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "notification"); err != nil {
+		return err
+	}
+	p, l := principal(c), localizer(c)
+	cov, err := h.ns.Covered(c.Request().Context(), p.OrganizationID, id)
+	if models.IsNotFound(err) {
+		return apperr.NotFound("notification")
+	}
+	if err != nil {
+		return err
+	}
+	vm := pages.NotifyFailuresVM{CountText: l.N("notifications.failures.count", len(cov))}
+	for _, f := range cov {
+		row := pages.NotifyFailure{Execution: shortID(f.ExecutionID), ExecutionURL: h.url("execution", f.ExecutionID), Subject: f.Subject,
+			Reason: l.Text(f.Reason), At: rfc(f.At), AtText: displayTime(l, f.At)}
+		if f.DeadLetterID != "" {
+			row.ItemURL = h.url("dlq.item", f.DeadLetterID)
+		}
+		vm.Rows = append(vm.Rows, row)
+	}
+	return render(c, http.StatusOK, pages.NotifyFailures(h.page(c, "notifications.failures.title", "notifications"), vm))
 }

@@ -112,6 +112,7 @@ func (s *Server) routes() {
 		app.POST("/notifications/read-all", np.MarkAllRead).Name = "notifications.read_all"
 		app.POST("/notifications/:id/read", np.MarkRead).Name = "notifications.read"
 		app.GET("/notifications/:id/open", np.Open).Name = "notifications.open"
+		app.GET("/notifications/:id/failures", np.Failures).Name = "notifications.failures"
 		if s.Workflows != nil {
 			app.GET("/workflows/:id/notifications/edit", np.WorkflowEdit, admin).Name = "workflow.notifications.edit"
 			app.POST("/workflows/:id/notifications/edit", np.WorkflowSave, admin).Name = "workflow.notifications.save"

@@ -72,8 +72,11 @@ type NotificationSettings struct {
 	// DigestThreshold is how many messages a minute one recipient gets for one workflow on
 	// one channel before the rest of the minute is folded into one digest.
 	DigestThreshold int
-	UpdatedBy       *string
-	UpdatedAt       time.Time
+	// NotifyPer is NotifyPerGroup or NotifyPerFailure: whether a dead letter notifies once
+	// for its failure group (and follow-ups) or once for itself.
+	NotifyPer string
+	UpdatedBy *string
+	UpdatedAt time.Time
 }
 
 func (NotificationSettings) TableName() string { return "notification_settings" }
@@ -172,7 +175,19 @@ type NotificationEvent struct {
 	Payload   JSON
 	DedupKey  string
 	CreatedAt time.Time
+	// GroupID is the failure group of a group's notification (opened or follow-up); it
+	// stands for the group's dead letters created after CoversFrom (none: from the start) up
+	// to CoversUntil, inclusive.
+	GroupID     *string
+	CoversFrom  *time.Time
+	CoversUntil *time.Time
 }
+
+// Notification grouping (notification_settings.notify_per).
+const (
+	NotifyPerGroup   = "group"
+	NotifyPerFailure = "failure"
+)
 
 func (NotificationEvent) TableName() string { return "notification_events" }
 
@@ -205,6 +220,8 @@ type NotificationDelivery struct {
 	DedupKey    string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// DigestID names the digest a digested delivery is folded into.
+	DigestID *string
 }
 
 func (NotificationDelivery) TableName() string { return "notification_deliveries" }
@@ -245,6 +262,10 @@ type Notification struct {
 	ExecutionID    string
 	CreatedAt      time.Time
 	ReadAt         *time.Time
+	// GroupID: the entry of a failure group (one per user and group, updated in place);
+	// Occurrences is how many items the group had when it was last updated.
+	GroupID     *string
+	Occurrences int
 }
 
 func (Notification) TableName() string { return "notifications" }

@@ -40,8 +40,9 @@ type StepError struct {
 }
 
 // deadLetter moves the execution to the DLQ: error record dead_letter, execution
-// DLQ_PENDING, and a dead_letter_queue row with the redacted input and every step's state.
-func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
+// DLQ_PENDING, and a dead_letter_queue row with the redacted input and every step's state;
+// join receives what joining its failure group did (for the notification).
+func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJoin) error {
 	tx, now, ex, def, failed := st.tx, st.now, r.ex, r.def, r.a
 	rec, c, decision, retriesDone := f.rec, f.c, f.decision, f.retriesDone
 	if err := st.errors().DeadLetterError(rec.ID); err != nil {
@@ -94,9 +95,11 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure) error {
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)),
 	}
-	if _, err := st.groups().JoinGroup(&dl, c.Code); err != nil {
+	j, err := st.groups().JoinGroup(&dl, c.Code)
+	if err != nil {
 		return err
 	}
+	*join = j
 	returned := false
 	if ex.DeadLetterID != nil {
 		// A manual replay failed: the item it served is pending again with the new error

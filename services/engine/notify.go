@@ -51,3 +51,14 @@ func stepEvent(kind notify.Kind, r *attemptRun, c classify.Result, now time.Time
 	}
 	return ev
 }
+
+// groupEvent names, on a dead letter's event ev, the failure group the item joined (join):
+// the notifier tells people once per group rather than once per failure when the settings
+// say so.
+func groupEvent(ev *notify.Event, join GroupJoin) {
+	if join.GroupID == "" {
+		return
+	}
+	ev.Group = &notify.GroupInfo{ID: join.GroupID, Title: join.Title, Count: join.Arrivals, New: join.New,
+		Reopened: join.Reopened, Muted: join.Muted}
+}

@@ -72,6 +72,7 @@ func (h *hooks) get(path string) []string {
 // produces exactly one email (to the real SMTP sink), one Slack and one Teams message (to
 // loopback receivers) and one in-app notification per admin and accountant; a failure handed
 // to a handler, a first failure and a notification compensation are notified as configured.
+// The workflow notifies per failure (notifyPer "failure"): the old behaviour, kept.
 func TestFailuresAreNotified(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
@@ -129,7 +130,8 @@ func TestFailuresAreNotified(t *testing.T) {
 		defer srv.Close()
 		wfs := &workflows.Service{DB: db, Steps: reg, Checks: []definition.Check{workflows.NotificationsCheck(notifier)}}
 		settings := fmt.Sprintf(`"errorNotifications": {"channels": ["email", "app", "slack", "teams"], "recipients": ["ksiegowa@biuro.example", "role:admin", "role:accountant"],
-		  "slackWebhookUrl": "%[1]s/slack", "teamsWebhookUrl": "%[1]s/teams", "notifyOnFirstFailure": true}`, hookSrv.URL)
+		  "slackWebhookUrl": "%[1]s/slack", "teamsWebhookUrl": "%[1]s/teams", "notifyOnFirstFailure": true,
+		  "notifyPer": "failure"}`, hookSrv.URL)
 		def := fmt.Sprintf(`{"name": "VAT powiadomienia", "settings": {"retryPolicy": {"maxRetries": 1, "initialDelayMs": 1000, "jitterRatio": 0},
 		  "circuitBreaker": {"enabled": false}, "subject": "{{ input.client }}", %s},
 		  "steps": [{"id": "file", "name": "Wysyłka JPK", "type": "http", "config": {"method": "POST", "url": "%s/bank"}}]}`, settings, srv.URL)
@@ -274,7 +276,8 @@ func TestFailuresAreNotified(t *testing.T) {
 		if got := kindsOf(handled.ID); got != "breaker_opened,retry_exhausted" {
 			t.Errorf("handled execution: %s", got)
 		}
-		if got := kindsOf(rolled.ID); got != "compensation,dlq" {
+		// This workflow keeps the organization's default, per group: its dead letter opens a group.
+		if got := kindsOf(rolled.ID); got != "compensation,group_opened" {
 			t.Errorf("rolled-back execution: %s", got)
 		}
 		var msg models.NotificationEvent

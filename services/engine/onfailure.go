@@ -55,11 +55,13 @@ func (e *failures) failedForGood(st stateTx, r *attemptRun, upd map[string]any, 
 	if err := st.FinishAttempt(a, generation, models.StepDLQ, upd); err != nil {
 		return "", nil, err
 	}
-	if err := e.deadLetter(st, r, f); err != nil {
+	var join GroupJoin
+	if err := e.deadLetter(st, r, f, &join); err != nil {
 		return "", nil, err
 	}
 	ev := stepEvent(notify.DLQ, r, f.c, now)
 	ev.RetriesExhausted = exhausted
+	groupEvent(&ev, join)
 	if err := e.emit(tx, ev); err != nil {
 		return "", nil, err
 	}

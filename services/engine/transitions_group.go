@@ -17,6 +17,10 @@ type GroupJoin struct {
 	// New: the group was made for this item. Reopened: it was resolved and this item
 	// reopened it. Muted: it is muted (the item joins it silently).
 	New, Reopened, Muted bool
+	// Arrivals counts the items that ever joined the group, this one included; Title is
+	// the group's title (the reason with its variable parts as placeholders).
+	Arrivals int
+	Title    string
 }
 
 // joinGroupSQL is JoinGroup's one statement, the same on both databases: the group of the
@@ -58,7 +62,8 @@ func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error
 		return GroupJoin{}, err
 	}
 	dl.GroupID = &row.ID
-	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1, Reopened: row.Reopened, Muted: row.State == models.GroupMuted}, nil
+	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
+		Arrivals: row.Arrivals, Title: p.Template}, nil
 }
 
 // ResolveGroupOf resolves the group of the dead letter dlID when none of its items is pending

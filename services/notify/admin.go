@@ -54,7 +54,7 @@ func (s *Service) SaveOrgSettings(ctx context.Context, orgID string, actor audit
 	row := &models.NotificationSettings{OrganizationID: orgID, Enabled: st.Enabled, Recipients: st.Recipients,
 		SlackWebhookURL: st.SlackWebhookURL, TeamsWebhookURL: st.TeamsWebhookURL, NotifyOnFirstFailure: st.NotifyOnFirstFailure,
 		NotifyOnRetryExhausted: st.NotifyOnRetryExhausted, NotifyOnDLQ: st.NotifyOnDLQ, NotifyOnBreakerOpen: st.NotifyOnBreakerOpen,
-		DigestThreshold: st.DigestThreshold, UpdatedAt: s.now()}
+		DigestThreshold: st.DigestThreshold, NotifyPer: st.NotifyPer, UpdatedAt: s.now()}
 	if row.Recipients == nil {
 		row.Recipients = models.TextList{}
 	}
@@ -232,6 +232,10 @@ type InApp struct {
 	ExecutionID string  `json:"executionId,omitempty"`
 	CreatedAt   string  `json:"createdAt"`
 	ReadAt      *string `json:"readAt"`
+	// GroupID is the failure group of a group's entry (the user's one for it), and
+	// Occurrences how many executions the group has had, counted in place.
+	GroupID     string `json:"groupId,omitempty"`
+	Occurrences int    `json:"occurrences,omitempty"`
 	// Event is what the notification tells of (nil for a digest or a test), so a page can
 	// show it in its reader's language rather than the text made when it was sent.
 	Event *Event `json:"-"`
@@ -251,7 +255,10 @@ func (s *Service) Inbox(ctx context.Context, orgID, userID string, limit int) ([
 	out := make([]InApp, 0, len(rows))
 	for _, r := range rows {
 		n := InApp{ID: r.ID, Kind: r.Kind, Title: r.Title, Body: r.Body, Link: r.Link, ExecutionID: r.ExecutionID,
-			CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Event: events[r.DeliveryID]}
+			CreatedAt: r.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"), Event: events[r.DeliveryID], GroupID: deref(r.GroupID)}
+		if r.GroupID != nil {
+			n.Occurrences = r.Occurrences
+		}
 		if r.ReadAt != nil {
 			v := r.ReadAt.UTC().Format("2006-01-02T15:04:05Z")
 			n.ReadAt = &v

@@ -167,6 +167,17 @@ func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery,
 		if err != nil || !won {
 			return err // lost the claim: the new holder writes it
 		}
+		if n.GroupID != nil {
+			// A group's entry is the user's one for the group: updated in place (unread
+			// again, on top), made only the first time.
+			res := tx.Model(&models.Notification{}).Where("organization_id = ? AND user_id = ? AND group_id = ?", n.OrganizationID, n.UserID, *n.GroupID).
+				Updates(map[string]any{"delivery_id": n.DeliveryID, "kind": n.Kind, "title": n.Title, "body": n.Body, "link": n.Link,
+					"execution_id": n.ExecutionID, "occurrences": gorm.Expr("CASE WHEN occurrences > ? THEN occurrences ELSE ? END", n.Occurrences, n.Occurrences),
+					"read_at": nil, "created_at": now})
+			if res.Error != nil || res.RowsAffected == 1 {
+				return res.Error
+			}
+		}
 		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "delivery_id"}},
 			DoUpdates: clause.Assignments(map[string]any{"read_at": nil, "created_at": now})}).Create(&n).Error
 	})
@@ -179,24 +190,36 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 		return Message{}, models.Notification{}, err
 	}
 	var m Message
+	var group *string
+	occurrences := 1
 	switch {
 	case d.EventKind == string(Digest):
-		var rows []struct{ ExecutionID string }
-		if err := s.db.Conn(ctx).Model(&models.NotificationDelivery{}).Select("execution_id").
-			Where("organization_id = ? AND workflow_id = ? AND channel = ? AND recipient = ? AND window_start = ? AND status = ?",
-				d.OrganizationID, d.WorkflowID, d.Channel, d.Recipient, d.WindowStart, models.DeliveryDigested).
-			Order("created_at").Scan(&rows).Error; err != nil {
+		cov, _, err := s.covered(s.db.Conn(ctx), d)
+		if err != nil {
 			return m, models.Notification{}, err
-		}
-		var execs []string
-		for _, r := range rows {
-			if r.ExecutionID != "" {
-				execs = append(execs, r.ExecutionID)
-			}
 		}
 		var name string
 		s.db.Conn(ctx).Model(&models.Workflow{}).Where("organization_id = ? AND id = ?", d.OrganizationID, d.WorkflowID).Pluck("name", &name)
-		m = s.renderDigest(name, d.WorkflowID, d.WindowStart, execs, len(rows), rc)
+		m = s.renderDigest(name, d, cov, rc)
+	case groupKind(d.EventKind) && d.EventID != nil:
+		cov, ev, err := s.covered(s.db.Conn(ctx), d)
+		if err != nil {
+			return m, models.Notification{}, err
+		}
+		var e Event
+		if err := json.Unmarshal(ev.Payload, &e); err != nil {
+			return m, models.Notification{}, Permanentf("the event is not readable: %v", err)
+		}
+		count := 0
+		if ev.GroupID != nil {
+			s.db.Conn(ctx).Model(&models.Group{}).Where("organization_id = ? AND id = ?", d.OrganizationID, *ev.GroupID).Pluck("arrivals", &count)
+		}
+		if count == 0 && e.Group != nil {
+			count = e.Group.Count
+		}
+		m = s.renderGroup(d, ev, e, cov, count, rc)
+		group = ev.GroupID
+		occurrences = count
 	case d.EventKind == string(Test) || d.EventID == nil:
 		m = s.render(Event{Kind: Test, At: d.CreatedAt}, rc)
 	default:
@@ -217,7 +240,8 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 	}
 	m.DedupKey = d.DedupKey
 	n := models.Notification{ID: models.NewID(), OrganizationID: d.OrganizationID, UserID: userID, DeliveryID: d.ID,
-		Kind: d.EventKind, Title: m.Title, Body: m.Text, Link: m.Link, ExecutionID: d.ExecutionID, CreatedAt: s.now()}
+		Kind: d.EventKind, Title: m.Title, Body: m.Text, Link: m.Link, ExecutionID: d.ExecutionID, CreatedAt: s.now(),
+		GroupID: group, Occurrences: occurrences}
 	return m, n, nil
 }
 

@@ -59,9 +59,26 @@ const (
 	Compensation Kind = "compensation"
 	// Digest is the kind of the deliveries that fold a storm's messages; Emit never takes it.
 	Digest Kind = "digest"
+	// GroupOpened is the kind of the notification of a new or reopened failure group, and
+	// GroupFollowUp of a group's hourly follow-up; Emit records them for a DLQ event with
+	// a group when the settings notify per group.
+	GroupOpened   Kind = "group_opened"
+	GroupFollowUp Kind = "group_followup"
 	// Test is the kind of a test message (Service.Test); never recorded.
 	Test Kind = "test"
 )
+
+// GroupInfo is what a DLQ event says of the failure group its dead letter joined.
+type GroupInfo struct {
+	ID string
+	// Title is the group's title (the reason with its variable parts as placeholders).
+	Title string
+	// Count is how many items ever joined the group, this one included.
+	Count int
+	// New: the group was made for this item; Reopened: it was resolved and this item
+	// reopened it; Muted: it is muted (its items notify nothing until the mute ends).
+	New, Reopened, Muted bool
+}
 
 // Kinds lists the kinds Emit takes.
 var Kinds = []Kind{FirstFailure, RetryExhausted, DLQ, BreakerOpened, Compensation}
@@ -93,6 +110,8 @@ type Event struct {
 	Settings json.RawMessage `json:"-"`
 	// At is when it happened (default: the service's clock).
 	At time.Time
+	// Group, on a DLQ event, is the failure group the dead letter joined (nil: none).
+	Group *GroupInfo `json:",omitempty"`
 	// DedupKey, when set, makes Emit idempotent: a second Emit with the same key records
 	// nothing (e.g. the attempt id). Default: kind, execution, step, breaker and At.
 	DedupKey string `json:"-"`

@@ -556,9 +556,9 @@ func TestStormBecomesDigest(t *testing.T) {
 		if n := e.dispatch(t); n != 0 {
 			t.Errorf("digest sent before its slack: %d", n)
 		}
-		e.clk.Add(30 * time.Second) // 09:01:30
+		e.clk.Add(5 * time.Second) // 09:01:05: within 5 s of the end of its minute
 		if n := e.dispatch(t); n != 1 {
-			t.Errorf("digest not sent half a minute after the minute: %d", n)
+			t.Errorf("digest not sent within 5 s of the end of its minute: %d", n)
 		}
 		msgs := e.sink.Messages()
 		if len(msgs) != 4 {
@@ -755,6 +755,77 @@ func TestBatchClaimsOnlyWhatItSends(t *testing.T) {
 		db.Conn(context.Background()).Model(&models.NotificationDelivery{}).Where("status = ?", models.DeliverySent).Count(&sent)
 		if sent != n {
 			t.Fatalf("sent %d of %d", sent, n)
+		}
+	})
+}
+
+// A storm of 100 failures of one workflow in a minute: the first ones are sent one by one,
+// the rest go into one digest that goes out within 5 s of the end of its minute, names every
+// one of them and links to the list of exactly them (with their count); a failure of that
+// minute recorded after its digest was sent goes into a late digest, not into no message.
+func TestDigestNamesEveryFailure(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		e := newEnv(t, db)
+		sl := newReceiver(t, 200)
+		e.settings(t, e.org.id, fmt.Sprintf(`{"channels": ["email", "slack"], "recipients": ["szef@nowak.pl"], "slackWebhookUrl": %q}`, sl.URL+"/services/T1/B1/x"))
+		start := e.clk.Now() // 09:00:10
+		var execs []string
+		for i := range 100 {
+			ev := e.dlqEvent(models.NewID())
+			ev.At = start.Add(time.Duration(i) * 400 * time.Millisecond)
+			execs = append(execs, ev.ExecutionID)
+			e.emit(t, ev)
+		}
+		if n := e.dispatch(t); n != 2*notify.DefaultDigestThreshold {
+			t.Fatalf("sent %d one by one, want %d", n, 2*notify.DefaultDigestThreshold)
+		}
+		e.clk.Add(55 * time.Second) // 09:01:05
+		if n := e.dispatch(t); n != 2 {
+			t.Fatalf("digests sent within 5 s of the end of their minute: %d, want 2 (email, Slack)", n)
+		}
+		msgs := e.sink.Messages()
+		digest := decodeQP(string(msgs[len(msgs)-1].Data))
+		folded := execs[notify.DefaultDigestThreshold:]
+		for _, id := range folded {
+			if !strings.Contains(digest, id) {
+				t.Fatalf("the digest does not name %s:\n%s", id, digest)
+			}
+		}
+		if !strings.Contains(digest, "90 kolejnych") {
+			t.Errorf("the digest does not count its 90 failures:\n%s", digest)
+		}
+		var dg models.NotificationDelivery
+		if err := db.Conn(ctx).Where("event_kind = ? AND channel = ?", "digest", "slack").First(&dg).Error; err != nil {
+			t.Fatal(err)
+		}
+		posts := sl.got()
+		if !strings.Contains(string(posts[len(posts)-1]), "https://lifeline.example.pl/notifications/"+dg.ID+"/failures") ||
+			!strings.Contains(string(posts[len(posts)-1]), "(90)") {
+			t.Errorf("the Slack digest does not link to the list of its 90 failures: %s", posts[len(posts)-1])
+		}
+		cov, err := e.svc.Covered(ctx, e.org.id, dg.ID)
+		if err != nil || len(cov) != len(folded) {
+			t.Fatalf("the digest's list: %d failures (%v), want %d", len(cov), err, len(folded))
+		}
+		for i, c := range cov {
+			if c.ExecutionID != folded[i] {
+				t.Fatalf("the digest's list %d: %s, want %s", i, c.ExecutionID, folded[i])
+			}
+		}
+
+		// A commit of the past minute after its digest went out: a late digest names it.
+		late := e.dlqEvent(models.NewID())
+		late.At = start.Add(49 * time.Second)
+		e.emit(t, late)
+		e.clk.Add(time.Minute) // 09:02:05
+		if n := e.dispatch(t); n != 2 {
+			t.Fatalf("late digests sent: %d, want 2", n)
+		}
+		msgs = e.sink.Messages()
+		if !strings.Contains(decodeQP(string(msgs[len(msgs)-1].Data)), late.ExecutionID) {
+			t.Errorf("the late failure is named in no message")
 		}
 	})
 }

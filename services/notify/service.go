@@ -94,6 +94,11 @@ type Config struct {
 	BaseURL string
 	// ExecutionPath builds the path of an execution's page (default "/executions/{id}").
 	ExecutionPath func(id string) string
+	// GroupPath builds the path of a failure group's page (default "/dlq/groups/{id}").
+	GroupPath func(id string) string
+	// FailuresPath builds the path of the list of exactly the failures a digest or a
+	// group's follow-up (delivery id) stands for (default "/notifications/{id}/failures").
+	FailuresPath func(deliveryID string) string
 	// Allow is LIFELINE_OUTBOUND_ALLOW (webhook URLs inside it are accepted at save).
 	Allow []netip.Prefix
 	// Senders are the providers by channel; a channel without one fails its deliveries
@@ -134,6 +139,12 @@ func New(db *models.DB, cfg Config) *Service {
 	}
 	if cfg.ExecutionPath == nil {
 		cfg.ExecutionPath = func(id string) string { return "/executions/" + id }
+	}
+	if cfg.GroupPath == nil {
+		cfg.GroupPath = func(id string) string { return "/dlq/groups/" + id }
+	}
+	if cfg.FailuresPath == nil {
+		cfg.FailuresPath = func(id string) string { return "/notifications/" + id + "/failures" }
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
@@ -220,9 +231,11 @@ func keyPart(recipient string) string {
 }
 
 // digestSlack is how long after its minute a digest waits: an engine transaction that
-// recorded a failure late in the minute may commit a little after it, and its message must
-// still be folded into the digest, not left behind.
-const digestSlack = 30 * time.Second
+// recorded a failure late in the minute may commit a little after it. It is short (the
+// digest goes out within 5 s of the end of its minute, the dispatcher running every
+// second): a failure recorded after its digest was taken is folded into a late digest
+// instead (see foldInto), never left behind.
+const digestSlack = 2 * time.Second
 
 // Emit records ev and its deliveries in tx, the caller's transaction (the one that records
 // the failure), following the settings (the workflow's settings.errorNotifications over the
@@ -260,6 +273,9 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 	if !wants(st, ev) || len(st.Channels) == 0 {
 		return nil
 	}
+	if ev.Kind == DLQ && ev.Group != nil && ev.Group.Muted && st.NotifyPer != PerFailure {
+		return nil // a muted group notifies nothing until its mute ends
+	}
 	targets, err := s.recipients(tx, ev.OrganizationID, st)
 	if err != nil {
 		return err
@@ -267,12 +283,15 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 	if len(targets) == 0 {
 		return nil
 	}
+	if ev.Kind == DLQ && ev.Group != nil && st.NotifyPer != PerFailure {
+		return s.emitGroup(tx, ev, targets)
+	}
 	dedup := ev.DedupKey
 	if dedup == "" {
 		dedup = fmt.Sprintf("%s:%s:%s:%s:%d", ev.Kind, ev.ExecutionID, ev.StepID, ev.BreakerID, ev.At.UnixNano())
 	}
 	dedup = ev.OrganizationID + ":" + dedup
-	payload, err := json.Marshal(ev)
+	payload, err := jsonOf(ev)
 	if err != nil {
 		return err
 	}
@@ -299,19 +318,15 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 			WindowStart: window, DedupKey: dedup + ":" + string(t.channel) + ":" + keyPart(t.recipient), CreatedAt: now, UpdatedAt: now}
 		// Compensations are explicit messages of a rollback: never folded.
 		if ev.WorkflowID != "" && ev.Kind != Compensation && counts[string(t.channel)+"\x00"+t.recipient] >= int64(st.DigestThreshold) {
-			d.Status = models.DeliveryDigested
-			d.NextAttemptAt = window.Add(time.Minute + digestSlack)
-			digest := d
-			digest.ID = models.NewID()
-			digest.EventID = nil
-			digest.ExecutionID = ""
-			digest.EventKind = string(Digest)
-			digest.Status = models.DeliveryPending
-			digest.DedupKey = fmt.Sprintf("%s:digest:%s:%s:%s:%d", ev.OrganizationID, ev.WorkflowID, t.channel, keyPart(t.recipient), window.Unix())
-			if err := s.db.SealDeliveryTarget(&digest); err != nil {
+			digest, err := s.foldInto(tx, d, window, now)
+			if err != nil {
 				return err
 			}
-			ds = append(ds, digest)
+			if digest != "" {
+				d.Status = models.DeliveryDigested
+				d.DigestID = &digest
+				d.NextAttemptAt = window.Add(time.Minute + digestSlack)
+			}
 		}
 		if err := s.db.SealDeliveryTarget(&d); err != nil {
 			return err
@@ -336,7 +351,7 @@ func (s *Service) windowCounts(tx *gorm.DB, workflowID string, window time.Time)
 		N                  int64
 	}
 	if err := tx.Model(&models.NotificationDelivery{}).Select("channel, recipient, COUNT(*) AS n").
-		Where("workflow_id = ? AND window_start = ? AND event_kind <> ?", workflowID, window, string(Digest)).
+		Where("workflow_id = ? AND window_start = ? AND event_kind NOT IN ?", workflowID, window, []string{string(Digest), string(GroupOpened), string(GroupFollowUp)}).
 		Group("channel, recipient").Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("notify: count the minute's deliveries: %w", err)
 	}
@@ -345,6 +360,60 @@ func (s *Service) windowCounts(tx *gorm.DB, workflowID string, window time.Time)
 	}
 	return out, nil
 }
+
+// foldInto returns the digest delivery d (about to be recorded) is folded into: the digest
+// of its minute window (channel, recipient, workflow), made now or one already recorded that has not been taken for sending (AttachToDigest holds it
+// until tx commits, so the digest names d). When the window's digest was already taken, d
+// goes into a late digest of the minute it is recorded in, due at that minute's end; when
+// that one was taken too (a dispatcher faster than a commit), d is not folded ("").
+func (s *Service) foldInto(tx *gorm.DB, d models.NotificationDelivery, window, now time.Time) (string, error) {
+	base := fmt.Sprintf("%s:digest:%s:%s:%s:%d", d.OrganizationID, d.WorkflowID, d.Channel, keyPart(d.Recipient), window.Unix())
+	late := now.Truncate(time.Minute)
+	for i, key := range []string{base, base + fmt.Sprintf(":late:%d", late.Unix())} {
+		var cur models.NotificationDelivery
+		if err := tx.Select("id, status").Where("dedup_key = ?", key).Limit(1).Find(&cur).Error; err != nil {
+			return "", fmt.Errorf("notify: the minute's digest: %w", err)
+		}
+		if cur.ID == "" {
+			digest := d
+			digest.ID = models.NewID()
+			digest.EventID = nil
+			digest.ExecutionID = ""
+			digest.EventKind = string(Digest)
+			digest.Status = models.DeliveryPending
+			digest.DedupKey = key
+			digest.NextAttemptAt = window.Add(time.Minute + digestSlack)
+			if i > 0 {
+				digest.NextAttemptAt = late.Add(time.Minute + digestSlack)
+			}
+			if err := s.db.SealDeliveryTarget(&digest); err != nil {
+				return "", err
+			}
+			// A digest made by another transaction meanwhile wins the key: this one is
+			// inserted only when it is still free.
+			res := tx.Clauses(onConflictDoNothing("dedup_key")).Create(&digest)
+			if res.Error != nil {
+				return "", fmt.Errorf("notify: record the digest: %w", res.Error)
+			}
+			if res.RowsAffected == 1 {
+				return digest.ID, nil
+			}
+			if err := tx.Select("id, status").Where("dedup_key = ?", key).Limit(1).Find(&cur).Error; err != nil {
+				return "", err
+			}
+		}
+		won, err := AttachToDigest(tx, cur.ID, now)
+		if err != nil {
+			return "", err
+		}
+		if won {
+			return cur.ID, nil
+		}
+	}
+	return "", nil
+}
+
+func jsonOf(ev Event) ([]byte, error) { return json.Marshal(ev) }
 
 type target struct {
 	channel   Channel

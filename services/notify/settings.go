@@ -59,12 +59,22 @@ type Settings struct {
 	NotifyOnBreakerOpen    bool      `json:"notifyOnBreakerOpen"`
 	// DigestThreshold is the organization's (a workflow cannot set it).
 	DigestThreshold int `json:"digestThresholdPerMinute"`
+	// NotifyPer is "group" (default: a dead letter notifies once for its failure group, the
+	// group's later items update that notification and send at most one follow-up an hour)
+	// or "failure" (every dead letter notifies, folded into digests in a storm).
+	NotifyPer string `json:"notifyPer"`
 }
+
+// NotifyPer values.
+const (
+	PerGroup   = models.NotifyPerGroup
+	PerFailure = models.NotifyPerFailure
+)
 
 // DefaultSettings are seed 000's defaults.
 func DefaultSettings() Settings {
 	return Settings{Enabled: true, Channels: []Channel{Email, App}, NotifyOnRetryExhausted: true, NotifyOnDLQ: true,
-		DigestThreshold: DefaultDigestThreshold}
+		DigestThreshold: DefaultDigestThreshold, NotifyPer: PerGroup}
 }
 
 // FieldPrefix is the path of the settings in a definition; ParseSettings keys its field
@@ -190,6 +200,13 @@ func parseSettings(raw json.RawMessage, prefix string, org bool, allow []netip.P
 			} else {
 				s.TeamsWebhookURL = u
 			}
+		case "notifyPer":
+			var p string
+			if err := json.Unmarshal(v, &p); err != nil || (p != PerGroup && p != PerFailure) {
+				fields[key(prefix, k)] = "must be group or failure"
+				continue
+			}
+			s.NotifyPer = p
 		case "digestThresholdPerMinute":
 			if !org {
 				fields[key(prefix, k)] = "is set for the organization only"
@@ -264,6 +281,9 @@ func merge(o, w Settings, set map[string]bool) Settings {
 	if set["notifyOnBreakerOpen"] {
 		out.NotifyOnBreakerOpen = w.NotifyOnBreakerOpen
 	}
+	if set["notifyPer"] {
+		out.NotifyPer = w.NotifyPer
+	}
 	return out
 }
 
@@ -274,12 +294,15 @@ func SettingsFromRow(r *models.NotificationSettings) Settings {
 	}
 	s := Settings{Enabled: r.Enabled, Recipients: r.Recipients, SlackWebhookURL: r.SlackWebhookURL, TeamsWebhookURL: r.TeamsWebhookURL,
 		NotifyOnFirstFailure: r.NotifyOnFirstFailure, NotifyOnRetryExhausted: r.NotifyOnRetryExhausted, NotifyOnDLQ: r.NotifyOnDLQ,
-		NotifyOnBreakerOpen: r.NotifyOnBreakerOpen, DigestThreshold: r.DigestThreshold}
+		NotifyOnBreakerOpen: r.NotifyOnBreakerOpen, DigestThreshold: r.DigestThreshold, NotifyPer: r.NotifyPer}
 	for _, c := range r.Channels {
 		s.Channels = append(s.Channels, Channel(c))
 	}
 	if s.DigestThreshold < 1 {
 		s.DigestThreshold = DefaultDigestThreshold
+	}
+	if s.NotifyPer != PerFailure {
+		s.NotifyPer = PerGroup
 	}
 	return s
 }

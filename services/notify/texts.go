@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"lifeline/models"
 )
 
 // DefaultLanguage is the language of a recipient with no saved language in an organization
@@ -54,6 +56,15 @@ func (r recipientCtx) time(t time.Time) string {
 		z = time.UTC
 	}
 	return t.In(z).Format("2006-01-02 15:04:05 MST")
+}
+
+// clock is t's time of day where the recipient is (15:04).
+func (r recipientCtx) clock(t time.Time) string {
+	z := r.Zone
+	if z == nil {
+		z = time.UTC
+	}
+	return t.In(z).Format("15:04")
 }
 
 // link returns the absolute URL of an execution's page.
@@ -134,27 +145,24 @@ func (s *Service) render(ev Event, rc recipientCtx) Message {
 	return m
 }
 
-// renderDigest builds the digest of n folded events of a workflow in a minute.
-func (s *Service) renderDigest(name, workflowID string, window time.Time, execs []string, n int, rc recipientCtx) Message {
+// renderDigest builds digest d of a workflow's minute: it names every failure it stands
+// for (cov: the deliveries folded into it, by execution and client) and links to the list of
+// exactly them, with their count.
+func (s *Service) renderDigest(name string, d *models.NotificationDelivery, cov []Covered, rc recipientCtx) Message {
 	l := s.lang(rc.Lang)
 	tr := s.tr
 	if name == "" {
-		name = workflowID
+		name = d.WorkflowID
 	}
-	m := Message{Lang: l, Title: tr(l, "title.digest", "Workflow", name, "Count", n), LinkText: tr(l, "link.digest")}
+	n := len(cov)
+	window := d.WindowStart
+	m := Message{Lang: l, Title: tr(l, "title.digest", "Workflow", name, "Count", n),
+		Link: s.failuresLink(d.ID), LinkText: tr(l, "link.failures", "Count", n)}
 	intro := tr(l, "intro.digest", "From", rc.time(window), "To", rc.time(window.Add(time.Minute)), "Count", n)
-	m.Facts = append(m.Facts, Fact{tr(l, "fact.workflow"), fmt.Sprintf("%s (%s)", name, workflowID)})
-	var links []string
-	for i, e := range execs {
-		if i == 10 {
-			links = append(links, tr(l, "more", "Count", len(execs)-10))
-			break
-		}
-		links = append(links, s.link(e))
-	}
-	if len(links) > 0 {
-		m.Facts = append(m.Facts, Fact{tr(l, "fact.executions"), strings.Join(links, "\n")})
-		m.Link = s.link(execs[0])
+	m.Facts = append(m.Facts, Fact{tr(l, "fact.workflow"), fmt.Sprintf("%s (%s)", name, d.WorkflowID)})
+	m.Facts = append(m.Facts, Fact{tr(l, "fact.count"), fmt.Sprint(n)})
+	if n > 0 {
+		m.Facts = append(m.Facts, Fact{tr(l, "fact.executions"), s.executionList(cov)})
 	}
 	m.Text, m.HTML = bodies(l, intro, m.Facts, m.Link, m.LinkText, tr(l, "footer"))
 	return m

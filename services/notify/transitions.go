@@ -55,3 +55,14 @@ func ResendDelivery(conn *gorm.DB, d *models.NotificationDelivery, now time.Time
 		"status": models.DeliveryPending, "attempts": 0, "next_attempt_at": now, "claim_token": nil, "lease_until": nil, "updated_at": now})
 	return res.RowsAffected == 1, res.Error
 }
+
+// AttachToDigest holds digest id, still pending (not taken for sending), for a delivery
+// about to be folded into it in tx: it touches the digest under that guard, so a dispatcher's
+// ClaimDelivery of it waits for tx (PostgreSQL's row lock; SQLite's one writer) and then
+// reads the folded delivery with it. Lost (false) when the digest was taken already: the
+// delivery must go elsewhere.
+func AttachToDigest(tx *gorm.DB, id string, now time.Time) (bool, error) {
+	res := tx.Model(&models.NotificationDelivery{}).Where("id = ? AND status = ?", id, models.DeliveryPending).
+		Update("updated_at", now)
+	return res.RowsAffected == 1, res.Error
+}

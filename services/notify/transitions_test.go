@@ -56,6 +56,9 @@ func TestDeliveryTransitions(t *testing.T) {
 			{"ResendDelivery: failed", delivery(models.DeliveryFailed, nil, nil), resend(ctx, db, now, ""), true, models.DeliveryPending},
 			{"ResendDelivery lost: changed since it was read", delivery(models.DeliverySending, tok(), &future), resend(ctx, db, now, models.DeliverySent), false, models.DeliverySending},
 			{"ResendDelivery lost: pending", delivery(models.DeliveryPending, nil, nil), resend(ctx, db, now, ""), false, models.DeliveryPending},
+			{"AttachToDigest: pending", delivery(models.DeliveryPending, nil, nil), attach(ctx, db, now), true, models.DeliveryPending},
+			{"AttachToDigest lost: taken for sending", delivery(models.DeliverySending, tok(), &future), attach(ctx, db, now), false, models.DeliverySending},
+			{"AttachToDigest lost: sent", delivery(models.DeliverySent, nil, nil), attach(ctx, db, now), false, models.DeliverySent},
 		}
 		for _, c := range cases {
 			won, err := c.run(c.d)
@@ -91,4 +94,8 @@ func resend(ctx context.Context, db *models.DB, now time.Time, status string) fu
 		}
 		return ResendDelivery(db.Conn(ctx), d, now)
 	}
+}
+
+func attach(ctx context.Context, db *models.DB, now time.Time) func(d *models.NotificationDelivery) (bool, error) {
+	return func(d *models.NotificationDelivery) (bool, error) { return AttachToDigest(db.Conn(ctx), d.ID, now) }
 }

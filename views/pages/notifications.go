@@ -26,6 +26,8 @@ type NotifySettingsForm struct {
 	SlackWebhookURL, TeamsWebhookURL string
 	Events                           []Check // notifyOnFirstFailure, …
 	DigestThreshold                  string
+	// NotifyPer are the choices of notifyPer: per failure group (default) or per failure.
+	NotifyPer []Check
 	// Errors are field messages by field name; FormError the message of the whole form.
 	Errors    map[string]string
 	FormError string
@@ -162,4 +164,18 @@ func shortUUID(id string) string {
 // handler; the handlers' tests load the card from the URL the page renders.
 func workflowNotificationsURL(workflowID string) string {
 	return "/workflows/" + url.PathEscape(workflowID) + "/notifications"
+}
+
+// NotifyFailuresVM feeds NotifyFailures: exactly the failures a digest or a failure group's
+// follow-up stands for.
+type NotifyFailuresVM struct {
+	CountText string // "90 executions"
+	Rows      []NotifyFailure
+}
+
+// NotifyFailure is one failure of a notification's list.
+type NotifyFailure struct {
+	Execution, ExecutionURL, ItemURL string
+	Subject, Reason                  string
+	At, AtText                       string
 }

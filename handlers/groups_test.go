@@ -301,7 +301,7 @@ func TestProblemsPage(t *testing.T) {
 		}
 		a.failures(tn.org, wf.ID, "526104082", "701000213", "123456789", "down")
 		browser, csrf := a.browser(tn)
-		r := do(t, browser, "GET", a.srv.URL+"/dlq/problems", "", nil)
+		r := do(t, browser, "GET", a.srv.URL+"/dlq", "", nil)
 		if r.status != 200 {
 			t.Fatalf("problems: %d", r.status)
 		}
@@ -340,9 +340,34 @@ func TestProblemsPage(t *testing.T) {
 			t.Errorf("confirmation of the group's retry: %d", r.status)
 		}
 		// The DLQ list links to it.
-		if list := parseListDoc(t, do(t, browser, "GET", a.srv.URL+"/dlq", "", nil).body); len(list.testID("dlq-problems-link")) != 1 ||
-			listAttr(list.testID("dlq-problems-link")[0].root, "href") != "/dlq/problems" {
+		if list := parseListDoc(t, do(t, browser, "GET", a.srv.URL+"/dlq/items", "", nil).body); len(list.testID("dlq-problems-link")) != 1 ||
+			listAttr(list.testID("dlq-problems-link")[0].root, "href") != "/dlq" {
 			t.Error("the DLQ list does not link to Problems")
+		}
+		// The group's page: the problem, its actions, its items as the list shows them.
+		gp := do(t, browser, "GET", a.srv.URL+listAttr(nip.testID("problem-open")[0].root, "href"), "", nil)
+		gd := parseListDoc(t, gp.body)
+		if gp.status != 200 || len(gd.testID("group-title")) != 1 || len(gd.testID("dlq-row")) != 3 || len(gd.testID("group-retry")) != 1 ||
+			len(gd.testID("group-mute")) != 1 {
+			t.Errorf("group page: %d, %d rows", gp.status, len(gd.testID("dlq-row")))
+		}
+		// The group's edit through the API: the field must be in the items' input.
+		api := func(body string) resp {
+			h := bearer(tn.token)
+			h["Content-Type"] = "application/json"
+			return do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/groups/"+groupID+"/actions", body, h)
+		}
+		if r := api(`{"action": "edit_retry", "field": "nope", "value": "1"}`); r.status != 422 || !strings.Contains(r.body, `"field"`) {
+			t.Errorf("edit of a field not in the input: %d %s", r.status, r.body)
+		}
+		if r := api(`{"action": "edit_retry", "field": "nip", "value": "5261040827"}`); r.status != 202 || !strings.Contains(r.body, `"total":3`) {
+			t.Errorf("edit_retry: %d %s", r.status, r.body)
+		}
+		// Another organization's group is 404, on its page too.
+		other := a.tenant("Biuro Obce")
+		ob, _ := a.browser(other)
+		if r := do(t, ob, "GET", a.srv.URL+"/dlq/groups/"+groupID, "", nil); r.status != 404 {
+			t.Errorf("another organization's group page: %d", r.status)
 		}
 		// A viewer reads, without the action.
 		viewer := &tenant{email: "podglad@problemy.example", password: "correct horse battery"}
@@ -350,7 +375,7 @@ func TestProblemsPage(t *testing.T) {
 			t.Fatal(err)
 		}
 		vb, _ := a.browser(viewer)
-		vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/problems", "", nil).body)
+		vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq", "", nil).body)
 		if len(vd.testID("problem")) != 3 || len(vd.testID("problem-action")) != 0 {
 			t.Errorf("viewer: %d problems, %d actions", len(vd.testID("problem")), len(vd.testID("problem-action")))
 		}

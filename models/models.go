@@ -494,6 +494,8 @@ type BulkJob struct {
 	// IdemKey and RequestHash: the API request's Idempotency-Key and a hash of the request.
 	IdemKey     *string
 	RequestHash *string
+	// Edit is an edit_retry's change: {"field", "value"} (bulk.Edit).
+	Edit JSON
 }
 
 func (BulkJob) TableName() string { return "dlq_bulk_jobs" }

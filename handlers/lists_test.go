@@ -403,7 +403,11 @@ func TestListBadValuesAre422(t *testing.T) {
 				if c.key == "cursor" {
 					continue // the page shows a cursor error as the error page
 				}
-				r = do(t, b, "GET", a.srv.URL+"/"+list+"?"+c.query, "", nil)
+				page := list
+				if list == "dlq" {
+					page = "dlq/items" // the item list; /dlq is the Problems page
+				}
+				r = do(t, b, "GET", a.srv.URL+"/"+page+"?"+c.query, "", nil)
 				doc := parseListDoc(t, r.body)
 				var fields []string
 				for _, e := range doc.testID("field-error") {

@@ -381,3 +381,135 @@ func TestProblemsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupPage: a group's page and its forms on both databases: the page names the
+// problem and lists its items; the accountant's actions go through the bulk confirmation
+// ("exactly N items of this group now"), a correction of a field shows the field and the
+// value; mute until a preset and a date; the item's page names its group and splits the
+// item out; a viewer sees no actions and may not mute; another organization's group is 404;
+// bad input is 422: a mute without a time, a correction without a group, a secret field.
+// A correction on a workflow that moves money is refused to an accountant, with the reason.
+func TestGroupPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Strona Grupy")
+		svc, _ := nipService(t)
+		ctx := context.Background()
+		mk := func(name string, money bool) string {
+			wf, err := a.wfs.Create(ctx, tn.org, actorSystem, fmt.Appendf(nil, `{"name": %q, "settings": {"subject": "{{ input.client }}", "movesMoney": %t, "retryPolicy": {"maxRetries": 0}},
+			  "steps": [{"id": "send", "name": "Wyślij", "type": "http", "config": {"method": "POST", "url": "%s/send", "body": {"nip": "{{ input.nip }}"}}}]}`, name, money, svc.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wf.ID
+		}
+		wf, moneyWF := mk("VAT-7", false), mk("Przelewy", true)
+		ids := a.failures(tn.org, wf, "526104082", "701000213")
+		moneyIDs := a.failures(tn.org, moneyWF, "123456789")
+		groupOf := func(dlID string) string {
+			var dl models.DeadLetter
+			if err := db.Conn(ctx).First(&dl, "id = ?", dlID).Error; err != nil || dl.GroupID == nil {
+				t.Fatalf("group of %s: %v", dlID, err)
+			}
+			return *dl.GroupID
+		}
+		group, moneyGroup := groupOf(ids[0]), groupOf(moneyIDs[0])
+		accountant := &tenant{email: "ksiegowa@grupa.example", password: "correct horse battery"}
+		viewer := &tenant{email: "podglad@grupa.example", password: "correct horse battery"}
+		for u, role := range map[*tenant]string{accountant: models.RoleAccountant, viewer: models.RoleViewer} {
+			if _, err := a.as.CreateUser(ctx, tn.org, u.email, u.password, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+		acc, accCSRF := a.browser(accountant)
+		form := func(c *http.Client, path string, v url.Values) resp {
+			return do(t, c, "POST", a.srv.URL+path, v.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		}
+
+		page := do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil)
+		doc := parseListDoc(t, page.body)
+		if page.status != 200 || len(doc.testID("group-title")) != 1 || len(doc.testID("dlq-row")) != 2 || len(doc.testID("group-actions")) != 1 {
+			t.Fatalf("group page: %d, %d rows", page.status, len(doc.testID("dlq-row")))
+		}
+		// Retry all: the confirmation counts exactly the group's items now.
+		r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"retry"}})
+		if cd := parseListDoc(t, r.body); r.status != 200 || len(cd.testID("bulk-confirm-count")) != 1 ||
+			cd.testID("bulk-confirm-count")[0].attr("data-count") != "2" || !strings.Contains(r.body, "exactly 2 items of this group") {
+			t.Errorf("group retry confirmation: %d", r.status)
+		}
+		// A correction: the field and the new value, said before it starts.
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"edit_retry"},
+			"field": {"nip"}, "value": {"5261040827"}})
+		if cd := parseListDoc(t, r.body); r.status != 200 || len(cd.testID("bulk-confirm-edit")) != 1 ||
+			!strings.Contains(cd.testID("bulk-confirm-edit")[0].text(), "5261040827") {
+			t.Errorf("correction confirmation: %d", r.status)
+		}
+		// … and only of a group's items, and never of a secret field.
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"}}); r.status != 422 {
+			t.Errorf("correction without a group: %d", r.status)
+		}
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"edit_retry"}, "field": {"password"}, "value": {"x"}}); r.status != 422 ||
+			!strings.Contains(r.body, "secret") {
+			t.Errorf("correction of a secret field: %d", r.status)
+		}
+		// On a workflow that moves money the accountant's correction is refused, saying why.
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {moneyGroup}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"}})
+		token := ""
+		for _, in := range parseListDoc(t, r.body).all(func(n *html.Node) bool { return n.Data == "input" && listAttr(n, "name") == "token" }) {
+			token = listAttr(in, "value")
+		}
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {moneyGroup}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"},
+			"confirm": {"1"}, "token": {token}})
+		if r.status != 403 || !strings.Contains(r.body, "moves money") {
+			t.Errorf("an accountant's correction on a money-moving workflow: %d", r.status)
+		}
+		// Mute: a preset, then a date and time; without a time, 422.
+		until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}, "until": {until}}); r.status != 303 {
+			t.Errorf("mute: %d", r.status)
+		}
+		if g := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/groups/"+group, "", bearer(tn.token)).json(t); g["state"] != "muted" {
+			t.Errorf("after the mute the group is %v", g["state"])
+		}
+		at := time.Now().Add(48 * time.Hour).Format("2006-01-02T15:04")
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}, "at": {at}}); r.status != 303 {
+			t.Errorf("mute until a date: %d", r.status)
+		}
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}}); r.status != 422 {
+			t.Errorf("mute without a time: %d", r.status)
+		}
+		// The item's page names its group; the accountant splits the item out.
+		item := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/"+ids[1], "", nil).body)
+		if len(item.testID("item-group-link")) != 1 || item.testID("item-group-link")[0].attr("href") != "/dlq/groups/"+group || len(item.testID("item-split")) != 1 {
+			t.Fatal("the item's page does not name its group")
+		}
+		r = form(acc, "/dlq/"+ids[1]+"/split", url.Values{"_csrf": {accCSRF}})
+		if loc := r.header.Get("Location"); r.status != 303 || !strings.HasPrefix(loc, "/dlq/groups/") || loc == "/dlq/groups/"+group {
+			t.Errorf("split: %d %s", r.status, loc)
+		}
+		if groupOf(ids[1]) == group {
+			t.Error("the item is still in its group")
+		}
+		// A viewer reads the page without actions and may not act.
+		vb, vCSRF := a.browser(viewer)
+		if vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body); len(vd.testID("group-title")) != 1 || len(vd.testID("group-actions")) != 0 {
+			t.Error("viewer: the page shows actions")
+		}
+		if r := form(vb, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {vCSRF}, "until": {until}}); r.status != 403 {
+			t.Errorf("viewer mute: %d", r.status)
+		}
+		if r := form(vb, "/dlq/"+ids[0]+"/split", url.Values{"_csrf": {vCSRF}}); r.status != 403 {
+			t.Errorf("viewer split: %d", r.status)
+		}
+		// Another organization: 404 on the page, the mute and the split.
+		other := a.tenant("Biuro Obce Strony")
+		ob, oCSRF := a.browser(other)
+		for _, c := range []struct{ method, path string }{{"GET", "/dlq/groups/" + group}, {"POST", "/dlq/groups/" + group + "/mute"}, {"POST", "/dlq/" + ids[0] + "/split"}} {
+			body := url.Values{"_csrf": {oCSRF}, "until": {until}}.Encode()
+			if r := do(t, ob, c.method, a.srv.URL+c.path, body, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != 404 {
+				t.Errorf("another organization %s %s: %d", c.method, c.path, r.status)
+			}
+		}
+	})
+}

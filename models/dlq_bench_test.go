@@ -3,8 +3,8 @@ package models_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -231,7 +231,11 @@ func seedGroups(ctx context.Context, db *models.DB, org, wf string, k int) error
 		 UPDATE dead_letter_queue q SET group_id = g.id FROM d JOIN g ON g.n = d.n WHERE q.id = d.id`,
 		`ANALYZE dead_letter_queue`, `ANALYZE dlq_groups`,
 	} {
-		if err := db.Conn(ctx).Exec(q, sql.Named("org", org), sql.Named("wf", wf), sql.Named("k", k)).Error; err != nil {
+		var args []any
+		if strings.Contains(q, "@") {
+			args = []any{sql.Named("org", org), sql.Named("wf", wf), sql.Named("k", k)}
+		}
+		if err := db.Conn(ctx).Exec(q, args...).Error; err != nil {
 			return fmt.Errorf("%.60s…: %w", q, err)
 		}
 	}

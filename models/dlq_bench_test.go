@@ -184,6 +184,16 @@ func BenchmarkDLQList(b *testing.B) {
 			return err
 		}},
 		{"groups-list", func(int) error { _, _, err := db.ListGroups(ctx, org, models.GroupFilter{}); return err }},
+		// Its parts: the ranking with the views of the 100 groups; one group's view (its page).
+		{"groups-ranked", func(int) error { _, err := db.ProblemGroups(ctx, org); return err }},
+		{"group-one", func(i int) error {
+			gs, _, err := db.ListGroups(ctx, org, models.GroupFilter{Limit: 1})
+			if err != nil || len(gs) == 0 {
+				return cmpOr(err, "no group")
+			}
+			_, err = db.GetGroup(ctx, org, gs[0].ID)
+			return err
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := range 5 { // warm the cache and the connections

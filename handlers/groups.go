@@ -347,6 +347,7 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	}
 	list := &DLQHandler{chrome: h.chrome, Now: h.Now}
 	vm := pages.GroupVM{Group: h.problem(l, g, nil, steps, now), CSRF: csrfToken(c), ProblemsURL: h.url("dlq.problems"), Done: c.QueryParam("done")}
+	vm.Group.URL = "" // the card is this page: its title links nowhere
 	vm.Table.ProblemsURL = vm.ProblemsURL
 	for i := range rows {
 		vm.Table.Rows = append(vm.Table.Rows, list.row(l, &rows[i], steps))

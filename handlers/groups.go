@@ -358,7 +358,19 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	if p.Can(models.RoleAccountant) && h.url("dlq.bulk.start") != "" && g.Counts.Pending > 0 {
 		vm.CanAct, vm.BulkURL, vm.MuteURL = true, h.url("dlq.bulk.start"), h.url("dlq.group.mute", g.ID)
 		vm.MutePresets = mutePresets(l, now)
+		// Closing and correcting are the organization's to keep from accountants (as on one item).
+		vm.CanFix = p.Can(models.RoleAdmin)
+		if !vm.CanFix {
+			r, err := h.rules.Rules(ctx, p.OrganizationID)
+			if err != nil {
+				return err
+			}
+			vm.CanFix = r.AccountantsMayFix
+		}
 		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
+		if !vm.CanFix {
+			fields = nil
+		}
 		if err != nil {
 			return err
 		}

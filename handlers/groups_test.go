@@ -491,6 +491,25 @@ func TestGroupPage(t *testing.T) {
 		if groupOf(ids[1]) == group {
 			t.Error("the item is still in its group")
 		}
+		// The organization keeps closing and correcting to admins: the accountant's page offers
+		// retries only, and the bulk form refuses a group resolve.
+		if r := do(t, http.DefaultClient, "PATCH", a.srv.URL+"/api/v1/organization/settings", `{"accountantsMayFix": false}`,
+			map[string]string{"Authorization": "Bearer " + tn.token, "Content-Type": "application/json"}); r.status != 200 {
+			t.Fatalf("rule: %d %s", r.status, r.body)
+		}
+		rd := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		if len(rd.testID("group-retry")) != 1 || len(rd.testID("group-resolve")) != 0 || len(rd.testID("group-edit")) != 0 {
+			t.Error("with the rule off the accountant is offered closing or correcting")
+		}
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"resolve"}, "notes": {"n"}})
+		token = ""
+		for _, in := range parseListDoc(t, r.body).all(func(n *html.Node) bool { return n.Data == "input" && listAttr(n, "name") == "token" }) {
+			token = listAttr(in, "value")
+		}
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"resolve"}, "notes": {"n"},
+			"confirm": {"1"}, "token": {token}}); r.status != 403 {
+			t.Errorf("an accountant's group resolve with the rule off: %d", r.status)
+		}
 		// A viewer reads the page without actions and may not act.
 		vb, vCSRF := a.browser(viewer)
 		if vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body); len(vd.testID("group-title")) != 1 || len(vd.testID("group-actions")) != 0 {

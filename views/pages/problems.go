@@ -82,7 +82,10 @@ type GroupVM struct {
 	ProblemsURL string
 	// CanAct (accountants and above, something pending) shows the actions: the bulk
 	// confirmation at BulkURL, the mute form at MuteURL with its presets, and the edits.
-	CanAct      bool
+	CanAct bool
+	// CanFix: resolve, skip and correct too (admins; accountants unless the organization's
+	// rule keeps them to admins).
+	CanFix      bool
 	BulkURL     string
 	MuteURL     string
 	MutePresets []Option

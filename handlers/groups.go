@@ -51,9 +51,14 @@ func newGroupsHandler(ch *chrome, svc groupService, wfs workflowLister, items dl
 	return &GroupsHandler{chrome: ch, svc: svc, wfs: wfs, items: items, rules: rules, money: money, Now: time.Now}
 }
 
-// Problems: GET /dlq/problems, the groups with items to handle, the most first, each with
+// Problems: GET /dlq ("Kolejka DLQ"), the groups with items to handle, the most first, each with
 // one action on all of its pending items (the DLQ list's bulk confirmation).
 func (h *GroupsHandler) Problems(c echo.Context) error {
+	if qs := c.QueryString(); qs != "" {
+		// An address of the item list from before the problems led (/dlq?status=pending): its
+		// filters are the item list's.
+		return redirect(c, h.url("dlq")+"?"+qs)
+	}
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	list, samples, err := h.svc.Problems(ctx, p.OrganizationID)
 	if err != nil {

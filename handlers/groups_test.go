@@ -369,6 +369,10 @@ func TestProblemsPage(t *testing.T) {
 		if r := do(t, ob, "GET", a.srv.URL+"/dlq/groups/"+groupID, "", nil); r.status != 404 {
 			t.Errorf("another organization's group page: %d", r.status)
 		}
+		// An item list's address from before keeps its filters: /dlq?… is the item list's.
+		if r := do(t, browser, "GET", a.srv.URL+"/dlq?status=pending&q=Klient", "", nil); r.status != 303 || r.header.Get("Location") != "/dlq/items?status=pending&q=Klient" {
+			t.Errorf("/dlq with the list's filters: %d %s", r.status, r.header.Get("Location"))
+		}
 		// A viewer reads, without the action.
 		viewer := &tenant{email: "podglad@problemy.example", password: "correct horse battery"}
 		if _, err := a.as.CreateUser(ctx, tn.org, viewer.email, viewer.password, models.RoleViewer); err != nil {

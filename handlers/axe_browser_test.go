@@ -77,7 +77,14 @@ func TestBrowserAccessibility(t *testing.T) {
 	step := stepper(t, ctx, 20*time.Second)
 	pages := []string{"/workflows", "/workflows/" + tn.wfID, "/workflows/" + tn.wfID + "/notifications/edit", "/executions", "/executions/" + tn.execID,
 		"/dlq", "/dlq/" + tn.dlqID, "/breakers", "/audit", "/profile", "/settings/tokens", "/settings/connections", "/settings/health",
-		"/settings/notifications", "/notifications", "/notifications/deliveries", "/demo/inbox", "/executions/00000000-0000-4000-8000-000000000000"}
+		"/settings/notifications", "/notifications", "/notifications/deliveries", "/demo/inbox", "/executions/00000000-0000-4000-8000-000000000000",
+		"/dlq/items"}
+	// The dead letter's failure group (issue 22): its page.
+	var dl models.DeadLetter
+	if err := db.Conn(context.Background()).First(&dl, "id = ?", tn.dlqID).Error; err != nil || dl.GroupID == nil {
+		t.Fatalf("the tenant's dead letter has no group: %v", err)
+	}
+	pages = append(pages, "/dlq/groups/"+*dl.GroupID)
 	check := func(where string) {
 		t.Helper()
 		for _, v := range axeViolations(t, ctx) {

@@ -90,7 +90,7 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 	q := strings.ToLower(strings.Fields(client)[0])
 	// Typed letter by letter, the list may be asked for more than once: wait for the answer to
 	// the whole word, with no request still out, before clicking in it.
-	step("find it", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded,
+	step("find it", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded,
 		chromedp.SendKeys(`[data-testid=filter-q]`, q),
 		chromedp.Poll[chromedp.Void](`location.search.includes('q=`+q+`') && !document.querySelector('.htmx-request') &&
 		  document.querySelectorAll('[data-testid=dlq-row]').length === 1`))

@@ -46,7 +46,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 		}
 		t.Fatalf("Tab never reached %s", sel)
 	}
-	step("login page", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=login-form]`),
+	step("login page", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=login-form]`),
 		chromedp.Poll[chromedp.Void](`document.readyState === 'complete'`))
 	tabTo(`input[name=email]`)
 	step("email", chromedp.KeyEvent(tn.email))

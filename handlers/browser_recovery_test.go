@@ -94,7 +94,7 @@ func TestBrowserRecoveryJourney(t *testing.T) {
 		}
 		return s
 	}
-	step("login", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=login-form]`),
+	step("login", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=login-form]`),
 		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=dlq-row]`))
 
@@ -185,7 +185,7 @@ func TestBrowserBulkJourney(t *testing.T) {
 	}
 
 	step := stepper(t, ctx, 20*time.Second)
-	step("login", chromedp.Navigate(a.srv.URL+"/dlq"), chromedp.WaitVisible(`[data-testid=login-form]`),
+	step("login", chromedp.Navigate(a.srv.URL+"/dlq/items"), chromedp.WaitVisible(`[data-testid=login-form]`),
 		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	step("run with nothing selected", chromedp.Click(`[data-testid=bulk-submit]`), chromedp.WaitVisible(`[data-testid=bulk-problem]`), loaded)

@@ -135,7 +135,7 @@ func TestBrowserJourney(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	// The tenant's failed execution is in the dead-letter list.
-	step("dlq", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`))
+	step("dlq", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`))
 	row, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=dlq-row]`))
 	if !strings.Contains(row, "400") || !strings.Contains(row, "submit") {
 		t.Fatalf("dlq row %q", row)

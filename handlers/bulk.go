@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
@@ -54,6 +55,9 @@ type BulkHandler struct {
 	svc    bulkService
 	briefs deadLetterBriefs
 	rules  fixRules
+	// groupRule checks an action on a failure group's items (GroupsHandler.rule; nil
+	// without groups).
+	groupRule func(c echo.Context, groupID, action string) error
 }
 
 // newBulkHandler returns the handler.
@@ -271,6 +275,13 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	} else {
 		r.IDs = form["ids"]
 	}
+	if r.Action == bulk.EditRetry {
+		// A group's correction: one field of every pending item of the group, one value.
+		if r.Filter == nil || r.Filter.GroupID == "" || h.groupRule == nil {
+			return apperr.Invalid("bulk.invalid", map[string]string{"action": "edit_retry applies to a failure group's items"})
+		}
+		r.Edit = &bulk.Edit{Field: c.FormValue("field"), Value: c.FormValue("value")}
+	}
 	ctx := c.Request().Context()
 	ids, err := h.svc.Preview(ctx, r)
 	if err != nil && invalid(err) == nil {
@@ -279,7 +290,11 @@ func (h *BulkHandler) Start(c echo.Context) error {
 	if c.FormValue("confirm") != "1" || err != nil {
 		return h.confirm(c, r, form, ids, err, false)
 	}
-	if err := h.bulkRule(c, r); err != nil {
+	if r.Filter != nil && r.Filter.GroupID != "" && h.groupRule != nil {
+		if err := h.groupRule(c, r.Filter.GroupID, r.Action); err != nil {
+			return err
+		}
+	} else if err := h.bulkRule(c, r); err != nil {
 		return err
 	}
 	if err := bulkNote(p, r); err != nil {
@@ -317,7 +332,11 @@ func bulkToken(action string, ids []string) string {
 func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, ids []string, perr error, changed bool) error {
 	l := localizer(c)
 	vm := pages.BulkConfirmVM{Action: r.Action, PostURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c), Notes: r.Notes,
-		ByFilter: r.Filter != nil, Token: bulkToken(r.Action, ids), Nonce: models.NewID(), Changed: changed}
+		ByFilter: r.Filter != nil, Token: bulkToken(r.Action, ids), Nonce: models.NewID(), Changed: changed,
+		Group: r.Filter != nil && r.Filter.GroupID != ""}
+	if r.Edit != nil {
+		vm.Edit = l.T("bulk.confirm.edit", "Field", r.Edit.Field, "Value", fmt.Sprint(r.Edit.Value))
+	}
 	back := url.Values{}
 	for k, vs := range form {
 		switch k {
@@ -333,6 +352,9 @@ func (h *BulkHandler) confirm(c echo.Context, r bulk.Request, form url.Values, i
 	}
 	sort.Slice(vm.Fields, func(i, j int) bool { return vm.Fields[i].Name < vm.Fields[j].Name })
 	vm.BackURL = h.url("dlq")
+	if vm.Group {
+		vm.BackURL, back = h.url("dlq.group", r.Filter.GroupID), nil
+	}
 	if len(back) > 0 {
 		vm.BackURL += "?" + back.Encode()
 	}

@@ -249,7 +249,7 @@ func TestBulkRetryByFilter(t *testing.T) {
 			t.Fatal(err)
 		}
 		accBrowser, _ := a.browser(&acc)
-		if page := do(t, accBrowser, "GET", a.srv.URL+"/dlq", "", nil).body; !strings.Contains(page, `data-testid="bulk-action"`) ||
+		if page := do(t, accBrowser, "GET", a.srv.URL+"/dlq/items", "", nil).body; !strings.Contains(page, `data-testid="bulk-action"`) ||
 			!strings.Contains(page, `<option value="retry">`) || !strings.Contains(page, `<option value="resolve">`) || !strings.Contains(page, `<option value="skip">`) {
 			t.Error("the accountant's bulk form: retry, resolve and skip expected")
 		}
@@ -298,7 +298,7 @@ func TestBulkRetryByFilter(t *testing.T) {
 		// Nothing selected: the page says so and offers the way back (422); nothing starts.
 		if r := postForm(url.Values{"_csrf": {csrf}, "action": {"skip"}, "scope": {"selected"}, "workflowId": {other.ID}}); r.status != 422 ||
 			!strings.Contains(r.body, `data-testid="bulk-problem"`) || !strings.Contains(r.body, "No item is selected") ||
-			!strings.Contains(r.body, `href="/dlq?workflowId=`+other.ID+`" data-testid="bulk-back"`) {
+			!strings.Contains(r.body, `href="/dlq/items?workflowId=`+other.ID+`" data-testid="bulk-back"`) {
 			t.Errorf("empty bulk form: %d %s", r.status, r.body)
 		}
 		// The form first asks: how many, what happens, notes; it sends the items again.
@@ -365,7 +365,7 @@ func TestBulkRetryByFilter(t *testing.T) {
 
 		// The list's bulk form: checkboxes on pending rows, the filter's keys sent along;
 		// "every matching item" resolves the other workflow's last pending item.
-		list := do(t, browser, "GET", a.srv.URL+"/dlq?workflowId="+other.ID, "", nil)
+		list := do(t, browser, "GET", a.srv.URL+"/dlq/items?workflowId="+other.ID, "", nil)
 		if !strings.Contains(list.body, `data-testid="bulk-form"`) || strings.Count(list.body, `data-testid="dlq-select"`) != 1 ||
 			!strings.Contains(list.body, `name="workflowId" value="`+other.ID+`" form="bulk-form"`) {
 			t.Fatalf("the list's bulk form: %s", list.body)

@@ -291,7 +291,7 @@ func TestCanariesAreNowhereInClear(t *testing.T) {
 		if err := db.Conn(ctx).Model(&models.DeadLetter{}).Where("organization_id = ?", rs.org).Pluck("id", &dlqIDs).Error; err != nil {
 			t.Fatal(err)
 		}
-		pages := []string{"/executions", "/dlq", "/dlq?status=all", "/workflows", "/notifications", "/notifications/bell", "/profile", "/breakers"}
+		pages := []string{"/executions", "/dlq", "/dlq/items?status=all", "/workflows", "/notifications", "/notifications/bell", "/profile", "/breakers"}
 		apis := []string{"/api/v1/executions", "/api/v1/dlq", "/api/v1/dlq?status=all", "/api/v1/notifications", "/api/v1/breakers"}
 		adminPages := []string{"/audit", "/audit/export.csv", "/settings/notifications", "/notifications/deliveries", "/settings/connections", "/settings/tokens"}
 		adminAPIs := []string{"/api/v1/notifications/settings", "/api/v1/notifications/deliveries", "/api/v1/connections"}

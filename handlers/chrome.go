@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -62,7 +63,7 @@ func (ch *chrome) page(c echo.Context, title, active string) layouts.Page {
 	p.Nav = []layouts.NavItem{
 		{ID: "workflows", Label: l.T("nav.workflows"), URL: ch.url("workflows"), Active: active == "workflows"},
 		{ID: "executions", Label: l.T("nav.executions"), URL: ch.url("executions"), Active: active == "executions"},
-		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: ch.url("dlq"), Active: active == "dlq", Badge: dlq},
+		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: cmp.Or(ch.url("dlq.problems"), ch.url("dlq")), Active: active == "dlq", Badge: dlq},
 		{ID: "breakers", Label: l.T("nav.breakers"), URL: ch.url("breakers"), Active: active == "breakers"},
 	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {

@@ -81,6 +81,8 @@ type DLQActionsHandler struct {
 	audit auditHistory // a dead letter's history
 	chg   approvals
 	rules fixRules
+	// groupTitle is a failure group's title (nil without groups).
+	groupTitle func(ctx context.Context, orgID, id string) (string, error)
 }
 
 // newDLQActionsHandler returns the handler.

@@ -79,6 +79,16 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if r.Subject != nil {
 		vm.Title = *r.Subject
 	}
+	if r.GroupID != nil && h.groupTitle != nil && h.url("dlq.group", *r.GroupID) != "" {
+		title, err := h.groupTitle(ctx, p.OrganizationID, *r.GroupID)
+		if err != nil {
+			return nil, err
+		}
+		vm.GroupURL, vm.GroupTitle, vm.CSRF = h.url("dlq.group", *r.GroupID), l.Text(title), csrfToken(c)
+		if r.Status == models.DLQPending && p.Can(models.RoleAccountant) {
+			vm.SplitURL = h.url("dlq.split", r.ID)
+		}
+	}
 	vm.ResolvedAt, vm.ResolvedAtText = displayTimePtr(l, r.ResolvedAt)
 	failedName := r.FailedStepID
 	if def != nil {

@@ -18,7 +18,7 @@ var listFilters = []struct {
 	keys []string
 }{
 	{"/executions", []string{"status", "workflowId", "q", "limit", "cursor"}},
-	{"/dlq", []string{"workflowId", "status", "errorType", "stepId", "from", "to", "q", "limit", "cursor"}},
+	{"/dlq/items", []string{"workflowId", "status", "errorType", "stepId", "from", "to", "q", "limit", "cursor"}},
 	{"/breakers", []string{"state", "workflowId"}},
 	{"/audit", []string{"event", "actor", "entityType", "entityId", "from", "to", "cursor"}},
 	{"/audit/export.csv", []string{"event", "actor", "entityType", "entityId", "from", "to"}}, // every page: no cursor
@@ -76,7 +76,7 @@ func TestListFiltersRefuseBadValues(t *testing.T) {
 			}
 		}
 		// For htmx, the list's table alone, with the messages (422 responses are swapped).
-		r := do(t, browser, "GET", a.srv.URL+"/dlq?workflowId=%00", "", map[string]string{"HX-Request": "true"})
+		r := do(t, browser, "GET", a.srv.URL+"/dlq/items?workflowId=%00", "", map[string]string{"HX-Request": "true"})
 		if r.status != http.StatusUnprocessableEntity || strings.Contains(r.body, "<html") || !strings.Contains(r.body, `data-field="workflowId"`) {
 			t.Errorf("htmx: %d %.300s", r.status, r.body)
 		}

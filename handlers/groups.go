@@ -3,6 +3,7 @@ package handlers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -25,6 +26,8 @@ type groupService interface {
 	Act(ctx context.Context, r groups.ActRequest) (*groups.ActResult, error)
 	Split(ctx context.Context, orgID, id string, actor audit.Actor) (*models.GroupView, error)
 	Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error)
+	FieldValues(ctx context.Context, orgID, groupID, path string) ([]groups.FieldValue, int, error)
+	EditableFields(ctx context.Context, orgID string, g *models.GroupView) ([]string, error)
 }
 
 var _ groupService = (*groups.Service)(nil)
@@ -33,20 +36,29 @@ var _ groupService = (*groups.Service)(nil)
 // the list, one group, one action on a whole group, and splitting an item out of its group.
 type GroupsHandler struct {
 	*chrome
-	svc groupService
-	wfs workflowLister
+	svc   groupService
+	wfs   workflowLister
+	items dlqStore
+	rules fixRules
+	// money reports whether a workflow moves money (settings.movesMoney).
+	money func(c echo.Context, workflowID string) bool
 	// Now is the clock of the page's relative times.
 	Now func() time.Time
 }
 
 // newGroupsHandler returns the handler.
-func newGroupsHandler(ch *chrome, svc groupService, wfs workflowLister) *GroupsHandler {
-	return &GroupsHandler{chrome: ch, svc: svc, wfs: wfs, Now: time.Now}
+func newGroupsHandler(ch *chrome, svc groupService, wfs workflowLister, items dlqStore, rules fixRules, money func(echo.Context, string) bool) *GroupsHandler {
+	return &GroupsHandler{chrome: ch, svc: svc, wfs: wfs, items: items, rules: rules, money: money, Now: time.Now}
 }
 
-// Problems: GET /dlq/problems, the groups with items to handle, the most first, each with
+// Problems: GET /dlq ("Kolejka DLQ"), the groups with items to handle, the most first, each with
 // one action on all of its pending items (the DLQ list's bulk confirmation).
 func (h *GroupsHandler) Problems(c echo.Context) error {
+	if qs := c.QueryString(); qs != "" {
+		// An address of the item list from before the problems led (/dlq?status=pending): its
+		// filters are the item list's.
+		return redirect(c, h.url("dlq")+"?"+qs)
+	}
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	list, samples, err := h.svc.Problems(ctx, p.OrganizationID)
 	if err != nil {
@@ -57,7 +69,7 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 		return err
 	}
 	steps, now := stepsOf(wfs), h.Now()
-	vm := pages.ProblemsVM{ListURL: h.url("dlq"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	vm := pages.ProblemsVM{ListURL: h.url("dlq"), RefreshURL: h.url("dlq.problems"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
 	for i := range list {
 		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
 	}
@@ -70,7 +82,7 @@ var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.Gr
 
 // problem is one group for the Problems page.
 func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
-	out := pages.ProblemGroup{ID: g.ID, Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
+	out := pages.ProblemGroup{ID: g.ID, URL: h.url("dlq.group", g.ID), Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
 		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, State: g.StateNow,
 		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
 		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,
@@ -207,7 +219,8 @@ type apiGroupJob struct {
 }
 
 // APIAct: POST /api/v1/dlq/groups/{id}/actions with {"action": "retry" | "retry_full" |
-// "resolve" | "skip" | "mute", "resolutionNotes", "muteUntil"} and an optional
+// "resolve" | "skip" | "edit_retry" | "mute", "resolutionNotes", "muteUntil", "field",
+// "value"} and an optional
 // Idempotency-Key. A bulk action answers 202 with its job (200 and Idempotency-Replayed for a
 // repeated key), whose total is the group's pending count now: items that join the group
 // later are not in it. A mute answers 200 with the group. Accountants must give a note to
@@ -221,6 +234,9 @@ func (h *GroupsHandler) APIAct(c echo.Context) error {
 		Action          string `json:"action"`
 		ResolutionNotes string `json:"resolutionNotes"`
 		MuteUntil       string `json:"muteUntil"`
+		// Field and Value: edit_retry's input field and its new value.
+		Field string `json:"field"`
+		Value any    `json:"value"`
 	}
 	if err := decodeBody(c, &req); err != nil {
 		return err
@@ -231,7 +247,10 @@ func (h *GroupsHandler) APIAct(c echo.Context) error {
 	}
 	p := principal(c)
 	r := groups.ActRequest{OrganizationID: p.OrganizationID, GroupID: id, Action: req.Action, Notes: req.ResolutionNotes,
-		Actor: actorOf(p), IdempotencyKey: key}
+		Actor: actorOf(p), IdempotencyKey: key, Field: req.Field, Value: req.Value}
+	if err := h.rule(c, id, req.Action); err != nil {
+		return err
+	}
 	if req.MuteUntil != "" {
 		if r.MuteUntil, err = time.Parse(time.RFC3339, req.MuteUntil); err != nil {
 			return apperr.Invalid("group.invalid", map[string]string{"muteUntil": "must be a time (RFC 3339)"})
@@ -271,4 +290,166 @@ func (h *GroupsHandler) APISplit(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, h.url("api.dlq.group", g.ID))
 	return c.JSON(http.StatusCreated, h.apiGroup(g))
+}
+
+// rule refuses what the organization's rule keeps from accountants: closing (resolve,
+// skip) and editing items when admins only fix (rules.adminonly); and an accountant's group
+// edit of a workflow that moves money (a single edit there waits for an admin's approval;
+// a group edit is refused, with that said: group.edit.money).
+func (h *GroupsHandler) rule(c echo.Context, groupID, action string) error {
+	p := principal(c)
+	if p.Can(models.RoleAdmin) || (action != bulk.Resolve && action != bulk.Skip && action != bulk.EditRetry) {
+		return nil
+	}
+	r, err := h.rules.Rules(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	if !r.AccountantsMayFix {
+		return errAdminOnly
+	}
+	if action != bulk.EditRetry {
+		return nil
+	}
+	g, err := h.svc.Get(c.Request().Context(), p.OrganizationID, groupID)
+	if err != nil {
+		return err
+	}
+	if h.money != nil && h.money(c, g.WorkflowID) {
+		return errMoneyGroupEdit
+	}
+	return nil
+}
+
+var errMoneyGroupEdit = &apperr.Error{Code: apperr.EFORBIDDEN, Message: "group.edit.money"}
+
+// groupItemsPage is how many items a group's page lists at a time.
+const groupItemsPage = 50
+
+// Show: GET /dlq/groups/{id}, a group's page: what fails where, its counts, clients, first
+// and last seen, arrivals, state, its items (a page at a time, as the list shows them) and
+// its actions: retry all, retry the whole workflows, resolve or skip all with one note, mute
+// until, and correct a field the reason names on every item.
+func (h *GroupsHandler) Show(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	g, err := h.svc.Get(ctx, p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	steps, now := stepsOf(wfs), h.Now()
+	f := models.DLQFilter{GroupID: g.ID, Limit: groupItemsPage, Cursor: c.QueryParam("cursor")}
+	rows, next, err := h.items.ListDLQ(ctx, p.OrganizationID, f)
+	if err != nil {
+		return err
+	}
+	list := &DLQHandler{chrome: h.chrome, Now: h.Now}
+	vm := pages.GroupVM{Group: h.problem(l, g, nil, steps, now), CSRF: csrfToken(c), ProblemsURL: h.url("dlq.problems"), Done: c.QueryParam("done")}
+	vm.Group.URL = "" // the card is this page: its title links nowhere
+	vm.Table.ProblemsURL = vm.ProblemsURL
+	for i := range rows {
+		vm.Table.Rows = append(vm.Table.Rows, list.row(l, &rows[i], steps))
+	}
+	if next != "" {
+		vm.Table.NextURL = h.url("dlq.group", g.ID) + "?" + url.Values{"cursor": {next}}.Encode()
+	}
+	if p.Can(models.RoleAccountant) && h.url("dlq.bulk.start") != "" && g.Counts.Pending > 0 {
+		vm.CanAct, vm.BulkURL, vm.MuteURL = true, h.url("dlq.bulk.start"), h.url("dlq.group.mute", g.ID)
+		vm.MutePresets = mutePresets(l, now)
+		// Closing and correcting are the organization's to keep from accountants (as on one item).
+		vm.CanFix = p.Can(models.RoleAdmin)
+		if !vm.CanFix {
+			r, err := h.rules.Rules(ctx, p.OrganizationID)
+			if err != nil {
+				return err
+			}
+			vm.CanFix = r.AccountantsMayFix
+		}
+		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
+		if !vm.CanFix {
+			fields = nil
+		}
+		if err != nil {
+			return err
+		}
+		money := !p.Can(models.RoleAdmin) && h.money != nil && h.money(c, g.WorkflowID)
+		for _, fld := range fields {
+			vals, _, err := h.svc.FieldValues(ctx, p.OrganizationID, g.ID, fld)
+			if err != nil {
+				return err
+			}
+			e := pages.GroupEdit{Field: fld, Money: money}
+			for _, v := range vals {
+				e.Values = append(e.Values, pages.GroupFieldValue{Value: v.Value, Count: l.N("problems.count.pending", v.Count)})
+			}
+			vm.Edits = append(vm.Edits, e)
+		}
+	}
+	return render(c, http.StatusOK, pages.Group(h.page(c, vm.Group.Title+" · "+l.T("problems.title"), "dlq"), vm))
+}
+
+// mutePresets are the mute form's choices: an hour, 4 hours, until tomorrow 8:00 (the
+// user's zone), a week.
+func mutePresets(l *i18n.Localizer, now time.Time) []pages.Option {
+	loc := l.Zone()
+	t := now.In(loc)
+	tomorrow := time.Date(t.Year(), t.Month(), t.Day()+1, 8, 0, 0, 0, loc)
+	return []pages.Option{
+		{Value: now.Add(time.Hour).UTC().Format(time.RFC3339), Label: l.T("group.mute.1h")},
+		{Value: now.Add(4 * time.Hour).UTC().Format(time.RFC3339), Label: l.T("group.mute.4h")},
+		{Value: tomorrow.UTC().Format(time.RFC3339), Label: l.T("group.mute.1d")},
+		{Value: now.Add(7 * 24 * time.Hour).UTC().Format(time.RFC3339), Label: l.T("group.mute.7d")},
+	}
+}
+
+// Mute: POST /dlq/groups/{id}/mute from the group's page: until (a preset, RFC 3339) or at
+// (a date and time in the user's zone, as a datetime-local field sends it).
+func (h *GroupsHandler) Mute(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	p, l := principal(c), localizer(c)
+	var until time.Time
+	var err error
+	switch at, preset := c.FormValue("at"), c.FormValue("until"); {
+	case at != "":
+		until, err = time.ParseInLocation("2006-01-02T15:04", at, l.Zone())
+	case preset != "":
+		until, err = time.Parse(time.RFC3339, preset)
+	default:
+		err = errNoTime
+	}
+	if err != nil {
+		return apperr.Invalid("group.invalid", map[string]string{"muteUntil": l.T("group.mute.until")})
+	}
+	if _, err := h.svc.Act(c.Request().Context(), groups.ActRequest{OrganizationID: p.OrganizationID, GroupID: id,
+		Action: groups.Mute, MuteUntil: until, Actor: actorOf(p)}); err != nil {
+		return err
+	}
+	return redirect(c, h.url("dlq.group", id)+"?done=muted")
+}
+
+var errNoTime = errors.New("no time")
+
+// Split: POST /dlq/{id}/split from the item's page: the item moves to a group of its own,
+// whose page answers.
+func (h *GroupsHandler) Split(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return err
+	}
+	p := principal(c)
+	g, err := h.svc.Split(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+	if err != nil {
+		return err
+	}
+	return redirect(c, h.url("dlq.group", g.ID))
 }

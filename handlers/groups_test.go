@@ -301,7 +301,7 @@ func TestProblemsPage(t *testing.T) {
 		}
 		a.failures(tn.org, wf.ID, "526104082", "701000213", "123456789", "down")
 		browser, csrf := a.browser(tn)
-		r := do(t, browser, "GET", a.srv.URL+"/dlq/problems", "", nil)
+		r := do(t, browser, "GET", a.srv.URL+"/dlq", "", nil)
 		if r.status != 200 {
 			t.Fatalf("problems: %d", r.status)
 		}
@@ -340,9 +340,38 @@ func TestProblemsPage(t *testing.T) {
 			t.Errorf("confirmation of the group's retry: %d", r.status)
 		}
 		// The DLQ list links to it.
-		if list := parseListDoc(t, do(t, browser, "GET", a.srv.URL+"/dlq", "", nil).body); len(list.testID("dlq-problems-link")) != 1 ||
-			listAttr(list.testID("dlq-problems-link")[0].root, "href") != "/dlq/problems" {
+		if list := parseListDoc(t, do(t, browser, "GET", a.srv.URL+"/dlq/items", "", nil).body); len(list.testID("dlq-problems-link")) != 1 ||
+			listAttr(list.testID("dlq-problems-link")[0].root, "href") != "/dlq" {
 			t.Error("the DLQ list does not link to Problems")
+		}
+		// The group's page: the problem, its actions, its items as the list shows them.
+		gp := do(t, browser, "GET", a.srv.URL+listAttr(nip.testID("problem-open")[0].root, "href"), "", nil)
+		gd := parseListDoc(t, gp.body)
+		if gp.status != 200 || len(gd.testID("group-title")) != 1 || len(gd.testID("dlq-row")) != 3 || len(gd.testID("group-retry")) != 1 ||
+			len(gd.testID("group-mute")) != 1 {
+			t.Errorf("group page: %d, %d rows", gp.status, len(gd.testID("dlq-row")))
+		}
+		// The group's edit through the API: the field must be in the items' input.
+		api := func(body string) resp {
+			h := bearer(tn.token)
+			h["Content-Type"] = "application/json"
+			return do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/groups/"+groupID+"/actions", body, h)
+		}
+		if r := api(`{"action": "edit_retry", "field": "nope", "value": "1"}`); r.status != 422 || !strings.Contains(r.body, `"field"`) {
+			t.Errorf("edit of a field not in the input: %d %s", r.status, r.body)
+		}
+		if r := api(`{"action": "edit_retry", "field": "nip", "value": "5261040827"}`); r.status != 202 || !strings.Contains(r.body, `"total":3`) {
+			t.Errorf("edit_retry: %d %s", r.status, r.body)
+		}
+		// Another organization's group is 404, on its page too.
+		other := a.tenant("Biuro Obce")
+		ob, _ := a.browser(other)
+		if r := do(t, ob, "GET", a.srv.URL+"/dlq/groups/"+groupID, "", nil); r.status != 404 {
+			t.Errorf("another organization's group page: %d", r.status)
+		}
+		// An item list's address from before keeps its filters: /dlq?… is the item list's.
+		if r := do(t, browser, "GET", a.srv.URL+"/dlq?status=pending&q=Klient", "", nil); r.status != 303 || r.header.Get("Location") != "/dlq/items?status=pending&q=Klient" {
+			t.Errorf("/dlq with the list's filters: %d %s", r.status, r.header.Get("Location"))
 		}
 		// A viewer reads, without the action.
 		viewer := &tenant{email: "podglad@problemy.example", password: "correct horse battery"}
@@ -350,9 +379,160 @@ func TestProblemsPage(t *testing.T) {
 			t.Fatal(err)
 		}
 		vb, _ := a.browser(viewer)
-		vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/problems", "", nil).body)
+		vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq", "", nil).body)
 		if len(vd.testID("problem")) != 3 || len(vd.testID("problem-action")) != 0 {
 			t.Errorf("viewer: %d problems, %d actions", len(vd.testID("problem")), len(vd.testID("problem-action")))
+		}
+	})
+}
+
+// TestGroupPage: a group's page and its forms on both databases: the page names the
+// problem and lists its items; the accountant's actions go through the bulk confirmation
+// ("exactly N items of this group now"), a correction of a field shows the field and the
+// value; mute until a preset and a date; the item's page names its group and splits the
+// item out; a viewer sees no actions and may not mute; another organization's group is 404;
+// bad input is 422: a mute without a time, a correction without a group, a secret field.
+// A correction on a workflow that moves money is refused to an accountant, with the reason.
+func TestGroupPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Strona Grupy")
+		svc, _ := nipService(t)
+		ctx := context.Background()
+		mk := func(name string, money bool) string {
+			wf, err := a.wfs.Create(ctx, tn.org, actorSystem, fmt.Appendf(nil, `{"name": %q, "settings": {"subject": "{{ input.client }}", "movesMoney": %t, "retryPolicy": {"maxRetries": 0}},
+			  "steps": [{"id": "send", "name": "Wyślij", "type": "http", "config": {"method": "POST", "url": "%s/send", "body": {"nip": "{{ input.nip }}"}}}]}`, name, money, svc.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wf.ID
+		}
+		wf, moneyWF := mk("VAT-7", false), mk("Przelewy", true)
+		ids := a.failures(tn.org, wf, "526104082", "701000213")
+		moneyIDs := a.failures(tn.org, moneyWF, "123456789")
+		groupOf := func(dlID string) string {
+			var dl models.DeadLetter
+			if err := db.Conn(ctx).First(&dl, "id = ?", dlID).Error; err != nil || dl.GroupID == nil {
+				t.Fatalf("group of %s: %v", dlID, err)
+			}
+			return *dl.GroupID
+		}
+		group, moneyGroup := groupOf(ids[0]), groupOf(moneyIDs[0])
+		accountant := &tenant{email: "ksiegowa@grupa.example", password: "correct horse battery"}
+		viewer := &tenant{email: "podglad@grupa.example", password: "correct horse battery"}
+		for u, role := range map[*tenant]string{accountant: models.RoleAccountant, viewer: models.RoleViewer} {
+			if _, err := a.as.CreateUser(ctx, tn.org, u.email, u.password, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+		acc, accCSRF := a.browser(accountant)
+		form := func(c *http.Client, path string, v url.Values) resp {
+			return do(t, c, "POST", a.srv.URL+path, v.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		}
+
+		page := do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil)
+		doc := parseListDoc(t, page.body)
+		if page.status != 200 || len(doc.testID("group-title")) != 1 || len(doc.testID("dlq-row")) != 2 || len(doc.testID("group-actions")) != 1 {
+			t.Fatalf("group page: %d, %d rows", page.status, len(doc.testID("dlq-row")))
+		}
+		// Retry all: the confirmation counts exactly the group's items now.
+		r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"retry"}})
+		if cd := parseListDoc(t, r.body); r.status != 200 || len(cd.testID("bulk-confirm-count")) != 1 ||
+			cd.testID("bulk-confirm-count")[0].attr("data-count") != "2" || !strings.Contains(r.body, "exactly 2 items of this group") {
+			t.Errorf("group retry confirmation: %d", r.status)
+		}
+		// A correction: the field and the new value, said before it starts.
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"edit_retry"},
+			"field": {"nip"}, "value": {"5261040827"}})
+		if cd := parseListDoc(t, r.body); r.status != 200 || len(cd.testID("bulk-confirm-edit")) != 1 ||
+			!strings.Contains(cd.testID("bulk-confirm-edit")[0].text(), "5261040827") {
+			t.Errorf("correction confirmation: %d", r.status)
+		}
+		// … and only of a group's items, and never of a secret field.
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"}}); r.status != 422 {
+			t.Errorf("correction without a group: %d", r.status)
+		}
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"edit_retry"}, "field": {"password"}, "value": {"x"}}); r.status != 422 ||
+			!strings.Contains(r.body, "secret") {
+			t.Errorf("correction of a secret field: %d", r.status)
+		}
+		// On a workflow that moves money the accountant's correction is refused, saying why.
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {moneyGroup}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"}})
+		token := ""
+		for _, in := range parseListDoc(t, r.body).all(func(n *html.Node) bool { return n.Data == "input" && listAttr(n, "name") == "token" }) {
+			token = listAttr(in, "value")
+		}
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {moneyGroup}, "action": {"edit_retry"}, "field": {"nip"}, "value": {"1"},
+			"confirm": {"1"}, "token": {token}})
+		if r.status != 403 || !strings.Contains(r.body, "moves money") {
+			t.Errorf("an accountant's correction on a money-moving workflow: %d", r.status)
+		}
+		// Mute: a preset, then a date and time; without a time, 422.
+		until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}, "until": {until}}); r.status != 303 {
+			t.Errorf("mute: %d", r.status)
+		}
+		if g := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq/groups/"+group, "", bearer(tn.token)).json(t); g["state"] != "muted" {
+			t.Errorf("after the mute the group is %v", g["state"])
+		}
+		at := time.Now().Add(48 * time.Hour).Format("2006-01-02T15:04")
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}, "at": {at}}); r.status != 303 {
+			t.Errorf("mute until a date: %d", r.status)
+		}
+		if r := form(acc, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {accCSRF}}); r.status != 422 {
+			t.Errorf("mute without a time: %d", r.status)
+		}
+		// The item's page names its group; the accountant splits the item out.
+		item := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/"+ids[1], "", nil).body)
+		if len(item.testID("item-group-link")) != 1 || item.testID("item-group-link")[0].attr("href") != "/dlq/groups/"+group || len(item.testID("item-split")) != 1 {
+			t.Fatal("the item's page does not name its group")
+		}
+		r = form(acc, "/dlq/"+ids[1]+"/split", url.Values{"_csrf": {accCSRF}})
+		if loc := r.header.Get("Location"); r.status != 303 || !strings.HasPrefix(loc, "/dlq/groups/") || loc == "/dlq/groups/"+group {
+			t.Errorf("split: %d %s", r.status, loc)
+		}
+		if groupOf(ids[1]) == group {
+			t.Error("the item is still in its group")
+		}
+		// The organization keeps closing and correcting to admins: the accountant's page offers
+		// retries only, and the bulk form refuses a group resolve.
+		if r := do(t, http.DefaultClient, "PATCH", a.srv.URL+"/api/v1/organization/settings", `{"accountantsMayFix": false}`,
+			map[string]string{"Authorization": "Bearer " + tn.token, "Content-Type": "application/json"}); r.status != 200 {
+			t.Fatalf("rule: %d %s", r.status, r.body)
+		}
+		rd := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		if len(rd.testID("group-retry")) != 1 || len(rd.testID("group-resolve")) != 0 || len(rd.testID("group-edit")) != 0 {
+			t.Error("with the rule off the accountant is offered closing or correcting")
+		}
+		r = form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"resolve"}, "notes": {"n"}})
+		token = ""
+		for _, in := range parseListDoc(t, r.body).all(func(n *html.Node) bool { return n.Data == "input" && listAttr(n, "name") == "token" }) {
+			token = listAttr(in, "value")
+		}
+		if r := form(acc, "/dlq/bulk", url.Values{"_csrf": {accCSRF}, "scope": {"filter"}, "groupId": {group}, "action": {"resolve"}, "notes": {"n"},
+			"confirm": {"1"}, "token": {token}}); r.status != 403 {
+			t.Errorf("an accountant's group resolve with the rule off: %d", r.status)
+		}
+		// A viewer reads the page without actions and may not act.
+		vb, vCSRF := a.browser(viewer)
+		if vd := parseListDoc(t, do(t, vb, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body); len(vd.testID("group-title")) != 1 || len(vd.testID("group-actions")) != 0 {
+			t.Error("viewer: the page shows actions")
+		}
+		if r := form(vb, "/dlq/groups/"+group+"/mute", url.Values{"_csrf": {vCSRF}, "until": {until}}); r.status != 403 {
+			t.Errorf("viewer mute: %d", r.status)
+		}
+		if r := form(vb, "/dlq/"+ids[0]+"/split", url.Values{"_csrf": {vCSRF}}); r.status != 403 {
+			t.Errorf("viewer split: %d", r.status)
+		}
+		// Another organization: 404 on the page, the mute and the split.
+		other := a.tenant("Biuro Obce Strony")
+		ob, oCSRF := a.browser(other)
+		for _, c := range []struct{ method, path string }{{"GET", "/dlq/groups/" + group}, {"POST", "/dlq/groups/" + group + "/mute"}, {"POST", "/dlq/" + ids[0] + "/split"}} {
+			body := url.Values{"_csrf": {oCSRF}, "until": {until}}.Encode()
+			if r := do(t, ob, c.method, a.srv.URL+c.path, body, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != 404 {
+				t.Errorf("another organization %s %s: %d", c.method, c.path, r.status)
+			}
 		}
 	})
 }

@@ -26,7 +26,7 @@ func TestBrowserListKeys(t *testing.T) {
 	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
-	step("list", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	focused := func() string {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.activeElement; const r = e && e.closest('tr');
 		  return (r ? 'row' + [...document.querySelectorAll('[data-testid=dlq-row]')].indexOf(r) : (e ? e.name || e.tagName : '')); })()`))

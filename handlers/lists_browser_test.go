@@ -33,7 +33,7 @@ func TestBrowserPhoneList(t *testing.T) {
 		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
-	step("list", chromedp.Navigate(base+"/dlq?status=pending"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("list", chromedp.Navigate(base+"/dlq/items?status=pending"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 
 	// The first item, whole, above the fold.
 	if bottom, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`(() => { const r = document.querySelector('[data-testid=dlq-row]').getBoundingClientRect();
@@ -56,7 +56,7 @@ func TestBrowserPhoneList(t *testing.T) {
 	if got := textWhen(t, ctx, `[data-testid=filters-toggle]`, func(s string) bool { return s == "Filtry (2)" }); got != "Filtry (2)" {
 		t.Errorf("after a second filter the toggle reads %q", got)
 	}
-	step("back to the list", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("back to the list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	// Tap targets.
 	small, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid=dlq-open], .select-hit, [data-testid=filters-toggle], .mainnav a, [data-testid=dlq-count]')]
 	  .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && (r.height < 44 || r.width < 44); })
@@ -118,7 +118,7 @@ func TestBrowserListOneTabStop(t *testing.T) {
 	step("login", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
-	step("list", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	row := func() string {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.activeElement; const r = e && e.closest('[data-testid=dlq-row]');
 		  return r ? 'row' + [...document.querySelectorAll('[data-testid=dlq-row]')].indexOf(r) + ' ' + (e.getAttribute('data-testid') || e.tagName) : (e ? e.tagName : ''); })()`))
@@ -142,7 +142,7 @@ func TestBrowserListOneTabStop(t *testing.T) {
 		t.Errorf("Enter opened %s, want /dlq/%s", u, s.dls[1])
 	}
 	// Sorting by the header: the table is swapped, the address keeps the order.
-	step("back", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("back", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	step("sort by retries", chromedp.Click(`th.col-retries [data-testid=sort-link]`),
 		chromedp.Poll[chromedp.Void](`document.querySelector('th.col-retries') && document.querySelector('th.col-retries').getAttribute('aria-sort') === 'descending'`))
 	order := mustString(t, ctx, `[...document.querySelectorAll('[data-testid=dlq-retries]')].map(e => e.textContent.trim()).join(',')`)
@@ -199,7 +199,7 @@ func TestBrowserAccessibilityLiveList(t *testing.T) {
 			where := fmt.Sprintf("/dlq after a live refresh (%s, %d)", lang, width)
 			step(where, chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+"/profile"), loaded,
 				chromedp.Click(`[data-testid=lang-`+lang+`]`), chromedp.WaitVisible(`html[lang=`+lang+`] main`),
-				chromedp.Navigate(base+"/dlq?sort=-retries"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+				chromedp.Navigate(base+"/dlq/items?sort=-retries"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 			before := mustString(t, ctx, `String(document.querySelectorAll('[data-testid=dlq-row]').length)`)
 			addDeadLetter()
 			step("refresh "+where, chromedp.Evaluate[chromedp.Void](`htmx.trigger('#dlq-live', 'live-refresh')`),

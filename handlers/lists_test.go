@@ -185,7 +185,7 @@ func TestDLQListFilters(t *testing.T) {
 		a := newApp(t, db)
 		s := a.listSeed("Biuro Filtry")
 		b, _ := a.browser(s.tenant)
-		page := do(t, b, "GET", a.srv.URL+"/dlq", "", nil)
+		page := do(t, b, "GET", a.srv.URL+"/dlq/items", "", nil)
 		if page.status != 200 {
 			t.Fatalf("/dlq: %d", page.status)
 		}
@@ -216,7 +216,7 @@ func TestDLQListFilters(t *testing.T) {
 		} {
 			q := url.Values{doc.formKey(t, c.control): {c.value}}.Encode()
 			want := s.ids(c.want...)
-			if got := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq?"+q, "", nil).body).rowIDs("dlq-row"); !slices.Equal(got, want) {
+			if got := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq/items?"+q, "", nil).body).rowIDs("dlq-row"); !slices.Equal(got, want) {
 				t.Errorf("page %s (?%s): %v, want %v", c.name, q, got, want)
 			}
 			if got := apiIDs(t, do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq?"+q, "", bearer(s.token))); !slices.Equal(got, want) {
@@ -225,7 +225,7 @@ func TestDLQListFilters(t *testing.T) {
 		}
 		// The keys together, and an htmx request (a filter change) gets the table alone.
 		q := url.Values{"workflowId": {s.wfB}, "status": {"pending"}, "errorType": {"validation"}, "stepId": {"validate"}, "q": {"NIP"}}.Encode()
-		r := do(t, b, "GET", a.srv.URL+"/dlq?"+q, "", map[string]string{"HX-Request": "true"})
+		r := do(t, b, "GET", a.srv.URL+"/dlq/items?"+q, "", map[string]string{"HX-Request": "true"})
 		if got := parseListDoc(t, r.body).rowIDs("dlq-row"); r.status != 200 || strings.Contains(r.body, "<html") || !slices.Equal(got, s.ids(0)) {
 			t.Errorf("htmx, every filter: %d %v", r.status, got)
 		}
@@ -239,7 +239,7 @@ func TestDLQListRowsAndCounts(t *testing.T) {
 		a := newApp(t, db)
 		s := a.listSeed("Biuro Wiersze")
 		b, _ := a.browser(s.tenant)
-		doc := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq", "", nil).body)
+		doc := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq/items", "", nil).body)
 		rows := doc.testID("dlq-row")
 		if len(rows) != 3 {
 			t.Fatalf("rows: %d", len(rows))
@@ -260,7 +260,7 @@ func TestDLQListRowsAndCounts(t *testing.T) {
 			t.Errorf("subject links to %q", got)
 		}
 		// In Polish the counts agree with their numbers: 1 rozwiązany, 0 wygasłych.
-		pl := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq", "", map[string]string{"Accept-Language": "pl"}).body)
+		pl := parseListDoc(t, do(t, b, "GET", a.srv.URL+"/dlq/items", "", map[string]string{"Accept-Language": "pl"}).body)
 		for status, want := range map[string]string{"resolved": "1 rozwiązany", "expired": "0 wygasłych", "pending": "2 do rozpatrzenia"} {
 			if c := pl.countOf(status); c == nil || strings.Join(strings.Fields(c.text()), " ") != want {
 				t.Errorf("Polish count of %s: want %q", status, want)
@@ -283,7 +283,7 @@ func TestDLQListRowsAndCounts(t *testing.T) {
 		}
 		for st, want := range map[string]string{"pending": "2", "resolved": "1", "expired": "0"} {
 			c := doc.countOf(st)
-			if c == nil || !strings.HasPrefix(c.text(), want+" ") || c.attr("href") != "/dlq?status="+st {
+			if c == nil || !strings.HasPrefix(c.text(), want+" ") || c.attr("href") != "/dlq/items?status="+st {
 				t.Errorf("count %s: %v", st, c)
 			}
 		}
@@ -329,7 +329,7 @@ func TestListPages(t *testing.T) {
 		s := a.listSeed("Biuro Strony")
 		b, _ := a.browser(s.tenant)
 		var got []string
-		next := "/dlq?workflowId=" + s.wfB + "&limit=1"
+		next := "/dlq/items?workflowId=" + s.wfB + "&limit=1"
 		for i := 0; next != ""; i++ {
 			if i > 5 {
 				t.Fatal("too many pages")
@@ -403,7 +403,11 @@ func TestListBadValuesAre422(t *testing.T) {
 				if c.key == "cursor" {
 					continue // the page shows a cursor error as the error page
 				}
-				r = do(t, b, "GET", a.srv.URL+"/"+list+"?"+c.query, "", nil)
+				page := list
+				if list == "dlq" {
+					page = "dlq/items" // the item list; /dlq is the Problems page
+				}
+				r = do(t, b, "GET", a.srv.URL+"/"+page+"?"+c.query, "", nil)
 				doc := parseListDoc(t, r.body)
 				var fields []string
 				for _, e := range doc.testID("field-error") {
@@ -415,7 +419,7 @@ func TestListBadValuesAre422(t *testing.T) {
 			}
 		}
 		// htmx (a filter change): the table says what to fix; 422 is swapped.
-		r := do(t, b, "GET", a.srv.URL+"/dlq?limit=500", "", map[string]string{"HX-Request": "true"})
+		r := do(t, b, "GET", a.srv.URL+"/dlq/items?limit=500", "", map[string]string{"HX-Request": "true"})
 		if r.status != 422 || strings.Contains(r.body, "<html") || !strings.Contains(r.body, `data-testid="filter-refused"`) {
 			t.Errorf("htmx 422: %d %.200s", r.status, r.body)
 		}

@@ -45,7 +45,7 @@ func TestBrowserLiveList(t *testing.T) {
 	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
 		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
-	step("list", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
+	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	count := func() int {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=dlq-row]').length`))
 		return got

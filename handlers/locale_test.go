@@ -215,7 +215,7 @@ func TestRelativeTimes(t *testing.T) {
 		tn := a.tenant("Biuro Czas")
 		c, _ := a.browser(tn)
 		for lang, want := range map[string]string{"pl": "za 30 dni", "en": "in 30 days"} {
-			if body := do(t, c, "GET", a.srv.URL+"/dlq", "", map[string]string{"Accept-Language": lang}).body; !strings.Contains(body, want) {
+			if body := do(t, c, "GET", a.srv.URL+"/dlq/items", "", map[string]string{"Accept-Language": lang}).body; !strings.Contains(body, want) {
 				t.Errorf("%s: the dead letter's expiry does not say %q", lang, want)
 			}
 		}

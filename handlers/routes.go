@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -39,11 +40,26 @@ func (s *Server) routes() {
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
 	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows)
-	app.GET("/dlq", dlqList.List).Name = "dlq"
+	// "Kolejka DLQ" leads with the problems (failure groups); the item list is one click
+	// away at /dlq/items. Without groups, /dlq is the item list as before.
+	app.GET("/dlq/items", dlqList.List).Name = "dlq"
 	var groupsUI *GroupsHandler
 	if s.groups != nil {
-		groupsUI = newGroupsHandler(s.chrome, s.groups, s.Workflows)
-		app.GET("/dlq/problems", groupsUI.Problems).Name = "dlq.problems"
+		groupsUI = newGroupsHandler(s.chrome, s.groups, s.Workflows, s.reads, rules, recovery.movesMoney)
+		recovery.groupTitle = func(ctx context.Context, orgID, id string) (string, error) {
+			g, err := s.groups.Get(ctx, orgID, id)
+			if err != nil {
+				return "", err
+			}
+			return g.Title, nil
+		}
+		app.GET("/dlq", groupsUI.Problems).Name = "dlq.problems"
+		app.GET("/dlq/problems", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, s.url("dlq.problems")) })
+		app.GET("/dlq/groups/:id", groupsUI.Show).Name = "dlq.group"
+		app.POST("/dlq/groups/:id/mute", groupsUI.Mute, requireRole(models.RoleAccountant)).Name = "dlq.group.mute"
+		app.POST("/dlq/:id/split", groupsUI.Split, requireRole(models.RoleAccountant)).Name = "dlq.split"
+	} else {
+		app.GET("/dlq", dlqList.List)
 	}
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
@@ -55,6 +71,9 @@ func (s *Server) routes() {
 	app.POST("/executions/:id/rollback", rollback.Start, requireRole(models.RoleAdmin)).Name = "execution.rollback"
 	app.POST("/compensations/:id/actions", rollback.Act, requireRole(models.RoleAdmin)).Name = "compensation.actions"
 	bulkActions := newBulkHandler(s.chrome, s.Bulk, s.reads, rules)
+	if groupsUI != nil {
+		bulkActions.groupRule = groupsUI.rule
+	}
 	if s.Bulk != nil {
 		// Accountants retry in bulk (as they retry one item); resolve, skip and cancel are admins'.
 		app.POST("/dlq/bulk", bulkActions.Start, requireRole(models.RoleAccountant)).Name = "dlq.bulk.start"

@@ -33,7 +33,7 @@ func TestBrowserSearchAsYouType(t *testing.T) {
 		}
 		return out
 	}
-	for _, c := range []struct{ path, row string }{{"/dlq", "[data-testid=dlq-row]"}, {"/executions", "[data-testid=execution-row]"}} {
+	for _, c := range []struct{ path, row string }{{"/dlq/items", "[data-testid=dlq-row]"}, {"/executions", "[data-testid=execution-row]"}} {
 		step(c.path, chromedp.Navigate(base+c.path), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded)
 		if n := len(rows(c.row)); n < 2 {
 			t.Fatalf("%s: %d rows before searching", c.path, n)

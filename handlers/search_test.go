@@ -83,9 +83,9 @@ func TestSearchFoldsAndReadsInputs(t *testing.T) {
 		}
 		// The pages search the same way.
 		b, _ := a.browser(rs.tenant)
-		for _, path := range []string{"/dlq", "/executions"} {
+		for _, path := range []string{"/dlq/items", "/executions"} {
 			page := do(t, b, "GET", a.srv.URL+path+"?q=kaminska", "", nil).body
-			if doc := parseListDoc(t, page); len(doc.testID(map[string]string{"/dlq": "dlq-row", "/executions": "execution-row"}[path])) != 1 {
+			if doc := parseListDoc(t, page); len(doc.testID(map[string]string{"/dlq/items": "dlq-row", "/executions": "execution-row"}[path])) != 1 {
 				t.Errorf("%s?q=kaminska: not one row", path)
 			}
 		}

@@ -101,7 +101,7 @@ func TestDLQListSorted(t *testing.T) {
 		for _, c := range dlqSortCases {
 			want := s.ids(c.want...)
 			var got []string
-			next := "/dlq?" + url.Values{"sort": {c.sort}, "limit": {"2"}, "status": {"pending"}}.Encode()
+			next := "/dlq/items?" + url.Values{"sort": {c.sort}, "limit": {"2"}, "status": {"pending"}}.Encode()
 			for i := 0; next != ""; i++ {
 				if i > 5 {
 					t.Fatal("too many pages")

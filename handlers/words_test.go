@@ -94,7 +94,7 @@ func TestPolishPagesSayValuesInWords(t *testing.T) {
 		}
 		pages := []string{"/workflows", "/workflows/" + rs.wf, "/executions", "/executions/" + exID, "/dlq", "/dlq/" + dlID,
 			"/breakers", "/profile", "/audit", "/settings/tokens", "/settings/connections", "/settings/credentials", "/settings/health",
-			"/dlq?errorType=validation", "/executions?status=DLQ_PENDING"}
+			"/dlq/items?errorType=validation", "/executions?status=DLQ_PENDING"}
 		for _, who := range []*tenant{rs.tenant, rs.accountant, rs.viewer} {
 			b, _ := a.browser(who)
 			for _, p := range pages {

@@ -2,7 +2,9 @@ package models_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -43,6 +45,12 @@ func BenchmarkDLQList(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("seeded %d dead letters and %d attempts (+1%% in another organization) in %s", n, 10*n, time.Since(start).Round(time.Second))
+	// Issue 22: the items in failure groups, 100 items a group (10,000 groups at 1,000,000).
+	groupsStart := time.Now()
+	if err := seedGroups(ctx, db, org, wfs[0], max(n/100, 1)); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("seeded %d groups in %s", max(n/100, 1), time.Since(groupsStart).Round(time.Second))
 
 	// A cursor deep in the list (the page after the dead letter in the middle).
 	var mid struct {
@@ -160,6 +168,32 @@ func BenchmarkDLQList(b *testing.B) {
 		{"search-polish-none", list(models.DLQFilter{Q: "Źdźbło"})},
 		{"search-polish-none-2", list(models.DLQFilter{Q: "Żółć"})},
 		{"search-folded", list(models.DLQFilter{Q: "KONCOWE"})},
+		// The Problems page (issue 22): the groups with most to handle, their counts,
+		// subjects and last day's arrivals per hour, and their newest items; and the groups
+		// list's first page.
+		{"groups-problems", func(int) error {
+			gs, err := db.ProblemGroups(ctx, org)
+			if err != nil || len(gs) == 0 {
+				return cmpOr(err, "no problem groups")
+			}
+			ids := make([]string, len(gs))
+			for i, g := range gs {
+				ids[i] = g.ID
+			}
+			_, err = db.GroupSamples(ctx, org, ids, 5)
+			return err
+		}},
+		{"groups-list", func(int) error { _, _, err := db.ListGroups(ctx, org, models.GroupFilter{}); return err }},
+		// Its parts: the ranking with the views of the 100 groups; one group's view (its page).
+		{"groups-ranked", func(int) error { _, err := db.ProblemGroups(ctx, org); return err }},
+		{"group-one", func(i int) error {
+			gs, _, err := db.ListGroups(ctx, org, models.GroupFilter{Limit: 1})
+			if err != nil || len(gs) == 0 {
+				return cmpOr(err, "no group")
+			}
+			_, err = db.GetGroup(ctx, org, gs[0].ID)
+			return err
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for i := range 5 { // warm the cache and the connections
@@ -185,6 +219,37 @@ func BenchmarkDLQList(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+func cmpOr(err error, msg string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// seedGroups makes k failure groups of org (workflow wf) and puts each of org's dead
+// letters in one of them, in turn, then ANALYZEs.
+func seedGroups(ctx context.Context, db *models.DB, org, wf string, k int) error {
+	for _, q := range []string{
+		`INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, title, search_text, state,
+		   arrivals, first_seen_at, last_seen_at, created_at, updated_at)
+		 SELECT gen_random_uuid(), @org, 'bench-' || g, 1, @wf, 'submit', 'validation', 'NIP … ma … cyfr ' || g, 'nip ma cyfr ' || g, 'open',
+		   100, now() - interval '30 days', now() - (g || ' seconds')::interval, now(), now() FROM generate_series(1, @k) g`,
+		`WITH g AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM dlq_groups WHERE organization_id = @org),
+		      d AS (SELECT id, (row_number() OVER (ORDER BY id) - 1) % @k AS n FROM dead_letter_queue WHERE organization_id = @org)
+		 UPDATE dead_letter_queue q SET group_id = g.id FROM d JOIN g ON g.n = d.n WHERE q.id = d.id`,
+		`ANALYZE dead_letter_queue`, `ANALYZE dlq_groups`,
+	} {
+		var args []any
+		if strings.Contains(q, "@") {
+			args = []any{sql.Named("org", org), sql.Named("wf", wf), sql.Named("k", k)}
+		}
+		if err := db.Conn(ctx).Exec(q, args...).Error; err != nil {
+			return fmt.Errorf("%.60s…: %w", q, err)
+		}
+	}
+	return nil
 }
 
 // clientName is the client of the i-th seeded dead letter, as its subject starts.

@@ -497,6 +497,8 @@ type BulkJob struct {
 	// PacedAt is when the job's last batch began (the next batch's size makes up for a late
 	// start, so the job keeps its rate).
 	PacedAt *time.Time
+	// Edit is an edit_retry's change: {"field", "value"} (bulk.Edit).
+	Edit JSON
 }
 
 func (BulkJob) TableName() string { return "dlq_bulk_jobs" }

@@ -36,10 +36,27 @@ const (
 	RetryFull = "retry_full"
 	Skip      = "skip"
 	Resolve   = "resolve"
+	// EditRetry sets one field of each item's input to one value (Request.Edit), then
+	// retries the item from its failed step: a group's "fix the NIP once for the client".
+	EditRetry = "edit_retry"
 )
 
 // Actions lists the bulk actions.
-var Actions = []string{Retry, RetryFull, Skip, Resolve}
+var Actions = []string{Retry, RetryFull, Skip, Resolve, EditRetry}
+
+// Edit is an edit_retry's change: the input field at Field (a dot-separated path of object
+// keys, e.g. "clientNip" or "client.nip") gets Value.
+type Edit struct {
+	Field string `json:"field"`
+	Value any    `json:"value"`
+}
+
+// Redactor shows an execution's input as the fix form does, secrets masked
+// (redact.Redactor), and says which keys are secret.
+type Redactor interface {
+	JSON(raw []byte) []byte
+	Match(key string) bool
+}
 
 // MaxItems bounds one bulk job.
 const MaxItems = 10000
@@ -79,6 +96,9 @@ type Service struct {
 	Rate int
 	// Now is the clock of progress times (default time.Now).
 	Now func() time.Time
+	// Redact masks the inputs an edit_retry changes (required for that action: without it
+	// each item fails).
+	Redact Redactor
 }
 
 func (s *Service) now() time.Time {
@@ -104,7 +124,9 @@ type Request struct {
 	IDs            []string
 	Filter         *models.DLQFilter
 	Notes          string
-	Actor          audit.Actor
+	// Edit is the change of an edit_retry (required for it, refused for the others).
+	Edit  *Edit
+	Actor audit.Actor
 	// IdempotencyKey makes the request idempotent for IdempotencyTTL: the same key with the
 	// same request gives the same job (Replayed); with another request it is EINVALID.
 	IdempotencyKey string
@@ -171,7 +193,8 @@ func requestHash(r Request) string {
 		IDs    []string
 		Filter *models.DLQFilter
 		Notes  string
-	}{r.Action, r.IDs, r.Filter, r.Notes})
+		Edit   *Edit
+	}{r.Action, r.IDs, r.Filter, r.Notes, r.Edit})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -181,7 +204,13 @@ func requestHash(r Request) string {
 func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, error) {
 	fields := map[string]string{}
 	if !slices.Contains(Actions, r.Action) {
-		fields["action"] = "must be one of retry, retry_full, skip, resolve"
+		fields["action"] = "must be one of retry, retry_full, skip, resolve, edit_retry"
+	}
+	switch {
+	case r.Action == EditRetry && (r.Edit == nil || !ValidPath(r.Edit.Field)):
+		fields["field"] = "give the input field to set (a path of keys, e.g. clientNip)"
+	case r.Action != EditRetry && r.Edit != nil:
+		fields["field"] = "only edit_retry sets a field"
 	}
 	if len([]rune(r.Notes)) > engine.MaxNotes {
 		fields["resolutionNotes"] = fmt.Sprintf("must be at most %d characters", engine.MaxNotes)
@@ -238,6 +267,11 @@ func (s *Service) items(ctx context.Context, r Request) ([]string, models.JSON, 
 	if len(ids) == 0 {
 		return nil, nil, apperr.Invalid("bulk.invalid", map[string]string{"filter": "matches no pending item"})
 	}
+	if r.Action == EditRetry {
+		if err := s.checkEdit(ctx, r.OrganizationID, ids, r.Edit.Field); err != nil {
+			return nil, nil, err
+		}
+	}
 	return ids, filterJSON, nil
 }
 
@@ -259,6 +293,9 @@ func (s *Service) create(ctx context.Context, r Request, hash string) (*models.B
 		Status: models.BulkQueued, Total: len(ids), CreatedAt: now, UpdatedAt: now}
 	if r.Notes != "" {
 		job.Notes = &r.Notes
+	}
+	if r.Edit != nil {
+		job.Edit = models.MustJSON(r.Edit)
 	}
 	if r.Actor.Type == audit.ActorUser && r.Actor.ID != "" {
 		job.CreatedBy = &r.Actor.ID
@@ -308,6 +345,13 @@ func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, ac
 	case RetryFull:
 		return s.Engine.Replay(ctx, engine.ReplayRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Mode: engine.ReplayFull,
 			Notes: notes, Actor: actor, IdempotencyKey: key})
+	case EditRetry:
+		input, err := s.edited(ctx, job, dlqID)
+		if err != nil {
+			return nil, err
+		}
+		return s.Engine.Replay(ctx, engine.ReplayRequest{OrganizationID: job.OrganizationID, DeadLetterID: dlqID, Mode: engine.ReplayFromFailed,
+			Input: input, Notes: notes, Actor: actor, IdempotencyKey: key})
 	case Skip, Resolve:
 		status := models.DLQResolved
 		if job.Action == Skip {
@@ -317,6 +361,71 @@ func (s *Service) act(ctx context.Context, job *models.BulkJob, dlqID string, ac
 			Notes: notes, Actor: actor, IdempotencyKey: key})
 	}
 	return nil, apperr.Errorf(apperr.EINVALID, "unknown bulk action %q", job.Action)
+}
+
+// checkEdit refuses an edit_retry of field on the items ids: EINVALID on "field" when it
+// is a secret's (masked: never shown, so never set for many at once) or when an item's
+// input has no such field (a field is changed, never added).
+func (s *Service) checkEdit(ctx context.Context, orgID string, ids []string, field string) error {
+	if s.Redact == nil {
+		return apperr.Invalid("bulk.invalid", map[string]string{"action": "edit_retry is not available here"})
+	}
+	if Masked(s.Redact, field) {
+		return apperr.Invalid("bulk.invalid", map[string]string{"field": "is a secret field (masked); edit it on each item"})
+	}
+	missing := 0
+	for start := 0; start < len(ids); start += 500 {
+		var inputs [][]byte
+		if err := s.DB.Conn(ctx).Table("dead_letter_queue d").Joins("JOIN workflow_executions e ON e.id = d.execution_id").
+			Where("d.organization_id = ? AND d.id IN ?", orgID, ids[start:min(len(ids), start+500)]).Pluck("e.input", &inputs).Error; err != nil {
+			return err
+		}
+		for _, raw := range inputs {
+			var doc any
+			_ = json.Unmarshal(raw, &doc)
+			if _, ok := GetPath(doc, field); !ok {
+				missing++
+			}
+		}
+	}
+	if missing > 0 {
+		return apperr.Invalid("bulk.invalid", map[string]string{"field": fmt.Sprintf("is not in the input of %d of the items", missing)})
+	}
+	return nil
+}
+
+// edited is the input an edit_retry replays the dead letter with: its execution's input as
+// the fix form shows it (secrets masked, which the replay keeps as stored), with the job's
+// field set. A secret field is refused (EINVALID), as is an input without the field.
+func (s *Service) edited(ctx context.Context, job *models.BulkJob, dlqID string) (json.RawMessage, error) {
+	var e Edit
+	if err := json.Unmarshal(job.Edit, &e); err != nil || !ValidPath(e.Field) {
+		return nil, apperr.Invalid("bulk.invalid", map[string]string{"field": "the job names no field to set"})
+	}
+	if s.Redact == nil {
+		return nil, apperr.Errorf(apperr.EINVALID, "edit_retry is not available here")
+	}
+	if Masked(s.Redact, e.Field) {
+		return nil, apperr.Invalid("bulk.invalid", map[string]string{"field": "is a secret field; edit it on each item"})
+	}
+	var ex models.Execution
+	err := s.DB.Conn(ctx).Table("workflow_executions e").Select("e.id, e.input").
+		Joins("JOIN dead_letter_queue d ON d.execution_id = e.id").
+		Where("d.organization_id = ? AND d.id = ?", job.OrganizationID, dlqID).Take(&ex).Error
+	if models.IsNotFound(err) {
+		return nil, apperr.NotFound("dead letter")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var input any
+	if err := json.Unmarshal(s.Redact.JSON(ex.Input), &input); err != nil {
+		return nil, apperr.Errorf(apperr.EINVALID, "the item's input is not a JSON object")
+	}
+	if !SetPath(input, e.Field, e.Value) {
+		return nil, apperr.Invalid("bulk.invalid", map[string]string{"field": "is not in this item's input"})
+	}
+	return json.Marshal(input)
 }
 
 // record stores an item's result and counts it on the job, in one transaction.

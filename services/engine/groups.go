@@ -9,6 +9,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
+	"lifeline/services/redact"
 )
 
 // Failure groups (issue 22): every dead letter joins the group of its fingerprint in the
@@ -24,10 +25,13 @@ type Groups struct{ e *Engine }
 // Groups returns the engine's failure-group actions.
 func (e *Engine) Groups() Groups { return Groups{e: e} }
 
+// Redactor says which input keys are secrets (the engine's).
+func (g Groups) Redactor() *redact.Redactor { return g.e.redactor }
+
 // MaxMute bounds how far ahead a group can be muted.
 const MaxMute = 90 * 24 * time.Hour
 
-// MuteGroup mutes the organization's group until until (after the database clock's now, at
+// Mute mutes the organization's group until until (after the database clock's now, at
 // most MaxMute ahead): its new items join it silently until then. Audit dlq.group_muted.
 // Errors: EINVALID on muteUntil; ENOTFOUND for another organization's or an unknown group;
 // ECONFLICT (group.conflict.resolved) for a resolved group.
@@ -48,7 +52,7 @@ func (g Groups) Mute(ctx context.Context, orgID, groupID string, until time.Time
 	})
 }
 
-// SplitDeadLetter moves the organization's dead letter id out of its group into a group of
+// Split moves the organization's dead letter id out of its group into a group of
 // its own, and returns the new group's id. Audit dlq.split. Errors: ENOTFOUND for another
 // organization's or an unknown item; ECONFLICT (group.split.alone, group.split.moved,
 // group.split.ungrouped) as SplitOut says.
@@ -73,7 +77,7 @@ func (g Groups) Split(ctx context.Context, orgID, id string, actor audit.Actor) 
 	return groupID, err
 }
 
-// BackfillGroups gives the dead letters made before failure groups (group_id NULL) their
+// Backfill gives the dead letters made before failure groups (group_id NULL) their
 // groups, batch by batch, oldest first: the same JoinGroup a new failure takes, at the
 // time the item failed; then each group it touched is resolved if it has nothing left to
 // handle. Idempotent and safe to run on several processes at once (an item is grouped only

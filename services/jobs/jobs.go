@@ -249,7 +249,7 @@ func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logg
 	cfg = cfg.withDefaults(db.Dialect)
 	workers := river.NewWorkers()
 	r := &Runner{eng: eng, queue: q}
-	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: q, Rate: cfg.BulkRate}
+	r.bulk = &bulk.Service{DB: db, Engine: eng, Queue: q, Rate: cfg.BulkRate, Redact: eng.Redactor()}
 	river.AddWorker(workers, &AttemptWorker{Engine: eng})
 	river.AddWorker(workers, &ReconcileWorker{Engine: eng, Bulk: r.bulk})
 	river.AddWorker(workers, &BulkWorker{Bulk: r.bulk})

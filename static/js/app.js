@@ -293,7 +293,8 @@
     var target = document.querySelector(elt.getAttribute("hx-target"));
     if (document.hidden || livePaused(elt.id) ||
         document.querySelector('input[name=ids]:checked') ||
-        (target && target.querySelector("[data-more-loaded]"))) {
+        (target && target.querySelector("[data-more-loaded], details[open]"))) {
+      // (an opened problem's items stay open: the Problems page waits while one is)
       evt.preventDefault();
     }
   });

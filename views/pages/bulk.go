@@ -103,6 +103,10 @@ type BulkConfirmVM struct {
 	Token, Nonce string
 	// Changed: the items changed since the person confirmed; this is the new set.
 	Changed bool
+	// Group: the items are a failure group's pending ones (the count says "exactly N of
+	// this group now"). Edit says what an edit_retry changes ("" otherwise).
+	Group bool
+	Edit  string
 }
 
 // BulkConfirmItem is an item a bulk action will act on.

@@ -10,7 +10,10 @@ type DLQItemVM struct {
 	StepStatesJSON    string
 	ManualRetries     int
 	ListURL           string // the dead-letter list, for the breadcrumb; empty = plain text
-	Steps             []DLQStepVM
+	// GroupURL and GroupTitle name the failure group the item belongs to ("" without one);
+	// SplitURL moves it to a group of its own ("" when the person may not).
+	GroupURL, GroupTitle, SplitURL string
+	Steps                          []DLQStepVM
 	// Processing: a replay runs; the page refreshes itself (RefreshURL) and links to it.
 	Processing bool
 	RefreshURL string

@@ -11,11 +11,15 @@ type ProblemsVM struct {
 	CanAct  bool
 	BulkURL string
 	CSRF    string
+	// RefreshURL is this page, which the live refresh asks for again.
+	RefreshURL string
 }
 
 // ProblemGroup is one failure group, display-ready.
 type ProblemGroup struct {
-	ID          string
+	ID string
+	// URL is the group's page.
+	URL         string
 	Title       string
 	Workflow    string
 	WorkflowURL string
@@ -69,3 +73,36 @@ type ProblemItem struct {
 	At     string // ISO
 	Status string
 }
+
+// GroupVM feeds Group: one failure group's page.
+type GroupVM struct {
+	Group ProblemGroup
+	// Table lists its items as the DLQ list does (no selection; NextURL pages on).
+	Table       DLQVM
+	ProblemsURL string
+	// CanAct (accountants and above, something pending) shows the actions: the bulk
+	// confirmation at BulkURL, the mute form at MuteURL with its presets, and the edits.
+	CanAct bool
+	// CanFix: resolve, skip and correct too (admins; accountants unless the organization's
+	// rule keeps them to admins).
+	CanFix      bool
+	BulkURL     string
+	MuteURL     string
+	MutePresets []Option
+	Edits       []GroupEdit
+	CSRF        string
+	// Done says what was just done ("muted"), if anything.
+	Done string
+}
+
+// GroupEdit is the correction of one input field the group's reason names: its current
+// values among the pending items, with counts. Money: the workflow moves money and the
+// person is not an admin: the edit is refused, and the form says so instead.
+type GroupEdit struct {
+	Field  string
+	Values []GroupFieldValue
+	Money  bool
+}
+
+// GroupFieldValue is one current value of a field and on how many items ("6 oczekujących").
+type GroupFieldValue struct{ Value, Count string }

@@ -1,0 +1,7 @@
+-- +goose Up
+-- A group's edit-and-retry (issue 22): a bulk job of action edit_retry sets one field of the
+-- input of each of its items to one value, then retries them. edit holds {"field", "value"}.
+ALTER TABLE dlq_bulk_jobs ADD COLUMN edit TEXT;
+
+-- +goose Down
+ALTER TABLE dlq_bulk_jobs DROP COLUMN edit;

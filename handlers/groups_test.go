@@ -327,6 +327,25 @@ func TestProblemsPage(t *testing.T) {
 		if len(nip.testID("problem-spark")) != 1 || len(nip.testID("problem-item")) != 3 || nip.testID("problem-state")[0].text() != "Open" {
 			t.Errorf("card %s", nip.text())
 		}
+		// A retry would repeat a validation error: correcting the data comes first, on the
+		// group's page, and the retry is secondary.
+		if fix := nip.testID("problem-fix"); len(fix) != 1 || listAttr(fix[0].root, "href") != listAttr(nip.testID("problem-open")[0].root, "href") ||
+			strings.Contains(nip.testID("problem-retry")[0].attr("class"), "btn-primary") || len(nip.testID("problem-fix-hint")) != 1 {
+			t.Errorf("a validation problem does not lead with fixing the data: %s", nip.text())
+		}
+		outages := 0
+		for _, c := range cards {
+			if strings.Contains(c.testID("problem-type")[0].text(), "Validation") {
+				continue
+			}
+			outages++
+			if len(c.testID("problem-fix")) != 0 || !strings.Contains(c.testID("problem-retry")[0].attr("class"), "btn-primary") {
+				t.Errorf("the outage's problem does not lead with a retry: %s", c.text())
+			}
+		}
+		if outages != 1 {
+			t.Errorf("%d problems that are not validation errors, want the outage", outages)
+		}
 		groupID := nip.attr("data-id")
 		// Its one action: the bulk confirmation, counting the group's pending items.
 		form := url.Values{"_csrf": {csrf}, "scope": {"filter"}, "groupId": {groupID}, "action": {"retry"}}

@@ -83,7 +83,7 @@ var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.Gr
 // problem is one group for the Problems page.
 func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
 	out := pages.ProblemGroup{ID: g.ID, URL: h.url("dlq.group", g.ID), Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
-		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, FixData: g.ErrorType == "validation" || g.ErrorType == "permanent", State: g.StateNow,
+		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, FixData: g.ErrorType == "validation", State: g.StateNow,
 		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
 		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,
 		PendingText: l.N("problems.count.pending", g.Counts.Pending), ProcessingText: l.N("problems.count.processing", g.Counts.Processing),

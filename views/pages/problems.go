@@ -25,8 +25,9 @@ type ProblemGroup struct {
 	WorkflowURL string
 	Step        string
 	ErrorType   string // the type's id (components.ErrorTypeChip)
-	// FixData: a retry would repeat the error (validation, permanent): the first action is
-	// to correct the data on the group's page, and a plain retry comes second.
+	// FixData: a retry would repeat the error (validation): the first action is to correct
+	// the data on the group's page, and a plain retry comes second. Not for permanent errors:
+	// some are cured by time (an invoice not yet in KSeF), not by editing.
 	FixData bool
 	// State is open, fixing, muted or resolved; StateText says it, Badge is its badge's class.
 	State     string

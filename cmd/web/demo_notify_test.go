@@ -94,8 +94,9 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			}
 			r.Body.Close()
 
-			// The kickoff's dead letters (demo.Morning) are each told to the demo's admin and
-			// accountant by email and in the app, and once on Slack and on Teams.
+			// The kickoff's dead letters (demo.Morning) are told per problem (notifyPer "group",
+			// the default): each failure group once to the demo's admin and accountant by email
+			// and in the app, and once on Slack and on Teams.
 			dead := 0
 			for _, s := range demo.Morning() {
 				if s.Fate == demo.DeadLetter {
@@ -103,25 +104,30 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 				}
 			}
 			count := func(page, testID string) int { return strings.Count(page, `data-testid="`+testID+`"`) }
+			problems := func() int { return count(get("/dlq"), "problem") }
 			var inbox string
+			var groups int
 			for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-				inbox = get("/demo/inbox")
-				if count(inbox, "email") >= 2*dead && count(inbox, "hook") >= 2*dead {
+				inbox, groups = get("/demo/inbox"), problems()
+				if groups > 0 && count(inbox, "email") >= 2*groups && count(inbox, "hook") >= 2*groups {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("demo inbox after a minute: %d emails, %d hooks", count(inbox, "email"), count(inbox, "hook"))
+					t.Fatalf("demo inbox after a minute: %d emails, %d hooks for %d problems", count(inbox, "email"), count(inbox, "hook"), groups)
 				}
+			}
+			if groups >= dead {
+				t.Errorf("%d problems for %d dead letters: the morning's failures share causes", groups, dead)
 			}
 			// Nothing more arrives later: each was sent once (a duplicate would come within the
 			// dispatcher's next passes, one a second).
 			time.Sleep(3 * time.Second)
-			inbox = get("/demo/inbox")
-			if n := count(inbox, "email"); n != 2*dead {
-				t.Errorf("%d emails, want %d dead letters × admin and accountant", n, dead)
+			inbox, groups = get("/demo/inbox"), problems()
+			if n := count(inbox, "email"); n != 2*groups {
+				t.Errorf("%d emails, want %d problems × admin and accountant", n, groups)
 			}
-			if slack, teams := strings.Count(inbox, `data-channel="slack"`), strings.Count(inbox, `data-channel="teams"`); slack != dead || teams != dead || count(inbox, "hook") != 2*dead {
-				t.Errorf("hooks: %d (Slack %d, Teams %d), want one per dead letter on each", count(inbox, "hook"), slack, teams)
+			if slack, teams := strings.Count(inbox, `data-channel="slack"`), strings.Count(inbox, `data-channel="teams"`); slack != groups || teams != groups || count(inbox, "hook") != 2*groups {
+				t.Errorf("hooks: %d (Slack %d, Teams %d), want one per problem on each", count(inbox, "hook"), slack, teams)
 			}
 			if !strings.Contains(inbox, "Nowak i Wspólnicy") || !strings.Contains(inbox, "kolejki DLQ") {
 				t.Error("the emails do not name the client or say, in Polish, that the execution is in the DLQ")

@@ -69,7 +69,7 @@ func TestSealOpen(t *testing.T) {
 		"another row":     {r, env, "step_executions:2:input"},
 		"another column":  {r, env, "step_executions:1:output"},
 		"another ring":    {ring(t, "k1"), env, "step_executions:1:input"},
-		"tampered":        {r, env[:len(env)-2] + "AA", "step_executions:1:input"},
+		"tampered":        {r, tamper(env), "step_executions:1:input"},
 		"not an envelope": {r, "Bearer CANARY", "step_executions:1:input"},
 		"unknown key":     {ring(t, "k9"), env, "step_executions:1:input"},
 	} {
@@ -77,6 +77,17 @@ func TestSealOpen(t *testing.T) {
 			t.Errorf("%s: opened", name)
 		}
 	}
+}
+
+// tamper changes one character in the middle of the envelope's ciphertext (the last ones
+// may carry only base64 padding bits, which decode to the same bytes whatever they are).
+func tamper(env string) string {
+	i := len(env) - 10
+	c := byte('A')
+	if env[i] == 'A' {
+		c = 'B'
+	}
+	return env[:i] + string(c) + env[i+1:]
 }
 
 func TestRotation(t *testing.T) {

@@ -369,16 +369,22 @@ func (h *DLQActionsHandler) APIChanges(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"data": out})
 }
 
-// APIApprove: POST /api/v1/dlq/{id}/changes/{cid}/approve {"notes"} (admins): 202 and the
-// replay runs; 409 when the request was decided (or cancelled) already.
-func (h *DLQActionsHandler) APIApprove(c echo.Context) error {
+// apiDecision reads an API decision on an input change: the body's {"notes"} and the ids
+// in the path.
+func (h *DLQActionsHandler) apiDecision(c echo.Context) (engine.Decision, error) {
 	var req struct {
 		Notes string `json:"notes"`
 	}
 	if err := decodeBody(c, &req); err != nil {
-		return err
+		return engine.Decision{}, err
 	}
-	d, err := h.decision(c, req.Notes)
+	return h.decision(c, req.Notes)
+}
+
+// APIApprove: POST /api/v1/dlq/{id}/changes/{cid}/approve {"notes"} (admins): 202 and the
+// replay runs; 409 when the request was decided (or cancelled) already.
+func (h *DLQActionsHandler) APIApprove(c echo.Context) error {
+	d, err := h.apiDecision(c)
 	if err != nil {
 		return err
 	}
@@ -393,13 +399,7 @@ func (h *DLQActionsHandler) APIApprove(c echo.Context) error {
 
 // APIReject: POST /api/v1/dlq/{id}/changes/{cid}/reject {"notes"} (admins, notes required).
 func (h *DLQActionsHandler) APIReject(c echo.Context) error {
-	var req struct {
-		Notes string `json:"notes"`
-	}
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	d, err := h.decision(c, req.Notes)
+	d, err := h.apiDecision(c)
 	if err != nil {
 		return err
 	}

@@ -276,15 +276,20 @@ func (h *GroupsHandler) APIAct(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, out)
 }
 
+// split moves the dead letter of the path's id into a group of its own and returns it.
+func (h *GroupsHandler) split(c echo.Context) (*models.GroupView, error) {
+	id := c.Param("id")
+	if err := checkID(id, "dead letter"); err != nil {
+		return nil, err
+	}
+	p := principal(c)
+	return h.svc.Split(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+}
+
 // APISplit: POST /api/v1/dlq/{id}/split moves the item into a group of its own: 201 with
 // that group.
 func (h *GroupsHandler) APISplit(c echo.Context) error {
-	id := c.Param("id")
-	if err := checkID(id, "dead letter"); err != nil {
-		return err
-	}
-	p := principal(c)
-	g, err := h.svc.Split(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+	g, err := h.split(c)
 	if err != nil {
 		return err
 	}
@@ -442,12 +447,7 @@ var errNoTime = errors.New("no time")
 // Split: POST /dlq/{id}/split from the item's page: the item moves to a group of its own,
 // whose page answers.
 func (h *GroupsHandler) Split(c echo.Context) error {
-	id := c.Param("id")
-	if err := checkID(id, "dead letter"); err != nil {
-		return err
-	}
-	p := principal(c)
-	g, err := h.svc.Split(c.Request().Context(), p.OrganizationID, id, actorOf(p))
+	g, err := h.split(c)
 	if err != nil {
 		return err
 	}

@@ -392,3 +392,36 @@ func (d *Definition) JSON() []byte {
 	b, _ := json.Marshal(d)
 	return b
 }
+
+// UsesCredentials reports whether any template of d (a step's configuration or its
+// compensation's) may read the organization's credentials: the engine loads them only then.
+// It may say yes for a string that merely contains the word; never no for one that reads them.
+func (d *Definition) UsesCredentials() bool {
+	for _, s := range d.Steps {
+		if mentions(s.Config, "credentials") || (s.Compensation != nil && mentions(s.Compensation.Config, "credentials")) {
+			return true
+		}
+	}
+	return false
+}
+
+// mentions reports whether a string or key anywhere in v contains word.
+func mentions(v any, word string) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.Contains(v, word)
+	case map[string]any:
+		for k, x := range v {
+			if strings.Contains(k, word) || mentions(x, word) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if mentions(x, word) {
+				return true
+			}
+		}
+	}
+	return false
+}

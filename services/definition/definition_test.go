@@ -123,3 +123,19 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+func TestUsesCredentials(t *testing.T) {
+	tests := []struct {
+		def  definition.Definition
+		want bool
+	}{
+		{definition.Definition{Steps: []definition.Step{{Config: map[string]any{"url": "https://x", "headers": map[string]any{"Authorization": "Bearer {{ credentials.ksef }}"}}}}}, true},
+		{definition.Definition{Steps: []definition.Step{{Config: map[string]any{"url": "https://x"}, Compensation: &definition.Compensation{Config: map[string]any{"body": []any{"{{ credentials['bank'] }}"}}}}}}, true},
+		{definition.Definition{Steps: []definition.Step{{Config: map[string]any{"url": "https://x/{{ input.nip }}"}}}}, false},
+	}
+	for i, tt := range tests {
+		if got := tt.def.UsesCredentials(); got != tt.want {
+			t.Errorf("%d: UsesCredentials = %v", i, got)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (e *rollbacks) compensate(ctx context.Context, ex *models.Execution, c *mod
 	if err != nil {
 		return nil, nil, err
 	}
-	env, err := e.env(ctx, ex, attempts, 1<<30)
+	env, err := e.env(ctx, ex, attempts, 1<<30, true)
 	if err != nil {
 		return nil, nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 	}

@@ -12,19 +12,22 @@ import (
 // (an admin's replaced token serves the next attempt). (A replay from an earlier step leaves
 // outputs of later steps from the first run in attempts; they are not the replay's.) Secret
 // values are decrypted here, in memory only; credentialsOf(env) lists the credentials'
-// values for the masker.
-func (e *core) env(ctx context.Context, ex *models.Execution, attempts []models.StepAttempt, index int) (map[string]any, error) {
+// values for the masker. The credentials are read only when withCredentials (a definition
+// that never names them costs no query per step).
+func (e *core) env(ctx context.Context, ex *models.Execution, attempts []models.StepAttempt, index int, withCredentials bool) (map[string]any, error) {
 	input, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 	if err != nil {
 		return nil, err
 	}
-	creds, err := e.db.Credentials(ctx, ex.OrganizationID)
-	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
-	}
-	byName := make(map[string]any, len(creds))
-	for _, c := range creds {
-		byName[c.Name] = c.Value
+	byName := map[string]any{}
+	if withCredentials {
+		creds, err := e.db.Credentials(ctx, ex.OrganizationID)
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %w", err)
+		}
+		for _, c := range creds {
+			byName[c.Name] = c.Value
+		}
 	}
 	env := map[string]any{
 		"input":       input,

@@ -197,7 +197,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
 		if *envp == nil {
-			env, err := e.env(ctx, ex, attempts, a.StepIndex)
+			env, err := e.env(ctx, ex, attempts, a.StepIndex, def.UsesCredentials())
 			if err != nil {
 				return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 			}

@@ -68,6 +68,8 @@ type Settings struct {
 	// MovesMoney marks a workflow that moves money (ledger postings, payments): an
 	// accountant's edited input waits for an admin's approval before the replay runs.
 	MovesMoney bool `json:"movesMoney,omitempty"`
+	// About: the client, period, amount and obligation of each execution (about.go).
+	About
 }
 
 // MaxSubject bounds a rendered subject (longer ones are cut) and the template itself.
@@ -208,6 +210,7 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 			}
 		}
 	}
+	d.Settings.About.validateAbout(errs)
 	if d.Settings.CircuitBreaker != nil {
 		for k, v := range d.Settings.CircuitBreaker.Validate() {
 			errs["settings.circuitBreaker."+k] = v

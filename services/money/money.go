@@ -72,15 +72,21 @@ func Parse(s, c string) (int64, error) {
 		return 0, fmt.Errorf("%q is not an amount", orig)
 	}
 	// Both '.' and ',': the last is the decimal point, the other groups thousands. One of
-	// them, more than once or once before exactly three digits, groups thousands when it
-	// groups them well ("1.234.567", "1,234"; no currency here has three decimal places);
-	// else it is the decimal point ("0.001" then has too many places).
+	// them more than once groups thousands ("1.234.567"). Once, it is the decimal point,
+	// except before exactly three digits, where "1,234" and "12.345" could be either: that
+	// is refused rather than guessed (a JSON number 12.345 must not become 12 345,00).
 	intPart, frac := s, ""
 	if point := strings.LastIndexAny(s, ".,"); point >= 0 {
 		sep := s[point]
 		both := strings.Contains(s, ".") && strings.Contains(s, ",")
-		groups := !both && (strings.Count(s, string(sep)) > 1 || len(s)-point-1 == 3) && grouped(s, sep)
-		if !groups {
+		switch {
+		case !both && strings.Count(s, string(sep)) > 1:
+			if !grouped(s, sep) {
+				return 0, fmt.Errorf("%q is not an amount: group thousands by three digits", orig)
+			}
+		case !both && len(s)-point-1 == 3:
+			return 0, fmt.Errorf("%q is ambiguous: write it without the separator, or with the decimal places (%s%c00)", orig, s[:point]+s[point+1:], sep)
+		default:
 			intPart, frac = s[:point], s[point+1:]
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/executions"
+	"lifeline/services/money"
 	"lifeline/views/i18n"
 )
 
@@ -130,12 +131,39 @@ type apiExecution struct {
 	RollbackStatus  *string           `json:"rollbackStatus,omitempty"`
 	Compensations   []apiCompensation `json:"compensations,omitempty"`
 	Steps           []apiStep         `json:"steps,omitempty"`
+	apiAbout
+}
+
+// apiAbout is what an execution is about (issue 23): null where its workflow does not say
+// or its input lacks it. The amount is a decimal string in Currency ("184230.50"), never a
+// JSON number a client could read into a float; dueAt is a date ("2026-11-25").
+type apiAbout struct {
+	Client     *string `json:"client"`
+	Period     *string `json:"period"`
+	Obligation *string `json:"obligation"`
+	DueAt      *string `json:"dueAt"`
+	Amount     *string `json:"amount"`
+	Currency   *string `json:"currency"`
+}
+
+func apiAboutOf(ex *models.Execution) apiAbout {
+	a := apiAbout{Client: ex.Client, Period: ex.Period, Obligation: ex.Obligation, Currency: ex.Currency}
+	if ex.DueAt != nil {
+		d := ex.DueAt.UTC().Format(time.DateOnly)
+		a.DueAt = &d
+	}
+	if ex.AmountMinor != nil && ex.Currency != nil {
+		v := money.Decimal(*ex.AmountMinor, *ex.Currency)
+		a.Amount = &v
+	}
+	return a
 }
 
 func apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
 	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
-		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf, RollbackStatus: ex.RollbackStatus}
+		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf, RollbackStatus: ex.RollbackStatus,
+		apiAbout: apiAboutOf(ex)}
 }
 
 func apiExecutionDetail(d *executions.Detail) apiExecution {

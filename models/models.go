@@ -191,6 +191,15 @@ type Execution struct {
 	SearchText string
 	// RetryOf names the execution a full retry retries.
 	RetryOf *string
+	// What it is about (the workflow's settings rendered at start; each nil when not known):
+	// the client's key, the period, the filing obligation and its due date (a civil date at
+	// midnight UTC), and the amount in minor units of Currency.
+	Client      *string
+	Period      *string
+	Obligation  *string
+	DueAt       *time.Time
+	AmountMinor *int64
+	Currency    *string
 	// While a manual replay runs: the dead letter it serves, when it began (retries are
 	// counted from there) and the retry policy it overrides with (a retry.Spec).
 	DeadLetterID  *string

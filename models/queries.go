@@ -135,7 +135,8 @@ const executionListColumns = "workflow_executions.id, workflow_executions.organi
 	"workflow_executions.correlation_id, workflow_executions.current_step_id, workflow_executions.created_by, " +
 	"workflow_executions.subject, workflow_executions.retry_of, workflow_executions.dead_letter_id, " +
 	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at, " +
-	"workflow_executions.rollback_status"
+	"workflow_executions.rollback_status, workflow_executions.client, workflow_executions.period, workflow_executions.obligation, " +
+	"workflow_executions.due_at, workflow_executions.amount_minor, workflow_executions.currency"
 
 // ListExecutions returns executions in f.Sort's order (by default newest first: created_at,
 // then id), and the cursor of the next page ("" at the end). A cursor this server did not

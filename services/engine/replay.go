@@ -335,7 +335,11 @@ func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
 // the new execution.
 func (e *recovery) replayFull(st stateTx, p *replayPlan) ([]Job, error) {
 	tx, now, dl, ex, wf, def, input, override, actor, res := st.tx, st.now, p.dl, p.ex, p.wf, p.def, p.input, p.override, p.actor, p.res
-	nx, err := e.starts.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input)
+	rules, err := deadlineSettings(tx, def, wf.OrganizationID)
+	if err != nil {
+		return nil, err
+	}
+	nx, err := e.starts.newExecution(wf, def, StartRequest{Trigger: TriggerRetry, Actor: actor}, input, rules)
 	if err != nil {
 		return nil, err
 	}

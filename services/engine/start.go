@@ -18,6 +18,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
+	"lifeline/services/deadline"
 	"lifeline/services/definition"
 	"lifeline/services/redact"
 	"lifeline/services/tmpl"
@@ -79,8 +80,16 @@ func (e *starts) start(ctx context.Context, r StartRequest, input []byte) (*mode
 	if err != nil {
 		return nil, false, err
 	}
+	rules, err := deadlineSettings(e.db.Conn(ctx), def, wf.OrganizationID)
+	if err != nil {
+		return nil, false, err
+	}
+	fresh, err := e.newExecution(wf, def, r, input, rules)
+	if err != nil {
+		return nil, false, err
+	}
 	if r.IdempotencyKey == "" && e.db.Dialect == models.Postgres {
-		return e.startOne(ctx, wf, def, r, input)
+		return e.startOne(ctx, fresh, def, r)
 	}
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		if r.IdempotencyKey != "" {
@@ -102,10 +111,7 @@ func (e *starts) start(ctx context.Context, r StartRequest, input []byte) (*mode
 				return nil, err
 			}
 		}
-		var err error
-		if ex, err = e.newExecution(wf, def, r, input); err != nil {
-			return nil, err
-		}
+		ex = fresh
 		ex.CreatedAt, ex.UpdatedAt = now, now
 		fi := def.First()
 		first := def.Steps[fi]
@@ -142,9 +148,23 @@ func (e *starts) logStarted(ctx context.Context, ex *models.Execution) {
 		"workflow_id", ex.WorkflowID, "trigger", ex.TriggerType)
 }
 
-// newExecution builds the PENDING execution of a start, its input sealed; the caller sets
-// its times from the database clock.
-func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (models.Execution, error) {
+// deadlineSettings are the organization's rules def's due dates depend on: read only when
+// def names an obligation (no query for other workflows).
+func deadlineSettings(tx *gorm.DB, def *definition.Definition, orgID string) (deadline.Settings, error) {
+	if def.Settings.Obligation == "" {
+		return deadline.Settings{}, nil
+	}
+	r, err := models.DeadlineRulesTx(tx, orgID)
+	if err != nil {
+		return deadline.Settings{}, fmt.Errorf("deadline rules: %w", err)
+	}
+	return deadline.Settings{ZUSDay: r.ZUSDay}, nil
+}
+
+// newExecution builds the PENDING execution of a start, its input sealed, and what it is
+// about rendered from the workflow's settings (a value of the wrong kind is EINVALID naming
+// its field); the caller sets its times from the database clock.
+func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte, rules deadline.Settings) (models.Execution, error) {
 	id := models.NewID()
 	// One masker for the input's secrets: it seals them, and keeps them out of the subject
 	// and the search text.
@@ -170,6 +190,12 @@ func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r
 		Subject:         e.subject(def, in, m),
 	}
 	ex.SearchText = e.searchText(in, ex.Subject, m)
+	facts, errs := def.Settings.About.Render(in, rules)
+	if errs != nil {
+		return models.Execution{}, apperr.Invalid("input.about", errs)
+	}
+	ex.Client, ex.Period, ex.Obligation, ex.DueAt, ex.AmountMinor, ex.Currency =
+		facts.Client, facts.Period, facts.Obligation, facts.Due, facts.AmountMinor, facts.Currency
 	if ex.TriggerType == "" {
 		ex.TriggerType = TriggerAPI
 	}
@@ -190,11 +216,7 @@ func startedEntry(ex *models.Execution, actor audit.Actor, at time.Time) audit.E
 // startOne starts an execution without an idempotency key on PostgreSQL in one statement
 // (the execution, its first attempt and the audit event), committed with the attempt's job
 // in a group commit. What it writes is what start's transaction writes.
-func (e *starts) startOne(ctx context.Context, wf *models.Workflow, def *definition.Definition, r StartRequest, input []byte) (*models.Execution, bool, error) {
-	ex, err := e.newExecution(wf, def, r, input)
-	if err != nil {
-		return nil, false, err
-	}
+func (e *starts) startOne(ctx context.Context, ex models.Execution, def *definition.Definition, r StartRequest) (*models.Execution, bool, error) {
 	fi := def.First()
 	first := def.Steps[fi]
 	a := newAttempt(&ex, first, fi, 1, time.Time{})
@@ -202,8 +224,9 @@ func (e *starts) startOne(ctx context.Context, wf *models.Workflow, def *definit
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
   INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-    current_step_id, created_by, subject, search_text, created_at, updated_at)
-  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, @search, now(), now())
+    current_step_id, created_by, subject, search_text, client, period, obligation, due_at, amount_minor, currency, created_at, updated_at)
+  VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, @search,
+    @client, @period, @obligation, @due, @amount, @currency, now(), now())
   RETURNING id),
 at AS (
   INSERT INTO step_executions (id, organization_id, execution_id, step_id, step_index, attempt, status, generation, reclaims,
@@ -216,9 +239,10 @@ SELECT now()`
 	var now time.Time
 	// The first attempt's job commits with it.
 	jobs := func() []Job { return []Job{{AttemptID: a.ID, Generation: a.Generation, RunAt: now.UTC().Add(delay)}} }
-	err = e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
+	err := e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
 		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject, "search": ex.SearchText,
+		"client": ex.Client, "period": ex.Period, "obligation": ex.Obligation, "due": ex.DueAt, "amount": ex.AmountMinor, "currency": ex.Currency,
 		"aid": a.ID, "aidx": fi, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
 	}, jobs, &now)

@@ -82,3 +82,121 @@ func TestExecutionAbout(t *testing.T) {
 		}
 	})
 }
+
+// TestExecutionsByDueAndAmount: the executions list filters by client, period, obligation and
+// due date, and sorts by due date (soonest first, none last) and by amount (largest first,
+// none last), page by page without repeating or skipping a row; a bad filter is a 422 naming
+// it.
+func TestExecutionsByDueAndAmount(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Kolejność")
+		def := fmt.Sprintf(`{"name": "Terminy", "settings": {"client": "{{ input.nip }}", "period": "{{ input.period }}", "amount": "{{ input.vat }}",
+		  "obligation": "{{ input.kind }}"}, "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/ok"}}]}`, a.ext.URL)
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", def, bearer(tn.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wfID := r.json(t)["id"].(string)
+		inputs := []string{
+			`{"nip": "111", "period": "2026-10", "kind": "JPK_V7M", "vat": "100.00"}`, // due 2026-11-25
+			`{"nip": "222", "period": "2026-10", "kind": "ZUS", "vat": "184230.50"}`,  // due 2026-11-20
+			`{"nip": "111", "period": "2026-09", "kind": "JPK_V7M", "vat": "0.07"}`,   // due 2026-10-26
+			`{"nip": "333"}`, // no due date, no amount
+			`{"nip": "222", "period": "2026-Q3", "kind": "JPK_V7K", "vat": "99999999.99"}`, // due 2026-10-26
+		}
+		ids := make([]string, len(inputs))
+		for i, in := range inputs {
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wfID+"/executions", `{"input": `+in+`}`, bearer(tn.token))
+			if r.status != http.StatusCreated {
+				t.Fatalf("start %d: %d %s", i, r.status, r.body)
+			}
+			ids[i] = r.json(t)["id"].(string)
+		}
+		list := func(query string) []string {
+			t.Helper()
+			var out []string
+			cursor := ""
+			for page := 0; page < 10; page++ {
+				u := a.srv.URL + "/api/v1/executions?limit=2&workflowId=" + wfID + "&" + query
+				if cursor != "" {
+					u += "&cursor=" + cursor
+				}
+				r := do(t, http.DefaultClient, "GET", u, "", bearer(tn.token))
+				if r.status != http.StatusOK {
+					t.Fatalf("%s: %d %s", query, r.status, r.body)
+				}
+				m := r.json(t)
+				for _, it := range m["items"].([]any) {
+					id := it.(map[string]any)["id"].(string)
+					for i, x := range ids {
+						if x == id {
+							out = append(out, fmt.Sprint(i))
+						}
+					}
+				}
+				if cursor, _ = m["next"].(string); cursor == "" {
+					break
+				}
+			}
+			return out
+		}
+		for query, want := range map[string]string{
+			"sort=due":               "2 4 1 0 3", // ties by id: 2 and 4 are both due 2026-10-26, in id order
+			"sort=amount":            "4 1 0 2 3",
+			"sort=-amount":           "3 2 0 1 4",
+			"client=111":             "",
+			"obligation=JPK_V7M":     "",
+			"period=2026-10":         "",
+			"dueBefore=2026-11-20":   "",
+			"client=222&sort=amount": "4 1",
+		} {
+			got := strings.Join(list(query), " ")
+			switch query {
+			case "sort=due":
+				// 2 and 4 share a due date: either order, but both before 1, 0 and 3.
+				if got != "2 4 1 0 3" && got != "4 2 1 0 3" {
+					t.Errorf("%s: %s", query, got)
+				}
+				continue
+			case "client=111":
+				want = sortedOf(got, "0", "2")
+			case "obligation=JPK_V7M":
+				want = sortedOf(got, "0", "2")
+			case "period=2026-10":
+				want = sortedOf(got, "0", "1")
+			case "dueBefore=2026-11-20":
+				want = sortedOf(got, "1", "2", "4")
+			}
+			if got != want {
+				t.Errorf("%s: %q, want %q", query, got, want)
+			}
+		}
+		for query, field := range map[string]string{"period=2026-13": "period", "dueBefore=jutro": "dueBefore", "obligation=VAT": "obligation"} {
+			r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions?"+query, "", bearer(tn.token))
+			if r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, `"`+field+`"`) {
+				t.Errorf("%s: %d %s", query, r.status, r.body)
+			}
+		}
+	})
+}
+
+// sortedOf returns want (the expected members, in any order) in got's order when got holds
+// exactly them, else want as written, so a mismatch reports.
+func sortedOf(got string, want ...string) string {
+	fields := strings.Fields(got)
+	if len(fields) != len(want) {
+		return strings.Join(want, " ")
+	}
+	for _, w := range want {
+		found := false
+		for _, f := range fields {
+			found = found || f == w
+		}
+		if !found {
+			return strings.Join(want, " ")
+		}
+	}
+	return got
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models/apperr"
+	"lifeline/services/deadline"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
@@ -247,6 +248,33 @@ func (q *listQuery) day(key string) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// period reads a period (YYYY-MM, YYYY-Qn or YYYY), written as deadline.Period writes it.
+func (q *listQuery) period(key string) string {
+	v, ok := q.text(key, 10, "lists.error.period")
+	if !ok || v == "" {
+		return ""
+	}
+	p, err := deadline.ParsePeriod(v)
+	if err != nil {
+		q.fail(key, "lists.error.period")
+		return ""
+	}
+	return p.String()
+}
+
+// date reads a calendar date (YYYY-MM-DD) as it is written.
+func (q *listQuery) date(key string) string {
+	v, ok := q.text(key, 10, "lists.error.date")
+	if !ok || v == "" {
+		return ""
+	}
+	if _, err := time.Parse(time.DateOnly, v); err != nil {
+		q.fail(key, "lists.error.date")
+		return ""
+	}
+	return v
 }
 
 // days reads the "from" and "to" dates: from the start of "from" to the end of "to";

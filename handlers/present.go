@@ -147,11 +147,7 @@ type apiAbout struct {
 }
 
 func apiAboutOf(ex *models.Execution) apiAbout {
-	a := apiAbout{Client: ex.Client, Period: ex.Period, Obligation: ex.Obligation, Currency: ex.Currency}
-	if ex.DueAt != nil {
-		d := ex.DueAt.UTC().Format(time.DateOnly)
-		a.DueAt = &d
-	}
+	a := apiAbout{Client: ex.Client, Period: ex.Period, Obligation: ex.Obligation, DueAt: ex.DueOn, Currency: ex.Currency}
 	if ex.AmountMinor != nil && ex.Currency != nil {
 		v := money.Decimal(*ex.AmountMinor, *ex.Currency)
 		a.Amount = &v

@@ -192,12 +192,12 @@ type Execution struct {
 	// RetryOf names the execution a full retry retries.
 	RetryOf *string
 	// What it is about (the workflow's settings rendered at start; each nil when not known):
-	// the client's key, the period, the filing obligation and its due date (a civil date at
-	// midnight UTC), and the amount in minor units of Currency.
+	// the client's key, the period, the filing obligation and its due date (a civil date,
+	// YYYY-MM-DD), and the amount in minor units of Currency.
 	Client      *string
 	Period      *string
 	Obligation  *string
-	DueAt       *time.Time
+	DueOn       *string
 	AmountMinor *int64
 	Currency    *string
 	// While a manual replay runs: the dead letter it serves, when it began (retries are

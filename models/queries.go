@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"lifeline/models/apperr"
@@ -100,6 +101,9 @@ type ExecutionFilter struct {
 	// Q is text the subject or an input value contains, ignoring case and diacritics
 	// (search_text, folded by Fold; on PostgreSQL a trigram index answers it).
 	Q string
+	// Client, Period and Obligation match exactly; DueBefore (YYYY-MM-DD) keeps what is due
+	// on or before that day.
+	Client, Period, Obligation, DueBefore string
 	// Sort is the order, one of ExecutionSorts ("" is the first, "-started": newest first).
 	Sort   string
 	Cursor string // from a previous page's Next (of the same Sort)
@@ -114,6 +118,41 @@ var executionSorts = []listSort{
 	{name: "started", keys: []sortKey{{"workflow_executions.created_at", keyTime}}},
 	{name: "subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}},
 	{name: "-subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}, desc: true},
+	{name: "due", keys: []sortKey{{dueKey, keyText}}},
+	{name: "-due", keys: []sortKey{{dueKey, keyText}}, desc: true},
+	{name: "amount", keys: []sortKey{{amountKey, keyBig}}, desc: true},
+	{name: "-amount", keys: []sortKey{{amountKey, keyBig}}},
+}
+
+// The keys of the orders by due date ("due": soonest first, none last) and by amount
+// ("amount": largest first, none last), as migration 00032 indexes them.
+const (
+	noDue     = "9999-12-31"
+	dueKey    = "COALESCE(workflow_executions.due_on, '" + noDue + "')"
+	amountKey = "COALESCE(workflow_executions.amount_minor, -1)"
+)
+
+// executionKeys are the values of s's keys for row r, for the next page's cursor.
+func executionKeys(s listSort, r *ExecutionRow) []any {
+	switch s.keys[0].expr {
+	case dueKey:
+		return []any{cmp.Or(deref(r.DueOn), noDue)}
+	case amountKey:
+		if r.AmountMinor == nil {
+			return []any{int64(-1)}
+		}
+		return []any{*r.AmountMinor}
+	case "workflow_executions.created_at":
+		return []any{r.CreatedAt}
+	}
+	return []any{deref(r.Subject)}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // ExecutionSorts are the names of the executions list's orders, the default first.
@@ -136,7 +175,7 @@ const executionListColumns = "workflow_executions.id, workflow_executions.organi
 	"workflow_executions.subject, workflow_executions.retry_of, workflow_executions.dead_letter_id, " +
 	"workflow_executions.started_at, workflow_executions.finished_at, workflow_executions.created_at, workflow_executions.updated_at, " +
 	"workflow_executions.rollback_status, workflow_executions.client, workflow_executions.period, workflow_executions.obligation, " +
-	"workflow_executions.due_at, workflow_executions.amount_minor, workflow_executions.currency"
+	"workflow_executions.due_on, workflow_executions.amount_minor, workflow_executions.currency"
 
 // ListExecutions returns executions in f.Sort's order (by default newest first: created_at,
 // then id), and the cursor of the next page ("" at the end). A cursor this server did not
@@ -159,6 +198,17 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 	}
 	if f.Q != "" {
 		q = q.Where(db.contains("workflow_executions.search_text"), containsPattern(Fold(f.Q)))
+	}
+	for col, v := range map[string]string{"client": f.Client, "period": f.Period, "obligation": f.Obligation} {
+		if v != "" {
+			q = q.Where("workflow_executions."+col+" = ?", v)
+		}
+	}
+	if f.DueBefore != "" {
+		if _, err := time.Parse(time.DateOnly, f.DueBefore); err != nil {
+			return nil, "", apperr.Invalid("The filter is not valid.", map[string]string{"dueBefore": "must be a date, YYYY-MM-DD"})
+		}
+		q = q.Where("workflow_executions.due_on <= ?", f.DueBefore)
 	}
 	s, err := findSort(executionSorts, f.Sort)
 	if err != nil {
@@ -186,14 +236,8 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 		last := rows[limit-1]
 		if s.name == executionSorts[0].name {
 			next = encodeCursor(last.CreatedAt, last.ID)
-		} else if s.keys[0].kind == keyTime {
-			next = s.encode([]any{last.CreatedAt}, last.ID)
 		} else {
-			subject := ""
-			if last.Subject != nil {
-				subject = *last.Subject
-			}
-			next = s.encode([]any{subject}, last.ID)
+			next = s.encode(executionKeys(s, &last), last.ID)
 		}
 	}
 	return rows, next, db.attachErrors(ctx, orgID, rows)

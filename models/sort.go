@@ -21,6 +21,8 @@ const (
 	keyTime keyKind = iota
 	keyInt
 	keyText
+	// keyBig is a whole number of any sign and size (an amount in minor units, -1 for none).
+	keyBig
 )
 
 // sortKey is one column (or expression) of a list's order.
@@ -148,6 +150,13 @@ func (k sortKey) value(v any) (any, error) {
 			return nil, fmt.Errorf("has an invalid number")
 		}
 		return int(i), nil
+	case keyBig:
+		n, ok := v.(json.Number)
+		i, err := n.Int64()
+		if !ok || err != nil {
+			return nil, fmt.Errorf("has an invalid number")
+		}
+		return i, nil
 	default:
 		s, ok := v.(string)
 		if !ok || len(s) > 1200 {

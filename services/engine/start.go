@@ -194,8 +194,11 @@ func (e *starts) newExecution(wf *models.Workflow, def *definition.Definition, r
 	if errs != nil {
 		return models.Execution{}, apperr.Invalid("input.about", errs)
 	}
-	ex.Client, ex.Period, ex.Obligation, ex.DueAt, ex.AmountMinor, ex.Currency =
-		facts.Client, facts.Period, facts.Obligation, facts.Due, facts.AmountMinor, facts.Currency
+	ex.Client, ex.Period, ex.Obligation, ex.AmountMinor, ex.Currency = facts.Client, facts.Period, facts.Obligation, facts.AmountMinor, facts.Currency
+	if facts.Due != nil {
+		d := facts.Due.Format(time.DateOnly)
+		ex.DueOn = &d
+	}
 	if ex.TriggerType == "" {
 		ex.TriggerType = TriggerAPI
 	}
@@ -224,7 +227,7 @@ func (e *starts) startOne(ctx context.Context, ex models.Execution, def *definit
 	au := audit.Row(startedEntry(&ex, r.Actor, time.Time{}))
 	const q = `WITH ex AS (
   INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-    current_step_id, created_by, subject, search_text, client, period, obligation, due_at, amount_minor, currency, created_at, updated_at)
+    current_step_id, created_by, subject, search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
   VALUES (@id, @org, @wf, @version, @status, @input, @trigger, @corr, @step, @by, @subject, @search,
     @client, @period, @obligation, @due, @amount, @currency, now(), now())
   RETURNING id),
@@ -242,7 +245,7 @@ SELECT now()`
 	err := e.group.queryRowJobs(ctx, q, pgx.NamedArgs{
 		"id": ex.ID, "org": ex.OrganizationID, "wf": ex.WorkflowID, "version": ex.WorkflowVersion, "status": ex.Status,
 		"input": ex.Input, "trigger": ex.TriggerType, "corr": ex.CorrelationID, "step": first.ID, "by": ex.CreatedBy, "subject": ex.Subject, "search": ex.SearchText,
-		"client": ex.Client, "period": ex.Period, "obligation": ex.Obligation, "due": ex.DueAt, "amount": ex.AmountMinor, "currency": ex.Currency,
+		"client": ex.Client, "period": ex.Period, "obligation": ex.Obligation, "due": ex.DueOn, "amount": ex.AmountMinor, "currency": ex.Currency,
 		"aid": a.ID, "aidx": fi, "astatus": a.Status, "key": a.IdempotencyKey, "delay": delay.Seconds(),
 		"auid": au.ID, "actortype": au.ActorType, "actor": au.ActorID, "action": au.Action, "entitytype": au.EntityType, "details": au.Details,
 	}, jobs, &now)

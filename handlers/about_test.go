@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -199,4 +200,78 @@ func sortedOf(got string, want ...string) string {
 		}
 	}
 	return got
+}
+
+// TestDeadLettersByDueAndAmount: a dead letter carries its execution's client, period,
+// obligation, due date and amount; the DLQ list filters and sorts by them, and a bulk
+// action's filter reaches exactly one client's items.
+func TestDeadLettersByDueAndAmount(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Zaległości")
+		def := fmt.Sprintf(`{"name": "Wysyłka JPK", "settings": {"retryPolicy": {"maxRetries": 0}, "client": "{{ input.nip }}", "period": "{{ input.period }}",
+		  "amount": "{{ input.vat }}", "obligation": "JPK_V7M"}, "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/bad"}}]}`, a.ext.URL)
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", def, bearer(tn.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wfID := r.json(t)["id"].(string)
+		inputs := []string{
+			`{"nip": "5260250274", "period": "2026-10", "vat": "184230.50"}`, // due 2026-11-25
+			`{"nip": "7010002137", "period": "2026-09", "vat": "300"}`,       // due 2026-10-26
+			`{"nip": "5260250274", "period": "2026-11", "vat": "12,40"}`,     // due 2026-12-28
+		}
+		execs := make([]string, len(inputs))
+		for i, in := range inputs {
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wfID+"/executions", `{"input": `+in+`}`, bearer(tn.token))
+			if r.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+			execs[i] = r.json(t)["id"].(string)
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var n int64
+			db.Conn(ctx).Model(&models.DeadLetter{}).Where("execution_id IN ?", execs).Count(&n)
+			if n == int64(len(execs)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d dead letters", n, len(execs))
+			}
+		}
+		order := func(query string) string {
+			t.Helper()
+			r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq?workflowId="+wfID+"&"+query, "", bearer(tn.token))
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d %s", query, r.status, r.body)
+			}
+			var out []string
+			for _, it := range r.json(t)["items"].([]any) {
+				m := it.(map[string]any)
+				for i, x := range execs {
+					if m["executionId"] == x {
+						out = append(out, fmt.Sprintf("%d:%v:%v:%v", i, m["dueAt"], m["amount"], m["client"]))
+					}
+				}
+			}
+			return strings.Join(out, " ")
+		}
+		for query, want := range map[string]string{
+			"sort=due":                          "1:2026-10-26:300.00:7010002137 0:2026-11-25:184230.50:5260250274 2:2026-12-28:12.40:5260250274",
+			"sort=amount":                       "0:2026-11-25:184230.50:5260250274 1:2026-10-26:300.00:7010002137 2:2026-12-28:12.40:5260250274",
+			"client=7010002137":                 "1:2026-10-26:300.00:7010002137",
+			"dueBefore=2026-11-25&sort=-due":    "0:2026-11-25:184230.50:5260250274 1:2026-10-26:300.00:7010002137",
+			"period=2026-11&obligation=JPK_V7M": "2:2026-12-28:12.40:5260250274",
+		} {
+			if got := order(query); got != want {
+				t.Errorf("%s:\n got %s\nwant %s", query, got, want)
+			}
+		}
+		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq?period=październik", "", bearer(tn.token)); r.status != http.StatusUnprocessableEntity ||
+			!strings.Contains(r.body, `"period"`) {
+			t.Errorf("bad period: %d %s", r.status, r.body)
+		}
+	})
 }

@@ -63,7 +63,7 @@ func DLQFilterOf(l *i18n.Localizer, v url.Values) (models.DLQFilter, error) {
 	q := queryOf(l, v)
 	f := models.DLQFilter{WorkflowID: q.workflowID("workflowId"), Status: q.oneOf("status", models.DLQStatuses),
 		ErrorType: q.oneOf("errorType", errorTypes()), StepID: q.stepID("stepId"), GroupID: q.groupID("groupId"), Q: q.search("q"),
-		Sort: q.oneOf("sort", models.DLQSorts), Limit: q.limit(), Cursor: q.cursor()}
+		Sort: q.oneOf("sort", models.DLQSorts), Limit: q.limit(), Cursor: q.cursor(), AboutFilter: q.about()}
 	f.From, f.To = q.days("lists.error.range")
 	return f, q.err()
 }

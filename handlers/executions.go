@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
-	"lifeline/services/deadline"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
@@ -375,8 +374,7 @@ func oneOf(v string, allowed []string) bool {
 func executionFilter(c echo.Context) (models.ExecutionFilter, error) {
 	q := newListQuery(c)
 	f := models.ExecutionFilter{Status: q.oneOf("status", models.ExecutionFilterStatuses), WorkflowID: q.workflowID("workflowId"),
-		Q: q.search("q"), Sort: q.oneOf("sort", models.ExecutionSorts), Limit: q.limit(), Cursor: q.cursor(),
-		Client: q.get("client"), Period: q.period("period"), Obligation: q.oneOf("obligation", deadline.Obligations), DueBefore: q.date("dueBefore")}
+		Q: q.search("q"), Sort: q.oneOf("sort", models.ExecutionSorts), Limit: q.limit(), Cursor: q.cursor(), AboutFilter: q.about()}
 	return f, q.err()
 }
 

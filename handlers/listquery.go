@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/deadline"
 	"lifeline/views/i18n"
@@ -262,6 +263,12 @@ func (q *listQuery) period(key string) string {
 		return ""
 	}
 	return p.String()
+}
+
+// about reads the filters by what work is about: client, period, obligation, dueBefore.
+func (q *listQuery) about() models.AboutFilter {
+	return models.AboutFilter{Client: q.get("client"), Period: q.period("period"), Obligation: q.oneOf("obligation", deadline.Obligations),
+		DueBefore: q.date("dueBefore")}
 }
 
 // date reads a calendar date (YYYY-MM-DD) as it is written.

@@ -146,10 +146,10 @@ type apiAbout struct {
 	Currency   *string `json:"currency"`
 }
 
-func apiAboutOf(ex *models.Execution) apiAbout {
-	a := apiAbout{Client: ex.Client, Period: ex.Period, Obligation: ex.Obligation, DueAt: ex.DueOn, Currency: ex.Currency}
-	if ex.AmountMinor != nil && ex.Currency != nil {
-		v := money.Decimal(*ex.AmountMinor, *ex.Currency)
+func apiAboutOf(ab models.About) apiAbout {
+	a := apiAbout{Client: ab.Client, Period: ab.Period, Obligation: ab.Obligation, DueAt: ab.DueOn, Currency: ab.Currency}
+	if ab.AmountMinor != nil && ab.Currency != nil {
+		v := money.Decimal(*ab.AmountMinor, *ab.Currency)
 		a.Amount = &v
 	}
 	return a
@@ -159,7 +159,7 @@ func apiExecutionSummary(ex *models.Execution, wfName string) apiExecution {
 	return apiExecution{ID: ex.ID, WorkflowID: ex.WorkflowID, WorkflowName: wfName, WorkflowVersion: ex.WorkflowVersion, Subject: ex.Subject,
 		Status: ex.Status, Trigger: ex.TriggerType, CorrelationID: ex.CorrelationID, CurrentStepID: ex.CurrentStepID,
 		CreatedAt: rfc(ex.CreatedAt), StartedAt: rfcPtr(ex.StartedAt), FinishedAt: rfcPtr(ex.FinishedAt), RetryOf: ex.RetryOf, RollbackStatus: ex.RollbackStatus,
-		apiAbout: apiAboutOf(ex)}
+		apiAbout: apiAboutOf(ex.About)}
 }
 
 func apiExecutionDetail(d *executions.Detail) apiExecution {
@@ -223,6 +223,7 @@ type apiDLQItem struct {
 	StepStates       json.RawMessage `json:"stepStates,omitempty"`
 	// History (the item endpoint): what happened to it, oldest first.
 	History []apiHistoryEntry `json:"history,omitempty"`
+	apiAbout
 }
 
 // apiDLQ is a dead letter for the API. Without full (the list, which reads no error record)
@@ -233,7 +234,7 @@ func apiDLQ(r *models.DLQRow, full bool) apiDLQItem {
 		Subject: r.Subject, FailedStepID: r.FailedStepID, GroupID: r.GroupID, Status: r.Status, ErrorType: r.ErrorType, Reason: r.Reason,
 		RetryCount: r.RetryCount, ManualRetryCount: r.ManualRetryCount, Error: apiAttemptError{Type: r.ErrorType, Message: r.Reason},
 		CreatedAt: rfc(r.CreatedAt), ExpiresAt: rfc(r.ExpiresAt), ResolvedAt: rfcPtr(r.ResolvedAt),
-		ResolvedBy: r.ResolvedBy, ResolutionNotes: r.ResolutionNotes}
+		ResolvedBy: r.ResolvedBy, ResolutionNotes: r.ResolutionNotes, apiAbout: apiAboutOf(r.About)}
 	if full {
 		out.Error.Code, out.Error.Message, out.Error.Trace = deref(r.ErrorCode), cmp.Or(r.ErrorMessage, r.Reason), deref(r.StackTrace)
 		out.OriginalInput = json.RawMessage(r.OriginalInput)

@@ -19,6 +19,7 @@ type DLQFilter struct {
 	// Q is text the subject, the reason or an input value contains, ignoring case and
 	// diacritics (search_text, folded by Fold). On PostgreSQL a trigram index answers it.
 	Q string
+	AboutFilter
 	// Sort is the order, one of DLQSorts ("" is the first, "age": newest first).
 	Sort   string
 	Cursor string // a previous page's next cursor (of the same Sort); "" for the first page
@@ -29,7 +30,7 @@ type DLQFilter struct {
 // the reader sees it: "age" is youngest first (ages ascending), "-age" oldest first;
 // "expires" soonest expiry first; "retries" fewest retries first (then oldest); "subject"
 // A to Z (no subject first), each "-" the other way round.
-var dlqSorts = []listSort{
+var dlqSorts = append([]listSort{
 	{name: "age", keys: []sortKey{{"dead_letter_queue.created_at", keyTime}}, desc: true},
 	{name: "-age", keys: []sortKey{{"dead_letter_queue.created_at", keyTime}}},
 	{name: "expires", keys: []sortKey{{"dead_letter_queue.expires_at", keyTime}}},
@@ -38,13 +39,16 @@ var dlqSorts = []listSort{
 	{name: "-retries", keys: []sortKey{{"dead_letter_queue.retry_count", keyInt}, {"dead_letter_queue.created_at", keyTime}}, desc: true},
 	{name: "subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}},
 	{name: "-subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}, desc: true},
-}
+}, aboutSorts("dead_letter_queue")...)
 
 // DLQSorts are the names of the dead-letter list's orders, the default first.
 var DLQSorts = sortNames(dlqSorts)
 
 // dlqKeys are a dead letter's values of sort s's keys.
 func dlqKeys(s listSort, r *DLQRow) []any {
+	if v, ok := r.About.sortValue(s); ok {
+		return []any{v}
+	}
 	switch s.keys[0].expr {
 	case "dead_letter_queue.expires_at":
 		return []any{r.ExpiresAt}
@@ -78,7 +82,9 @@ const dlqListColumns = "dead_letter_queue.id, dead_letter_queue.organization_id,
 	"dead_letter_queue.manual_retry_count, dead_letter_queue.last_manual_retry_at, dead_letter_queue.expires_at, " +
 	"dead_letter_queue.subject, dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.retry_count, " +
 	"dead_letter_queue.resolved_by, dead_letter_queue.resolved_at, dead_letter_queue.resolution_notes, dead_letter_queue.replay_execution_id, " +
-	"dead_letter_queue.group_id, dead_letter_queue.created_at, dead_letter_queue.updated_at"
+	"dead_letter_queue.group_id, dead_letter_queue.created_at, dead_letter_queue.updated_at, " +
+	"dead_letter_queue.client, dead_letter_queue.period, dead_letter_queue.obligation, dead_letter_queue.due_on, " +
+	"dead_letter_queue.amount_minor, dead_letter_queue.currency"
 
 // ListDLQ returns the organization's dead letters that match f in f.Sort's order (by
 // default newest first: created_at, then id), and the next page's cursor ("" at the end).
@@ -144,6 +150,7 @@ func (db *DB) dlqWhere(q *gorm.DB, f DLQFilter) *gorm.DB {
 	if f.GroupID != "" {
 		q = q.Where("dead_letter_queue.group_id = ?", f.GroupID)
 	}
+	q = f.AboutFilter.where(q, "dead_letter_queue")
 	if !f.From.IsZero() {
 		q = q.Where("dead_letter_queue.created_at >= ?", f.From.UTC())
 	}

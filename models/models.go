@@ -191,15 +191,8 @@ type Execution struct {
 	SearchText string
 	// RetryOf names the execution a full retry retries.
 	RetryOf *string
-	// What it is about (the workflow's settings rendered at start; each nil when not known):
-	// the client's key, the period, the filing obligation and its due date (a civil date,
-	// YYYY-MM-DD), and the amount in minor units of Currency.
-	Client      *string
-	Period      *string
-	Obligation  *string
-	DueOn       *string
-	AmountMinor *int64
-	Currency    *string
+	// What it is about: the workflow's settings rendered at start.
+	About
 	// While a manual replay runs: the dead letter it serves, when it began (retries are
 	// counted from there) and the retry policy it overrides with (a retry.Spec).
 	DeadLetterID  *string
@@ -329,12 +322,32 @@ type DeadLetter struct {
 	ReplayExecutionID *string
 	// GroupID is the failure group the item belongs to (nil only for an item made before
 	// groups, until the backfill gives it one).
-	GroupID   *string
+	GroupID *string
+	// About is its execution's, copied so the list sorts and sums without a join.
+	About
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
 func (DeadLetter) TableName() string { return "dead_letter_queue" }
+
+// About is what an execution is about (issue 23), each nil when its workflow does not say or
+// its input lacks it: the client's key, the period, the filing obligation and its due date (a
+// civil date, YYYY-MM-DD: it sorts as text), and the amount in minor units of Currency.
+type About struct {
+	Client      *string
+	Period      *string
+	Obligation  *string
+	DueOn       *string
+	AmountMinor *int64
+	Currency    *string
+}
+
+// AboutColumns are About's columns, as an update writes them.
+func (a About) Columns() map[string]any {
+	return map[string]any{"client": a.Client, "period": a.Period, "obligation": a.Obligation, "due_on": a.DueOn,
+		"amount_minor": a.AmountMinor, "currency": a.Currency}
+}
 
 // CircuitBreaker is the shared state of one breaker: of a step of a workflow (ScopeKey
 // "step:<workflow>:<step>") or of a target host ("host:<host>"), within an organization.

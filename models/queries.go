@@ -1,7 +1,6 @@
 package models
 
 import (
-	"cmp"
 	"context"
 	"encoding/base64"
 	"lifeline/models/apperr"
@@ -101,9 +100,7 @@ type ExecutionFilter struct {
 	// Q is text the subject or an input value contains, ignoring case and diacritics
 	// (search_text, folded by Fold; on PostgreSQL a trigram index answers it).
 	Q string
-	// Client, Period and Obligation match exactly; DueBefore (YYYY-MM-DD) keeps what is due
-	// on or before that day.
-	Client, Period, Obligation, DueBefore string
+	AboutFilter
 	// Sort is the order, one of ExecutionSorts ("" is the first, "-started": newest first).
 	Sort   string
 	Cursor string // from a previous page's Next (of the same Sort)
@@ -113,46 +110,22 @@ type ExecutionFilter struct {
 // executionSorts are the executions list's orders: "-started" newest first (by when it was
 // created, which is when it was queued to start), "started" oldest first, "subject" A to Z
 // (no subject first) and "-subject" Z to A.
-var executionSorts = []listSort{
+var executionSorts = append([]listSort{
 	{name: "-started", keys: []sortKey{{"workflow_executions.created_at", keyTime}}, desc: true},
 	{name: "started", keys: []sortKey{{"workflow_executions.created_at", keyTime}}},
 	{name: "subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}},
 	{name: "-subject", keys: []sortKey{{"COALESCE(workflow_executions.subject, '')", keyText}}, desc: true},
-	{name: "due", keys: []sortKey{{dueKey, keyText}}},
-	{name: "-due", keys: []sortKey{{dueKey, keyText}}, desc: true},
-	{name: "amount", keys: []sortKey{{amountKey, keyBig}}, desc: true},
-	{name: "-amount", keys: []sortKey{{amountKey, keyBig}}},
-}
-
-// The keys of the orders by due date ("due": soonest first, none last) and by amount
-// ("amount": largest first, none last), as migration 00032 indexes them.
-const (
-	noDue     = "9999-12-31"
-	dueKey    = "COALESCE(workflow_executions.due_on, '" + noDue + "')"
-	amountKey = "COALESCE(workflow_executions.amount_minor, -1)"
-)
+}, aboutSorts("workflow_executions")...)
 
 // executionKeys are the values of s's keys for row r, for the next page's cursor.
 func executionKeys(s listSort, r *ExecutionRow) []any {
-	switch s.keys[0].expr {
-	case dueKey:
-		return []any{cmp.Or(deref(r.DueOn), noDue)}
-	case amountKey:
-		if r.AmountMinor == nil {
-			return []any{int64(-1)}
-		}
-		return []any{*r.AmountMinor}
-	case "workflow_executions.created_at":
+	if v, ok := r.About.sortValue(s); ok {
+		return []any{v}
+	}
+	if s.keys[0].expr == "workflow_executions.created_at" {
 		return []any{r.CreatedAt}
 	}
 	return []any{deref(r.Subject)}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // ExecutionSorts are the names of the executions list's orders, the default first.
@@ -199,17 +172,7 @@ func (db *DB) ListExecutions(ctx context.Context, orgID string, f ExecutionFilte
 	if f.Q != "" {
 		q = q.Where(db.contains("workflow_executions.search_text"), containsPattern(Fold(f.Q)))
 	}
-	for col, v := range map[string]string{"client": f.Client, "period": f.Period, "obligation": f.Obligation} {
-		if v != "" {
-			q = q.Where("workflow_executions."+col+" = ?", v)
-		}
-	}
-	if f.DueBefore != "" {
-		if _, err := time.Parse(time.DateOnly, f.DueBefore); err != nil {
-			return nil, "", apperr.Invalid("The filter is not valid.", map[string]string{"dueBefore": "must be a date, YYYY-MM-DD"})
-		}
-		q = q.Where("workflow_executions.due_on <= ?", f.DueBefore)
-	}
+	q = f.AboutFilter.where(q, "workflow_executions")
 	s, err := findSort(executionSorts, f.Sort)
 	if err != nil {
 		return nil, "", err

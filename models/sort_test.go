@@ -3,6 +3,7 @@ package models_test
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -30,13 +31,26 @@ func newSortFixture(t *testing.T, db *models.DB) *sortFixture {
 	base := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	subjects := []string{"Echo", "Alfa", "", "Delta", "Alfa", "Bravo", "", "Charlie", "Bravo"}
 	statuses := []string{models.DLQPending, models.DLQResolved, models.DLQPending}
+	// What each is about: due dates and amounts with ties, none, and a refund below zero.
+	dues := []string{"2026-11-25", "", "2026-10-26", "2026-11-25", "2026-12-28", "", "2026-10-26", "2026-11-25", ""}
+	amounts := []int64{18423050, 300, 0, -1250, 300, 0, 99999999999, 18423050, 0}
 	for i, s := range subjects {
+		about := models.About{}
+		if dues[i] != "" {
+			about.DueOn = ptr(dues[i])
+		}
+		if i%3 != 2 { // every third has no amount
+			about.AmountMinor, about.Currency = &amounts[i], ptr("PLN")
+		}
 		at := base.Add(time.Duration(i/2) * time.Hour) // two at each instant
 		var subj []string
 		if s != "" {
 			subj = []string{s}
 		}
 		exID := mkExecution(t, db, f.org, wf, at, subj...)
+		if err := db.Conn(ctx).Model(&models.Execution{}).Where("id = ?", exID).Updates(about.Columns()).Error; err != nil {
+			t.Fatal(err)
+		}
 		var ex models.Execution
 		if err := db.Conn(ctx).Where("id = ?", exID).First(&ex).Error; err != nil {
 			t.Fatal(err)
@@ -50,7 +64,7 @@ func newSortFixture(t *testing.T, db *models.DB) *sortFixture {
 		dl := models.DeadLetter{ID: models.NewID(), OrganizationID: f.org, ErrorID: e.ID, WorkflowID: wf, ExecutionID: exID,
 			OriginalInput: models.JSON(`{}`), StepStates: models.JSON(`[]`), FailedStepID: "validate", Status: statuses[i%3],
 			ErrorType: "validation", Reason: "r", RetryCount: i % 3, ExpiresAt: base.Add(30*24*time.Hour + time.Duration(i%4)*time.Hour),
-			CreatedAt: at, UpdatedAt: at}
+			CreatedAt: at, UpdatedAt: at, About: about}
 		if s != "" {
 			dl.Subject = ptr(s)
 		}
@@ -81,8 +95,11 @@ func newSortFixture(t *testing.T, db *models.DB) *sortFixture {
 func (f *sortFixture) expectedDLQ(sort string, keep func(models.DeadLetter) bool) []string {
 	name := strings.TrimPrefix(sort, "-")
 	// "-" is the other way round; "age" ascending is youngest first: created_at descending.
-	desc := strings.HasPrefix(sort, "-") != (name == "age")
+	desc := strings.HasPrefix(sort, "-") != (name == "age" || name == "amount")
 	key := func(a, b models.DeadLetter) int {
+		if c, ok := aboutOrder(name, a.About, b.About); ok {
+			return c
+		}
 		switch name {
 		case "age":
 			return a.CreatedAt.Compare(b.CreatedAt)
@@ -221,11 +238,14 @@ func TestListExecutionsSorted(t *testing.T) {
 				}
 			}
 			exs := slices.Clone(f.exs)
-			desc := strings.HasPrefix(sort, "-")
+			desc := strings.HasPrefix(sort, "-") != (strings.TrimPrefix(sort, "-") == "amount")
 			slices.SortFunc(exs, func(a, b models.Execution) int {
 				c := strings.Compare(deref(a.Subject), deref(b.Subject))
 				if strings.HasSuffix(sort, "started") {
 					c = a.CreatedAt.Compare(b.CreatedAt)
+				}
+				if o, ok := aboutOrder(strings.TrimPrefix(sort, "-"), a.About, b.About); ok {
+					c = o
 				}
 				if c = cmp.Or(c, strings.Compare(a.ID, b.ID)); desc {
 					return -c
@@ -241,4 +261,23 @@ func TestListExecutionsSorted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// aboutOrder compares a and b by the about order name ("due": no due date after every
+// date; "amount": no amount below every amount), false for another order.
+func aboutOrder(name string, a, b models.About) (int, bool) {
+	switch name {
+	case "due":
+		due := func(x models.About) string { return cmp.Or(deref(x.DueOn), "9999-12-31") }
+		return strings.Compare(due(a), due(b)), true
+	case "amount":
+		amount := func(x models.About) int64 {
+			if x.AmountMinor == nil {
+				return math.MinInt64
+			}
+			return *x.AmountMinor
+		}
+		return cmp.Compare(amount(a), amount(b)), true
+	}
+	return 0, false
 }

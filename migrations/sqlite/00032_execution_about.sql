@@ -15,10 +15,30 @@ ALTER TABLE organizations ADD COLUMN zus_day INTEGER NOT NULL DEFAULT 20;
 ALTER TABLE organizations ADD COLUMN risk_working_days INTEGER NOT NULL DEFAULT 3;
 -- The lists' orders by due date (soonest first, none last) and by amount (largest first).
 CREATE INDEX idx_executions_due ON workflow_executions(organization_id, (COALESCE(due_on, '9999-12-31')), id);
-CREATE INDEX idx_executions_amount ON workflow_executions(organization_id, (COALESCE(amount_minor, -1)), id);
+CREATE INDEX idx_executions_amount ON workflow_executions(organization_id, (COALESCE(amount_minor, -9000000000000000000)), id);
 CREATE INDEX idx_executions_client ON workflow_executions(organization_id, client, id) WHERE client IS NOT NULL;
+-- Dead letters carry their execution's, copied when made (and when a replay returns them),
+-- so the list filters, sorts and sums them without a join.
+ALTER TABLE dead_letter_queue ADD COLUMN client TEXT;
+ALTER TABLE dead_letter_queue ADD COLUMN period TEXT;
+ALTER TABLE dead_letter_queue ADD COLUMN obligation TEXT;
+ALTER TABLE dead_letter_queue ADD COLUMN due_on TEXT;
+ALTER TABLE dead_letter_queue ADD COLUMN amount_minor BIGINT;
+ALTER TABLE dead_letter_queue ADD COLUMN currency TEXT;
+CREATE INDEX idx_dlq_due ON dead_letter_queue(organization_id, (COALESCE(due_on, '9999-12-31')), id);
+CREATE INDEX idx_dlq_amount ON dead_letter_queue(organization_id, (COALESCE(amount_minor, -9000000000000000000)), id);
+CREATE INDEX idx_dlq_client ON dead_letter_queue(organization_id, client, id) WHERE client IS NOT NULL;
 
 -- +goose Down
+DROP INDEX idx_dlq_client;
+DROP INDEX idx_dlq_amount;
+DROP INDEX idx_dlq_due;
+ALTER TABLE dead_letter_queue DROP COLUMN currency;
+ALTER TABLE dead_letter_queue DROP COLUMN amount_minor;
+ALTER TABLE dead_letter_queue DROP COLUMN due_on;
+ALTER TABLE dead_letter_queue DROP COLUMN obligation;
+ALTER TABLE dead_letter_queue DROP COLUMN period;
+ALTER TABLE dead_letter_queue DROP COLUMN client;
 DROP INDEX idx_executions_client;
 DROP INDEX idx_executions_amount;
 DROP INDEX idx_executions_due;

@@ -93,7 +93,7 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJ
 		OriginalInput: models.JSON(e.redactor.JSON(ex.Input)), StepStates: models.MustJSON(states), FailedStepID: failed.StepID,
 		Status: models.DLQPending, ExpiresAt: now.Add(e.cfg.DLQRetention), CreatedAt: now, UpdatedAt: now,
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
-		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)),
+		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)), About: ex.About,
 	}
 	j, err := st.groups().JoinGroup(&dl, c.Code)
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"maps"
 
 	"lifeline/models"
 	"lifeline/models/apperr"
@@ -116,11 +117,13 @@ func (s deadLetterTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fiel
 // ReturnDeadLetter makes the dead letter id a failed manual replay served pending again, with
 // the new failure (dl's fields): processing → pending. Lost (false) when it is not processing.
 func (s deadLetterTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error) {
-	r := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", id, models.DLQProcessing).Updates(map[string]any{
+	upd := map[string]any{
 		"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
 		"failed_step_id": dl.FailedStepID, "status": models.DLQPending, "expires_at": dl.ExpiresAt, "subject": dl.Subject,
 		"error_type": dl.ErrorType, "reason": dl.Reason, "retry_count": dl.RetryCount, "search_text": dl.SearchText, "group_id": dl.GroupID,
-		"updated_at": s.now})
+		"updated_at": s.now}
+	maps.Copy(upd, dl.About.Columns()) // an edited input may have moved it to another period
+	r := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND status = ?", id, models.DLQProcessing).Updates(upd)
 	return r.RowsAffected == 1, r.Error
 }
 

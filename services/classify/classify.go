@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -175,8 +176,13 @@ func classify(err error) (Type, string) {
 		return t, c.ErrorCode()
 	}
 
+	// A service refusing to post into a period it has locked: no retry posts it, only a
+	// change of period or the period reopened does.
 	var he *HTTPError
-	if errors.As(err, &he) {
+	if LockedPeriod(err.Error()) || (errors.As(err, &he) && he.StatusCode >= 400 && he.StatusCode < 500 && LockedPeriod(he.Body)) {
+		return Validation, CodePeriodClosed
+	}
+	if he != nil {
 		return HTTPStatusType(he.StatusCode), "HTTP_" + strconv.Itoa(he.StatusCode)
 	}
 
@@ -238,6 +244,31 @@ func isTLS(err error) bool {
 	return errors.As(err, &unknownAuthority) || errors.As(err, &hostname) ||
 		errors.As(err, &invalid) || errors.As(err, &recordHeader) ||
 		errors.As(err, &alert) || errors.As(err, &verification)
+}
+
+// CodePeriodClosed is the code of a failure to post into a closed (locked) period: the
+// office's own closed period, or the service's lock date.
+const CodePeriodClosed = "period_closed"
+
+// LockedPeriodPatterns are what accounting services say when a period is locked: Xero's
+// "period lock date", Odoo's "lock date", "period … is locked/closed", and the Polish "okres
+// … zamknięty" / "zamknięty okres" (matched case-insensitively).
+var LockedPeriodPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)\block date\b`),
+	regexp.MustCompile(`(?i)\bperiod\b[^.;]{0,40}\b(is|was|has been)\s+(locked|closed)\b`),
+	regexp.MustCompile(`(?i)\b(locked|closed) (accounting |financial )?period\b`),
+	regexp.MustCompile(`(?i)\bokres\b[^.;]{0,40}\bzamknięty\b`),
+	regexp.MustCompile(`(?i)\bzamknięty okres\b`),
+}
+
+// LockedPeriod reports whether a service's message says the period is locked.
+func LockedPeriod(msg string) bool {
+	for _, p := range LockedPeriodPatterns {
+		if p.MatchString(msg) {
+			return true
+		}
+	}
+	return false
 }
 
 // byMessage applies the keyword rules to a lower-cased message.

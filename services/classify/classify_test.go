@@ -45,6 +45,18 @@ func TestClassify(t *testing.T) {
 		{"classified over http", fmt.Errorf("%w: %w", classify.New(classify.Internal, "X", "x"), httpErr(503)), classify.Internal, "X"},
 		{"classified with bad type", classify.New("bogus", "C", "m"), classify.Unknown, "C"},
 
+		// A locked period, in the service's body or its message, in English or Polish.
+		{"xero lock date", &classify.HTTPError{Method: "PUT", URL: "https://x/y", StatusCode: 400,
+			Body: `{"Message": "The document date cannot be before the period lock date of 30 Sep 2026"}`}, classify.Validation, "period_closed"},
+		{"odoo lock date", errors.New("You cannot add/modify entries prior to and inclusive of the lock date 2026-09-30."), classify.Validation, "period_closed"},
+		{"polish closed period", &classify.HTTPError{Method: "POST", URL: "https://x/y", StatusCode: 409,
+			Body: `{"blad": "Okres 2026-09 jest zamknięty: nie można księgować"}`}, classify.Validation, "period_closed"},
+		{"a closed connection is not a closed period", errors.New("connection closed by peer"), classify.Transient, ""},
+		{"polish okres zamknięty", &classify.HTTPError{Method: "POST", URL: "https://x/y", StatusCode: 422,
+			Body: `{"blad": "Księgowanie odrzucone: okres zamknięty (2026-09)"}`}, classify.Validation, "period_closed"},
+		{"a 503 saying lock date is an outage", &classify.HTTPError{Method: "POST", URL: "https://x/y", StatusCode: 503,
+			Body: `lock date service unavailable`}, classify.Transient, "HTTP_503"},
+
 		// HTTP statuses.
 		{"http 422", httpErr(422), classify.Validation, "HTTP_422"},
 		{"http 401", httpErr(401), classify.Authorization, "HTTP_401"},

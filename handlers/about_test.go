@@ -2,8 +2,10 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +274,110 @@ func TestDeadLettersByDueAndAmount(t *testing.T) {
 		if r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/dlq?period=październik", "", bearer(tn.token)); r.status != http.StatusUnprocessableEntity ||
 			!strings.Contains(r.body, `"period"`) {
 			t.Errorf("bad period: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestClientPage: a client's page and API show its open failures, the money they hold up
+// (summed exactly, per currency, formatted for the language) and its deadlines with days
+// left; every member reads it; another organization's client, or a key no execution is
+// about, is a 404.
+func TestClientPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Klienci")
+		other := a.tenant("Biuro Inne")
+		def := fmt.Sprintf(`{"name": "Wysyłka JPK", "settings": {"retryPolicy": {"maxRetries": 0}, "subject": "{{ input.name }}", "client": "{{ input.nip }}",
+		  "period": "{{ input.period }}", "amount": "{{ input.vat }}", "currency": "{{ input.cur }}", "obligation": "JPK_V7M"},
+		  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/bad"}}]}`, a.ext.URL)
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", def, bearer(tn.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wfID := r.json(t)["id"].(string)
+		var execs []string
+		for _, in := range []string{
+			`{"name": "Piekarnia Kowalski", "nip": "5260250274", "period": "2026-10", "vat": "184230.50"}`,
+			`{"name": "Piekarnia Kowalski", "nip": "5260250274", "period": "2026-09", "vat": "0.10"}`,
+			`{"name": "Piekarnia Kowalski", "nip": "5260250274", "period": "2026-09", "vat": "100", "cur": "EUR"}`,
+			`{"name": "Apteka Nowak", "nip": "7010002137", "period": "2026-10", "vat": "999"}`,
+		} {
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wfID+"/executions", `{"input": `+in+`}`, bearer(tn.token))
+			if r.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+			execs = append(execs, r.json(t)["id"].(string))
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var n int64
+			db.Conn(ctx).Model(&models.DeadLetter{}).Where("execution_id IN ?", execs).Count(&n)
+			if n == int64(len(execs)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d dead letters", n)
+			}
+		}
+		r = do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/clients/5260250274", "", bearer(tn.viewerToken))
+		if r.status != http.StatusOK {
+			t.Fatalf("api: %d %s", r.status, r.body)
+		}
+		var got struct {
+			Stuck []struct {
+				Currency, Amount string
+				Count            int
+			}
+			Deadlines []struct{ Obligation, Period, DueAt string }
+			Failures  []map[string]any
+		}
+		if err := json.Unmarshal([]byte(r.body), &got); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Stuck) != "[{PLN 184230.60 2} {EUR 100.00 1}]" {
+			t.Errorf("stuck: %v", got.Stuck)
+		}
+		if fmt.Sprint(got.Deadlines) != "[{JPK_V7M 2026-09 2026-10-26} {JPK_V7M 2026-10 2026-11-25}]" {
+			t.Errorf("deadlines: %v", got.Deadlines)
+		}
+		if len(got.Failures) != 3 {
+			t.Errorf("failures: %d", len(got.Failures))
+		}
+
+		b, _ := a.browser(tn)
+		r = do(t, b, "GET", a.srv.URL+"/clients/5260250274", "", nil)
+		doc := parseListDoc(t, r.body)
+		texts := func(id string) string {
+			var out []string
+			for _, d := range doc.testID(id) {
+				out = append(out, d.text())
+			}
+			return strings.Join(out, " | ")
+		}
+		if r.status != http.StatusOK || texts("client-key") != "5260250274" {
+			t.Fatalf("page: %d %s", r.status, texts("client-key"))
+		}
+		if got := texts("client-stuck"); got != "PLN 184,230.60 | EUR 100.00" {
+			t.Errorf("page stuck: %q", got)
+		}
+		if rows := doc.testID("client-failure"); len(rows) != 3 {
+			t.Errorf("page failures: %d", len(rows))
+		}
+		// The days left follow the real calendar: each says one of its forms, the earlier
+		// deadline no later than the other.
+		left := strings.Split(texts("client-deadline-left"), " | ")
+		if len(left) != 2 || !regexp.MustCompile(`^(due today|\d+ working days? (left|overdue))$`).MatchString(left[0]) {
+			t.Errorf("days left: %q", left)
+		}
+		for _, u := range []string{"/api/v1/clients/0000000000", "/api/v1/clients/" + "7010002137"} {
+			tok := tn.token
+			if strings.HasSuffix(u, "7010002137") {
+				tok = other.token // the other organization has no such client
+			}
+			if r := do(t, http.DefaultClient, "GET", a.srv.URL+u, "", bearer(tok)); r.status != http.StatusNotFound {
+				t.Errorf("%s: %d", u, r.status)
+			}
 		}
 	})
 }

@@ -85,6 +85,8 @@ func (s *Server) routes() {
 	app.POST("/profile", profile.Save).Name = "profile.save"
 	admin := requireRole(models.RoleAdmin)
 	breakers := newBreakersHandler(s.chrome, s.reads, s.Workflows, s.Engine)
+	clientPages := newClientsHandler(s.chrome, clientsOf(s.Deps))
+	app.GET("/clients/:key", clientPages.Page).Name = "client"
 	app.GET("/breakers", breakers.List).Name = "breakers"
 	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"
 	app.POST("/breakers/:id/open", breakers.Open, admin).Name = "breakers.open"
@@ -152,6 +154,7 @@ func (s *Server) routes() {
 	api.GET("/executions", execs.APIList).Name = "api.executions"
 	api.GET("/executions/:id", execs.APIGet).Name = "api.execution"
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
+	api.GET("/clients/:key", clientPages.API).Name = "api.client"
 	if s.groups != nil {
 		// Failure groups (issue 22): everyone reads them; accountants act, as on one item.
 		api.GET("/dlq/groups", groupsUI.APIList).Name = "api.dlq.groups"

@@ -20,6 +20,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
+	"lifeline/services/clients"
 	"lifeline/services/credentials"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
@@ -155,6 +156,9 @@ func connectionsOf(d Deps) *dbconn.Service {
 	}
 	return dbconn.New(d.DB, dbconn.Config{})
 }
+
+// clientsOf is the clients' read side (on the handlers' database).
+func clientsOf(d Deps) *clients.Service { return clients.New(d.DB) }
 
 // credentialsOf is the organization credentials' service (on the handlers' database).
 func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }

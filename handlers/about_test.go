@@ -381,3 +381,55 @@ func TestClientPage(t *testing.T) {
 		}
 	})
 }
+
+// TestListsShowAbout: the DLQ and executions lists show each row's client (linking to its
+// page), period, due date and amount under its title.
+func TestListsShowAbout(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Wiersze")
+		def := fmt.Sprintf(`{"name": "Wysyłka JPK", "settings": {"retryPolicy": {"maxRetries": 0}, "client": "{{ input.nip }}", "period": "{{ input.period }}",
+		  "amount": "{{ input.vat }}", "obligation": "JPK_V7M"}, "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/bad"}}]}`, a.ext.URL)
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", def, bearer(tn.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wfID := r.json(t)["id"].(string)
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wfID+"/executions",
+			`{"input": {"nip": "5260250274", "period": "2026-10", "vat": "184230.50"}}`, bearer(tn.token))
+		exID := r.json(t)["id"].(string)
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var n int64
+			if db.Conn(ctx).Model(&models.DeadLetter{}).Where("execution_id = ?", exID).Count(&n); n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no dead letter")
+			}
+		}
+		b, _ := a.browser(tn)
+		for _, page := range []string{"/dlq/items?client=5260250274", "/executions?client=5260250274"} {
+			r := do(t, b, "GET", a.srv.URL+page, "", nil)
+			doc := parseListDoc(t, r.body)
+			lines := doc.testID("about-line")
+			if r.status != http.StatusOK || len(lines) != 1 {
+				t.Fatalf("%s: %d, %d about lines", page, r.status, len(lines))
+			}
+			line := lines[0]
+			client := line.testID("about-client")
+			if len(client) != 1 || client[0].attr("href") != "/clients/5260250274" || client[0].text() != "5260250274" {
+				t.Errorf("%s: client %v", page, line.text())
+			}
+			for id, want := range map[string]string{"about-period": "JPK_V7M 2026-10", "about-amount": "PLN 184,230.50"} {
+				if got := line.testID(id); len(got) != 1 || got[0].text() != want {
+					t.Errorf("%s: %s = %q, want %q", page, id, line.text(), want)
+				}
+			}
+			if due := line.testID("about-due"); len(due) != 1 || due[0].attr("datetime") != "2026-11-25" || !strings.HasPrefix(due[0].text(), "Wed 25 Nov 2026 (") {
+				t.Errorf("%s: due %q", page, line.text())
+			}
+		}
+	})
+}

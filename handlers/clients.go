@@ -13,6 +13,7 @@ import (
 	"lifeline/services/clients"
 	"lifeline/services/deadline"
 	"lifeline/services/money"
+	"lifeline/views/components"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
@@ -135,6 +136,26 @@ func apiMoneyOf(sums []models.CurrencySum) []apiMoney {
 	out := make([]apiMoney, 0, len(sums))
 	for _, s := range sums {
 		out = append(out, apiMoney{Currency: s.Currency, Amount: money.Decimal(s.Minor, s.Currency), Count: s.Count})
+	}
+	return out
+}
+
+// aboutLine is what a row's work is about, display-ready; urgency against the default
+// at-risk days (the organization's own drive its banner and reminders).
+func aboutLine(lk links, l *i18n.Localizer, a models.About, now time.Time) components.AboutLine {
+	out := components.AboutLine{Client: deref(a.Client), Obligation: deref(a.Obligation), Period: deref(a.Period)}
+	if out.Client != "" {
+		out.ClientURL = lk.clientURL(out.Client)
+	}
+	if a.DueOn != nil {
+		if due, err := time.Parse(time.DateOnly, *a.DueOn); err == nil {
+			today := deadline.Day(now)
+			out.Due, out.DueISO, out.Left = dayText(l, due), *a.DueOn, daysLeftText(l, today, due)
+			out.Urgency = deadline.UrgencyOf(today, &due, models.RiskDaysDefault).String()
+		}
+	}
+	if a.AmountMinor != nil && a.Currency != nil {
+		out.Amount = money.Format(*a.AmountMinor, *a.Currency, l.Lang())
 	}
 	return out
 }

@@ -83,7 +83,8 @@ func executionRows(lk links, l *i18n.Localizer, rows []models.ExecutionRow, step
 			WorkflowURL: lk.url("workflow", r.WorkflowID), Status: r.Status, Trigger: r.TriggerType,
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
 			CurrentStep: steps.name(r.WorkflowID, deref(r.CurrentStepID)), CurrentStepID: deref(r.CurrentStepID),
-			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage), Rollback: deref(r.RollbackStatus)}
+			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage), Rollback: deref(r.RollbackStatus),
+			About: aboutLine(lk, l, r.About, time.Now())}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(l, r.StartedAt, r.FinishedAt)
 		}

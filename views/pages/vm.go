@@ -15,6 +15,8 @@
 // UTC text (…AtText) shown until app.js converts it to local time.
 package pages
 
+import "lifeline/views/components"
+
 // Option is one <option> of a filter <select>.
 type Option struct {
 	Value    string
@@ -169,6 +171,8 @@ type ExecutionRow struct {
 	ErrorType     string
 	ErrorMessage  string
 	Rollback      string // the rollback's status, if the execution was rolled back
+	// About is what it is about (client, period, due date, amount).
+	About components.AboutLine
 }
 
 // ExecutionVM feeds Execution and its self-refreshing ExecutionBody.
@@ -346,6 +350,8 @@ type DLQRow struct {
 	Age          string // "3 days ago" (CreatedAtText in the tooltip)
 	ExpiresIn    string // "in 27 days" (ExpiresAtText in the tooltip); "" once handled
 	Expiring     bool   // still open and expires within 3 days: flagged
+	// About is what its execution is about (client, period, due date, amount).
+	About components.AboutLine
 }
 
 // ErrorVM feeds Error.

@@ -81,6 +81,12 @@ type settings struct {
 	OnFailure *onFailure `json:"onFailure,omitempty"`
 	// MovesMoney: an accountant's edited input waits for an admin's approval.
 	MovesMoney bool `json:"movesMoney,omitempty"`
+	// What each execution is about: the client, the period, the amount and the filing
+	// obligation whose due date follows from the period.
+	Client     string `json:"client,omitempty"`
+	Period     string `json:"period,omitempty"`
+	Amount     string `json:"amount,omitempty"`
+	Obligation string `json:"obligation,omitempty"`
 }
 
 type onFailure struct {
@@ -95,6 +101,13 @@ var tolerant = &circuitBreaker{FailureThreshold: 20, ResetTimeoutMs: 30_000, Hal
 
 // subject titles every demo execution with its client and period.
 const subject = "{{ input.clientName }} · {{ input.period }}"
+
+// The client of every demo execution is its client's name (not its NIP, which the demo's
+// failures sometimes get wrong), and its period the input's.
+const (
+	aboutClient = "{{ input.clientName }}"
+	aboutPeriod = "{{ input.period }}"
+)
 
 type retryPolicy struct {
 	MaxRetries        int      `json:"maxRetries"`
@@ -215,7 +228,8 @@ func bankImport(base string) definition {
 			"do faktur, księguje dopasowane pozycje w dzienniku, wysyła raport klientowi i zapisuje " +
 			"podsumowanie. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
 		// It posts to the ledger: an accountant's edited input is approved by an admin first.
-		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true},
+		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true,
+			Client: aboutClient, Period: aboutPeriod},
 		Steps: []step{importStep, match, post, report, {
 			ID:   "summary",
 			Name: "Podsumowanie",
@@ -284,7 +298,12 @@ func vat(base string) definition {
 			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty. Plik odrzucony " +
 			"z powodu błędnych danych wraca do poprawy jako zadanie dla przygotowującego.",
 		Settings: &settings{
-			Subject:        subject,
+			Subject: subject,
+			Client:  aboutClient,
+			Period:  aboutPeriod,
+			// The VAT to pay for the month; the return is due on the 25th of the next one.
+			Amount:         "{{ input.vatDue }}",
+			Obligation:     "JPK_V7M",
 			CircuitBreaker: tolerant,
 			OnFailure: &onFailure{
 				ByErrorType: map[string]string{"validation": "return_to_preparer"},
@@ -327,7 +346,11 @@ func payroll(base string) definition {
 		Description: "Eksportuje listę płac klienta za okres do pliku przelewów, czeka na jego " +
 			"przetworzenie i powiadamia księgową prowadzącą.",
 		Settings: &settings{
-			Subject:        subject,
+			Subject: subject,
+			Client:  aboutClient,
+			Period:  aboutPeriod,
+			// The salaries the transfer file pays: held up while the export fails.
+			Amount:         "{{ input.payrollTotal }}",
 			CircuitBreaker: tolerant,
 			RetryPolicy:    &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
 			UnknownErrors:  "retry",
@@ -364,6 +387,8 @@ func ksef(base string) definition {
 			"uwierzytelniając się tokenem KSeF biura (dane dostępowe organizacji), i zapisuje podsumowanie.",
 		Settings: &settings{
 			Subject:        subject,
+			Client:         aboutClient,
+			Period:         aboutPeriod,
 			CircuitBreaker: tolerant,
 			RetryPolicy: &retryPolicy{MaxRetries: 3, InitialDelayMs: 2000, MaxDelayMs: 20_000, BackoffMultiplier: 2,
 				NoRetryOnErrors: []string{"validation", "authorization", "permanent"}},

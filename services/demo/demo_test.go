@@ -3,6 +3,7 @@ package demo_test
 import (
 	"encoding/json"
 	"fmt"
+	stepreg "lifeline/services/steps"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -16,6 +17,9 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
 
+	"lifeline/models"
+	"lifeline/services/deadline"
+	"lifeline/services/definition"
 	"lifeline/services/demo"
 )
 
@@ -166,7 +170,8 @@ func TestDefinitionsFormat(t *testing.T) {
 			}
 			if s, ok := def["settings"]; ok {
 				settings := s.(map[string]any)
-				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure", "movesMoney")
+				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure", "movesMoney",
+					"client", "period", "amount", "obligation")
 				if u, ok := settings["unknownErrors"]; ok && u != "retry" {
 					t.Errorf("settings.unknownErrors = %v", u)
 				}
@@ -683,6 +688,54 @@ func TestEmployeeNamesAgree(t *testing.T) {
 			if strings.HasSuffix(first, "a") && strings.HasSuffix(last, "ki") {
 				t.Fatalf("%q: feminine first name with masculine surname", name)
 			}
+		}
+	}
+}
+
+// TestDemoSaysWhatWorkIsAbout: every demo workflow names its client and period; the VAT
+// return is the JPK_V7M with the VAT to pay, payroll the salaries it pays; their amounts
+// render to exact decimals for every input drawn, so no demo start is refused.
+func TestDemoSaysWhatWorkIsAbout(t *testing.T) {
+	t.Parallel()
+	reg := stepreg.Builtins(nil)
+	rnd := rand.New(rand.NewPCG(5, 5))
+	for i, raw := range demo.Definitions(base) {
+		def, err := definition.Parse(raw, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := def.Settings.About
+		if a.Client == "" || a.Period == "" {
+			t.Errorf("%s: no client or period", def.Name)
+		}
+		switch def.Name {
+		case demo.VAT:
+			if a.Obligation != "JPK_V7M" || a.Amount == "" {
+				t.Errorf("VAT: %+v", a)
+			}
+		case demo.Payroll:
+			if a.Amount == "" {
+				t.Errorf("payroll: no amount")
+			}
+		}
+		for range 200 {
+			in := demo.Input(def.Name, rnd)
+			var v any
+			if err := json.Unmarshal(models.MustJSON(in), &v); err != nil {
+				t.Fatal(err)
+			}
+			f, errs := a.Render(v, deadline.Settings{})
+			if errs != nil {
+				t.Fatalf("definition %d, input %v: %v", i, in, errs)
+			}
+			if a.Amount != "" && (f.AmountMinor == nil || *f.AmountMinor <= 0) {
+				t.Fatalf("%s: amount %v from %v", def.Name, f.AmountMinor, in)
+			}
+		}
+	}
+	for _, s := range demo.Morning() {
+		if s.Workflow == demo.VAT && s.Input["vatDue"] != 6516.68 {
+			t.Errorf("the morning's VAT due: %v", s.Input["vatDue"])
 		}
 	}
 }

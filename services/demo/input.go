@@ -109,7 +109,9 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 	in := map[string]any{
 		"clientName": c.name,
 		"clientNip":  clientNip,
-		"period":     fmt.Sprintf("2026-%02d", 1+rnd.IntN(12)),
+		// Mostly October, whose VAT is due on 25 November; some September late work and
+		// November's first runs.
+		"period": recentPeriods[rnd.IntN(len(recentPeriods))],
 	}
 	switch workflowName {
 	case BankImport:
@@ -120,12 +122,31 @@ func Input(workflowName string, rnd *rand.Rand) map[string]any {
 		in["clientEmail"] = "ksiegowosc@" + c.domain
 		in["salesTotal"] = sales
 		in["purchaseTotal"] = math.Round(sales*(0.35+0.55*rnd.Float64())*100) / 100
+		in["vatDue"] = vatDue(sales, in["purchaseTotal"].(float64))
 	case Payroll:
 		in["accountantEmail"] = pick(rnd, accountants())
 		in["employees"] = employees(rnd)
+		in["payrollTotal"] = payrollTotal(in["employees"].([]any))
 	case KSeF: // the client and the period are all KSeF needs
 	}
 	return in
+}
+
+// recentPeriods are the demo's periods, weighted towards the month being filed now.
+var recentPeriods = []string{"2026-10", "2026-10", "2026-10", "2026-09", "2026-11"}
+
+// vatDue is the VAT to pay on sales and purchases at 23 %, in whole grosze.
+func vatDue(sales, purchases float64) float64 {
+	return math.Round((sales-purchases)*23) / 100
+}
+
+// payrollTotal sums the employees' gross salaries, in whole grosze.
+func payrollTotal(employees []any) float64 {
+	var grosze int64
+	for _, e := range employees {
+		grosze += int64(math.Round(e.(map[string]any)["grossSalary"].(float64) * 100))
+	}
+	return float64(grosze) / 100
 }
 
 // typo returns nip typed wrong, as people do: a digit left out, or two neighbouring digits

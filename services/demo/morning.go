@@ -56,6 +56,7 @@ func Morning() []Start {
 		c := byName[name]
 		in := map[string]any{"clientName": c.name, "clientNip": nip(c.NIP()), "period": "2026-10",
 			"accountantEmail": accountants()[len(name)%len(accountants())], "employees": staff(name)}
+		in["payrollTotal"] = payrollTotal(in["employees"].([]any))
 		return Start{Payroll, in, fate, step}
 	}
 	right := func(nip string) string { return nip }
@@ -87,7 +88,7 @@ func Morning() []Start {
 		ksef("Wiśniewska Design Anna Wiśniewska"),
 		ksef("Mazur Budownictwo S.A."),
 		{VAT, map[string]any{"clientName": apteka.name, "clientNip": lose(7)(apteka.NIP()), "clientEmail": office(apteka),
-			"period": "2026-10", "salesTotal": 48210.50, "purchaseTotal": 19877.12}, Handled, "validate_jpk"},
+			"period": "2026-10", "salesTotal": 48210.50, "purchaseTotal": 19877.12, "vatDue": vatDue(48210.50, 19877.12)}, Handled, "validate_jpk"},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -141,11 +142,18 @@ func apiMoneyOf(sums []models.CurrencySum) []apiMoney {
 }
 
 // aboutLine is what a row's work is about, display-ready; urgency against the default
-// at-risk days (the organization's own drive its banner and reminders).
-func aboutLine(lk links, l *i18n.Localizer, a models.About, now time.Time) components.AboutLine {
+// at-risk days (the organization's own drive its banner and reminders). The client and
+// period its title already says are not said twice: the client's link then reads "client".
+func aboutLine(lk links, l *i18n.Localizer, a models.About, title string, now time.Time) components.AboutLine {
 	out := components.AboutLine{Client: deref(a.Client), Obligation: deref(a.Obligation), Period: deref(a.Period)}
 	if out.Client != "" {
 		out.ClientURL = lk.clientURL(out.Client)
+		if strings.Contains(title, out.Client) {
+			out.ClientLabel = l.T("about.client.link")
+		}
+	}
+	if out.Period != "" && strings.Contains(title, out.Period) {
+		out.Period = ""
 	}
 	if a.DueOn != nil {
 		if due, err := time.Parse(time.DateOnly, *a.DueOn); err == nil {

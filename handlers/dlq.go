@@ -191,7 +191,7 @@ func (h *DLQHandler) row(l *i18n.Localizer, r *models.DLQRow, steps workflowStep
 		Title: cmp.Or(subject, shortID(r.ExecutionID)), HasSubject: subject != "", ShortID: shortID(r.ExecutionID),
 		CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt), Age: l.Relative(r.CreatedAt, now),
 		ExpiresAt: rfc(r.ExpiresAt), ExpiresAtText: displayTime(l, r.ExpiresAt)}
-	out.About = aboutLine(h.links, l, r.About, now)
+	out.About = aboutLine(h.links, l, r.About, out.Title, now)
 	if r.Status == models.DLQPending || r.Status == models.DLQProcessing {
 		out.ExpiresIn = l.Relative(r.ExpiresAt, now)
 		out.Expiring = r.ExpiresAt.Sub(now) <= expiringWithin

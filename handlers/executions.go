@@ -84,7 +84,7 @@ func executionRows(lk links, l *i18n.Localizer, rows []models.ExecutionRow, step
 			CreatedAt: rfc(r.CreatedAt), CreatedAtText: displayTime(l, r.CreatedAt),
 			CurrentStep: steps.name(r.WorkflowID, deref(r.CurrentStepID)), CurrentStepID: deref(r.CurrentStepID),
 			ErrorType: r.ErrorType, ErrorMessage: l.Text(r.ErrorMessage), Rollback: deref(r.RollbackStatus),
-			About: aboutLine(lk, l, r.About, time.Now())}
+			About: aboutLine(lk, l, r.About, deref(r.Subject), time.Now())}
 		if r.FinishedAt != nil && r.StartedAt != nil {
 			row.Duration = span(l, r.StartedAt, r.FinishedAt)
 		}

@@ -102,7 +102,7 @@ func stoodFor(a *models.StepAttempt, attempts []models.StepAttempt) *models.Step
 // id}, for the steps after that step (index; -1: any). Nothing for other attempts, nor when
 // the step's own success came later (a replay ran it since).
 func (e *core) standIn(env map[string]any, at models.StepAttempt, attempts []models.StepAttempt, index int) error {
-	if at.Status != models.StepSucceeded {
+	if at.Status != models.StepSucceeded && at.Status != models.StepSkipped {
 		return nil
 	}
 	o := stoodFor(&at, attempts)
@@ -118,8 +118,27 @@ func (e *core) standIn(env map[string]any, at models.StepAttempt, attempts []mod
 	if err != nil {
 		return err
 	}
-	env["steps"].(map[string]any)[o.StepID] = map[string]any{"output": out, "status": models.StepSucceeded, "attempt": at.Attempt, "fallback": at.StepID}
+	env["steps"].(map[string]any)[o.StepID] = map[string]any{"output": out, "status": at.Status, "attempt": at.Attempt, "fallback": at.StepID}
 	return nil
+}
+
+// stoodForStep returns the index (in def) of the step that handler stepID's latest attempt
+// in ex stood in for as its fallback, with the id of the attempt it replaced; -1 when that
+// attempt is not a fallback's (an on-failure handler's, or none).
+func stoodForStep(tx *gorm.DB, ex *models.Execution, def *definition.Definition, stepID string) (int, *string, error) {
+	var last []models.StepAttempt
+	if err := tx.Where("organization_id = ? AND execution_id = ? AND step_id = ?", ex.OrganizationID, ex.ID, stepID).
+		Order("attempt DESC").Limit(1).Find(&last).Error; err != nil || len(last) == 0 || last[0].HandlesAttemptID == nil {
+		return -1, nil, err
+	}
+	var replaced []models.StepAttempt
+	if err := tx.Where("organization_id = ? AND id = ?", ex.OrganizationID, *last[0].HandlesAttemptID).Limit(1).Find(&replaced).Error; err != nil {
+		return -1, nil, err
+	}
+	if len(replaced) == 0 || deref(replaced[0].ErrorCode) != CodeFallback {
+		return -1, nil, nil
+	}
+	return def.Index(replaced[0].StepID), last[0].HandlesAttemptID, nil
 }
 
 // fallbackFailed is the message of a fallback's failure: it names the fallback and the step

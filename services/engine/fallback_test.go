@@ -187,6 +187,17 @@ func TestFallbackWhileBreakerOpen(t *testing.T) {
 			if _, ok := byID["post"]; ok {
 				t.Fatalf("post never ran, yet is in the step states %+v", states)
 			}
+
+			// Skipping the failed fallback with the statement typed in goes on after fetch,
+			// whose output the typed statement stands in for.
+			h.replay(engine.ReplayRequest{DeadLetterID: dl.ID, Mode: engine.ReplaySkipFailed, Output: json.RawMessage(`{"statementId": "RECZNY-1", "source": "hand"}`)})
+			if got := h.wait(ex.ID, 20*time.Second); got.Status != models.ExecSucceeded {
+				t.Fatalf("after skipping the fallback: %s: %s", got.Status, h.describe(ex.ID))
+			}
+			posted := bank.posted()
+			if last := posted[len(posted)-1]; last["statementId"] != "RECZNY-1" || last["via"] != "from_file" {
+				t.Fatalf("the ledger got %v after the skip", last)
+			}
 		})
 
 		t.Run("half-open: the step itself runs (a trial), and closes the breaker", func(t *testing.T) {

@@ -48,6 +48,10 @@ var (
 // statusCompensated is a step's status on the page once a rollback undid it.
 const statusCompensated = "COMPENSATED"
 
+// statusReplaced is a step's (and its attempt's) status on the page when its open breaker
+// refused it and its fallback ran instead.
+const statusReplaced = "REPLACED"
+
 // ExecutionsHandler serves the executions: the filtered list and an execution's page (its
 // steps and attempts, its failure's recovery actions, its rollback), and the same in the
 // API.
@@ -263,6 +267,14 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 					st.NextRetryAt, st.NextRetryAtText = "", ""
 				}
 			}
+			if deref(a.ErrorCode) == engine.CodeFallback {
+				// Not a failure: its breaker was open and the step's fallback ran instead.
+				av.FellBack = fellBack(l, d, sd.Step)
+				av.Status, av.ErrorType, av.ErrorCode, av.ErrorMessage = statusReplaced, "", "", ""
+				st.FellBack, st.Status = av.FellBack, statusReplaced
+				st.Attempts = append(st.Attempts, av)
+				continue
+			}
 			st.Attempts = append(st.Attempts, av)
 			// The failure shown on top: the one that sent the execution to the DLQ, else the
 			// first one a handler took over.
@@ -278,6 +290,16 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 		f.Recovered = true // a replay took it up again
 	}
 	return vm
+}
+
+// fellBack says why step's fallback ran instead of it: "Usługa kroku „Import wyciągu”
+// niedostępna (bezpiecznik otwarty) — uruchomiono krok zastępczy „Import z pliku”".
+func fellBack(l *i18n.Localizer, d *executions.Detail, step definition.Step) string {
+	name := step.FallbackStepID
+	if i := d.Def.Index(name); i >= 0 {
+		name = d.Def.Steps[i].Title()
+	}
+	return l.T("fallback.ran", "Step", step.Title(), "Fallback", name)
 }
 
 // attemptLabel names an attempt out of the last its run may make ("Attempt 2 of 5"), or alone
@@ -310,14 +332,20 @@ func handlerLinks(d *executions.Detail, steps []pages.StepVM, failure *pages.Fai
 		return pages.StepLink{ID: id, Name: d.Def.Steps[d.Def.Index(id)].Title()}
 	}
 	handled, handedTo := d.Handoffs()
+	stoodFor, fellBackTo := d.Fallbacks()
 	for i := range steps {
 		sd := d.Steps[steps[i].Index-1]
 		if !sd.Step.Handler || len(sd.Attempts) == 0 {
 			continue
 		}
 		steps[i].Handles = link(handled[sd.Step.ID])
+		steps[i].StandsIn = link(stoodFor[sd.Step.ID])
 		if sd.Attempts[len(sd.Attempts)-1].Status == models.StepSucceeded {
-			if n := d.Def.Index(sd.Step.Next); sd.Step.Next != "" && n >= 0 {
+			if s := steps[i].StandsIn.ID; s != "" { // a fallback: the sequence went on after the step it replaced
+				if n := d.Def.After(d.Def.Index(s)); n >= 0 {
+					steps[i].WentOn = link(d.Def.Steps[n].ID)
+				}
+			} else if n := d.Def.Index(sd.Step.Next); sd.Step.Next != "" && n >= 0 {
 				steps[i].WentOn = pages.StepLink{ID: sd.Step.Next, Name: d.Def.Steps[n].Title()}
 			} else {
 				steps[i].EndedPartial = true
@@ -326,16 +354,13 @@ func handlerLinks(d *executions.Detail, steps []pages.StepVM, failure *pages.Fai
 	}
 	out := make([]pages.StepVM, 0, len(steps))
 	for _, st := range steps {
-		if st.Handler && st.Handles.ID != "" {
-			continue // placed after the step it handles
+		if st.Handler && (st.Handles.ID != "" || st.StandsIn.ID != "") {
+			continue // placed after the step it handles, or stood in for
 		}
-		st.HandedTo = link(handedTo[st.ID])
+		st.HandedTo, st.FallbackTo = link(handedTo[st.ID]), link(fellBackTo[st.ID])
 		out = append(out, st)
-		if st.HandedTo.ID == "" {
-			continue
-		}
 		for _, h := range steps {
-			if h.ID == st.HandedTo.ID {
+			if h.ID != "" && (h.ID == st.HandedTo.ID || h.ID == st.FallbackTo.ID) {
 				out = append(out, h)
 			}
 		}

@@ -110,6 +110,12 @@ type apiStep struct {
 	Next       string   `json:"next,omitempty"`
 	// HandledBy: this step failed for good and that handler step took its failure over.
 	HandledBy string `json:"handledBy,omitempty"`
+	// FallbackStepID: the step's fallback (definition). FellBackTo: its breaker was open and
+	// that fallback ran instead in this execution; StandsInFor: this fallback ran instead of
+	// that step.
+	FallbackStepID string `json:"fallbackStepId,omitempty"`
+	FellBackTo     string `json:"fellBackTo,omitempty"`
+	StandsInFor    string `json:"standsInFor,omitempty"`
 }
 
 type apiExecution struct {
@@ -173,9 +179,11 @@ func apiExecutionDetail(d *executions.Detail) apiExecution {
 	}
 	out.Steps = []apiStep{}
 	handled, handedTo := d.Handoffs()
+	stoodFor, fellBackTo := d.Fallbacks()
 	for _, sd := range d.Steps {
 		st := apiStep{ID: sd.Step.ID, Name: sd.Step.Title(), Type: sd.Step.Type, Status: sd.Status(d.Ex), Attempts: []apiAttempt{},
-			Handler: sd.Step.Handler, HandledBy: handedTo[sd.Step.ID], HandlerFor: handled[sd.Step.ID]}
+			Handler: sd.Step.Handler, HandledBy: handedTo[sd.Step.ID], HandlerFor: handled[sd.Step.ID],
+			FallbackStepID: sd.Step.FallbackStepID, FellBackTo: fellBackTo[sd.Step.ID], StandsInFor: stoodFor[sd.Step.ID]}
 		if sd.Step.Handler {
 			st.Serves, st.Next = d.Def.Served(sd.Index), sd.Step.Next
 		}

@@ -23,7 +23,7 @@ var events = []string{
 	// Lifeline's own
 	"execution.started", "execution.reclaimed", "execution.failed", "reconcile.quarantined", "quarantine.released", "workflow.created", "workflow.updated",
 	"token.created", "token.revoked", "organization.updated", "dlq.bulk", "dlq.bulk_cancelled", "dlq.group_muted", "dlq.split",
-	"circuit.half_opened", "compensation.completed", "compensation.failed", "compensation.retried",
+	"circuit.half_opened", "circuit.fallback", "compensation.completed", "compensation.failed", "compensation.retried",
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
 	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
 	"credential.deleted",

@@ -89,6 +89,9 @@ type Step struct {
 	Compensation *Compensation `json:"compensation,omitempty"`
 	// OnFailure hands the step's failure for good to a handler step instead of the DLQ.
 	OnFailure *OnFailure `json:"onFailure,omitempty"`
+	// FallbackStepID names a handler step that runs instead of this one while this step's
+	// circuit breaker is open (see fallback.go).
+	FallbackStepID string `json:"fallbackStepId,omitempty"`
 	// Handler marks a step that runs only when a failure is handed to it, never in the
 	// normal sequence. Next (handlers only) names the step the sequence goes on at after
 	// the handler succeeds; without it the execution ends PARTIAL.
@@ -292,6 +295,7 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 		}
 	}
 	d.validateHandlers(errs)
+	d.validateFallbacks(errs)
 	if len(errs) == 0 {
 		return nil
 	}

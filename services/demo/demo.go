@@ -134,6 +134,8 @@ type step struct {
 	Compensation *compensation `json:"compensation,omitempty"`
 	// Handler: the step runs only when a failure is handed to it.
 	Handler bool `json:"handler,omitempty"`
+	// FallbackStepID: a handler step that runs instead of this one while its breaker is open.
+	FallbackStepID string `json:"fallbackStepId,omitempty"`
 }
 
 type compensation struct {
@@ -198,8 +200,17 @@ func bankImport(base string) definition {
 	}, 10_000)
 	importStep.RetryPolicy = &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 8000, BackoffMultiplier: 2}
 	// The bank's API goes down for a minute every three (the sandbox's weather): its breaker
-	// opens, the imports wait instead of hammering it, and it closes when the bank is back.
+	// opens and, while it is open, the statement is imported from the file the bank e-mailed
+	// (from_file) instead of hammering the API; it closes when the bank is back.
 	importStep.CircuitBreaker = &circuitBreaker{FailureThreshold: 5, ResetTimeoutMs: 20_000, HalfOpenRequests: 1}
+	importStep.FallbackStepID = "from_file"
+	fromFile := httpStep(base, "from_file", "Import z pliku od banku", "/bank/statements/from-file", map[string]any{
+		"clientNip": "{{ input.clientNip }}",
+		"account":   "{{ input.account }}",
+		"period":    "{{ input.period }}",
+	}, 10_000)
+	fromFile.Handler = true
+	fromFile.RetryPolicy = &retryPolicy{MaxRetries: 2, InitialDelayMs: 1000, MaxDelayMs: 5000, BackoffMultiplier: 2}
 
 	match := httpStep(base, "match_invoices", "Dopasowanie transakcji do faktur", "/invoices/match", map[string]any{
 		"statementId":  "{{ steps.import_statement.output.statementId }}",
@@ -226,7 +237,8 @@ func bankImport(base string) definition {
 		Name: BankImport,
 		Description: "Pobiera wyciąg z rachunku bankowego klienta za okres, dopasowuje transakcje " +
 			"do faktur, księguje dopasowane pozycje w dzienniku, wysyła raport klientowi i zapisuje " +
-			"podsumowanie. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
+			"podsumowanie. Gdy API banku nie działa (bezpiecznik otwarty), wyciąg jest importowany z pliku " +
+			"przysłanego przez bank. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
 		// It posts to the ledger: an accountant's edited input is approved by an admin first.
 		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true,
 			Client: aboutClient, Period: aboutPeriod},
@@ -248,7 +260,7 @@ func bankImport(base string) definition {
 				"postingId":    "{{ steps.post_ledger.output.postingId }}",
 				"entries":      "{{ steps.post_ledger.output.entries }}",
 			}},
-		}},
+		}, fromFile},
 	}
 }
 

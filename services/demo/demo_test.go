@@ -187,7 +187,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			for i, s := range list {
 				id, _ := s["id"].(string)
 				where := fmt.Sprintf("step %d (%s)", i, id)
-				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler")
+				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler", "fallbackStepId")
 				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(id) {
 					t.Errorf("%s: id %q is not a plain identifier", where, id)
 				}
@@ -257,11 +257,22 @@ func TestDefinitionsShowRetryConfiguration(t *testing.T) {
 		t.Errorf("payroll workflow: fixed step policy %v, delay step %v", fixed, delay)
 	}
 	var kinds []string
+	var fallback map[string]any
 	for _, s := range steps(defs[0]) {
+		if s["handler"] == true {
+			if s["id"] == steps(defs[0])[0]["fallbackStepId"] {
+				fallback = s
+			}
+			continue
+		}
 		kinds = append(kinds, s["type"].(string))
 	}
 	if !reflect.DeepEqual(kinds, []string{"http", "http", "http", "http", "transform"}) {
 		t.Errorf("bank import step types %v", kinds)
+	}
+	// While the bank's API is down (its breaker open) the statement comes from the e-mailed file.
+	if fallback == nil || !strings.HasSuffix(fallback["config"].(map[string]any)["url"].(string), "/bank/statements/from-file") {
+		t.Errorf("the bank import has no fallback importing the e-mailed file: %v", fallback)
 	}
 	// The bank import rolls back: its first three steps undo themselves (the fourth, a
 	// report mail, fails at times and so shows 3, 2, 1 being compensated).

@@ -64,6 +64,9 @@ type gate struct {
 type waitOnBreaker struct {
 	until time.Time
 	id    string
+	// open: refused because the breaker is open (not for want of a free trial slot of a
+	// half-open one): the step's fallback, if it has one, runs instead.
+	open bool
 }
 
 func (w *waitOnBreaker) Error() string {
@@ -125,7 +128,7 @@ func (e *circuits) admit(ctx context.Context, ex *models.Execution, g *gate, a *
 		v := breaker.Admit(stateOf(b), now)
 		switch {
 		case !v.Run:
-			return &waitOnBreaker{until: v.Until, id: b.ID}
+			return &waitOnBreaker{until: v.Until, id: b.ID, open: true}
 		case !v.Trial:
 			e.breakers.set(g.cache, b.ID)
 			return e.unwait(ctx, a)

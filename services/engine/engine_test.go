@@ -109,7 +109,7 @@ func (h *harness) wait(id string, timeout time.Duration) *models.Execution {
 			return &ex
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("execution %s still %s after %s", id, ex.Status, timeout)
+			h.t.Fatalf("execution %s still %s after %s:%s", id, ex.Status, timeout, h.describe(id))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -131,7 +131,7 @@ func (h *harness) waitMoving(clock *modeltest.MovableClock, id string, timeout t
 		}
 		moveToNextRetry(h.t, h.db, clock, id)
 		if time.Now().After(deadline) {
-			h.t.Fatalf("execution %s still %s after %s", id, ex.Status, timeout)
+			h.t.Fatalf("execution %s still %s after %s:%s", id, ex.Status, timeout, h.describe(id))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

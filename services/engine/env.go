@@ -43,6 +43,11 @@ func (e *core) env(ctx context.Context, ex *models.Execution, attempts []models.
 			return nil, err
 		}
 	}
+	for _, at := range attempts {
+		if err := e.standIn(env, at, attempts, index); err != nil {
+			return nil, err
+		}
+	}
 	return env, nil
 }
 

@@ -96,6 +96,9 @@ func (e *attempts) fail(ctx context.Context, r *attemptRun, runErr error) (Outco
 		c.Message = he.Reason()
 	}
 	c.Code = cleanText(c.Code, maxErrorCode)
+	if o := stoodFor(a, r.attempts); o != nil { // a fallback's failure names the step it stood in for
+		c.Message = fallbackFailed(r.def, o, a, c.Message)
+	}
 	c.Message = cleanText(e.maskText(c.Message, mask), maxErrorMessage)
 	trace := cleanText(e.maskText(traceOf(runErr), mask), maxTrace)
 	input, err := e.sealFound(cleanJSON(r.input), tableAttempts, a.ID, "input", mask)
@@ -181,7 +184,8 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 				}
 				step := def.Steps[a.StepIndex]
 				na := newAttempt(ex, step, a.StepIndex, a.Attempt+1, next)
-				na.ID = retryID
+				// A handler's (or fallback's) retry handles the same failure.
+				na.ID, na.HandlesAttemptID = retryID, a.HandlesAttemptID
 				if err := tx.Create(&na).Error; err != nil {
 					return nil, err
 				}

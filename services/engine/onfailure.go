@@ -142,6 +142,9 @@ func (e *failures) handlerEnv(ctx context.Context, r *attemptRun, env map[string
 	out["error"] = map[string]any{"type": errType, "code": deref(failed.ErrorCode), "message": deref(failed.ErrorMessage)}
 	out["failedStep"] = map[string]any{"id": failed.StepID, "input": in}
 	out["mapped"] = map[string]any{}
+	if deref(failed.ErrorCode) == CodeFallback { // a fallback: no on-failure rule chose it, none maps its input
+		return out, nil, nil
+	}
 	_, rule := def.HandlerFor(failed.StepIndex, errType)
 	if rule == nil || len(rule.InputMapping) == 0 {
 		return out, nil, nil

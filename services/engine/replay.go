@@ -291,11 +291,20 @@ func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
 			return nil, err
 		}
 		sk.Status, sk.Output, sk.StartedAt, sk.FinishedAt = models.StepSkipped, models.JSON(sealed), &now, &now
+		skipped := index
+		if step.Handler { // a skipped fallback stands in for its step as it would have: the sequence goes on after that step
+			stood, handles, err := stoodForStep(tx, ex, def, step.ID)
+			if err != nil {
+				return nil, err
+			}
+			if stood >= 0 {
+				skipped, sk.HandlesAttemptID = stood, handles
+			}
+		}
 		if err := tx.Create(&sk).Error; err != nil {
 			return nil, err
 		}
-		skipped := index
-		if index = def.After(index); index < 0 { // the skipped step was the last: the execution is done
+		if index = def.After(skipped); index < 0 { // the skipped step was the last: the execution is done
 			upd["status"], upd["current_step_id"], upd["finished_at"] = endStatus(def, skipped), nil, now
 			st := stateTx{tx: tx, now: now}
 			if err := st.StartReplay(ex, upd); err != nil {

@@ -31,6 +31,7 @@ const (
 	OutcomeWaiting   Outcome = "waiting"   // an open circuit breaker refused the attempt; it waits, unsent, for the breaker
 	OutcomeHandled   Outcome = "handled"   // the step failed for good; its on-failure handler step runs instead of the DLQ
 	OutcomeFailed    Outcome = "failed"    // the attempt names a step its definition does not have; the execution ended FAILED
+	OutcomeFallback  Outcome = "fallback"  // an open circuit breaker refused the attempt; the step's fallback step runs instead
 )
 
 // commitTimeout bounds the commits that record an attempt's result. They run on a context
@@ -100,6 +101,8 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 		if env != nil {
 			if err := e.addOutput(env, a); err != nil {
 				env = nil // built again from attempts, where the error is the step's
+			} else if err := e.standIn(env, a, attempts, -1); err != nil {
+				env = nil
 			}
 		}
 		a, generation = *next, next.Generation
@@ -267,6 +270,12 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		return outcome, nil, err
 	}
 	var w *waitOnBreaker
+	if errors.As(runErr, &w) && w.open {
+		if fi := def.FallbackOf(a.StepIndex); fi >= 0 { // its fallback runs instead of waiting
+			outcome, err := e.fallBack(rctx, r, w, fi)
+			return outcome, nil, err
+		}
+	}
 	if errors.As(runErr, &w) {
 		budget := def.Breaker(a.StepIndex).WaitBudget
 		if w.until.Sub(a.CreatedAt) <= budget {

@@ -111,7 +111,10 @@ func (e *attempts) succeed(ctx context.Context, r *attemptRun, out any, claimNex
 	nextID := models.NewID()
 	one := e.store.oneStatement(ex)
 	s := &success{ex: ex, def: def, a: a, generation: generation, nextID: nextID, in: sealedIn, out: sealedOut, chain: claimNext, took: r.took}
-	if i := def.After(a.StepIndex); i >= 0 {
+	if o := stoodFor(a, r.attempts); o != nil {
+		s.stoodFor = o.StepID
+	}
+	if i := def.After(s.place()); i >= 0 {
 		s.delay, s.lease = e.delayOf(def.Steps[i]), e.leaseOf(def.Steps[i])
 	}
 	landed, err := e.persist(ctx, r, func(ctx context.Context) (err error) {
@@ -119,7 +122,7 @@ func (e *attempts) succeed(ctx context.Context, r *attemptRun, out any, claimNex
 		return err
 	})
 	if landed { // a try committed though it seemed to fail: see what it left
-		next, claimed, err = e.landedNext(ctx, nextID, claimNext && e.claimsNext(def, a.StepIndex))
+		next, claimed, err = e.landedNext(ctx, nextID, claimNext && e.claimsNext(def, s.place()))
 	}
 	if err == nil && next != nil && !claimed && (landed || one) {
 		if err := e.enq.Enqueue(ctx, []Job{{AttemptID: next.ID, Generation: next.Generation, RunAt: next.ScheduledAt}}); err != nil {

@@ -128,10 +128,24 @@ type success struct {
 	in, out []byte // the attempt's input and output, sealed
 	// chain: the worker runs the next step itself when it is runnable at once.
 	chain bool
-	// delay and lease are the next step's (def.After(a.StepIndex)), if there is one.
+	// delay and lease are the next step's (def.After(s.place())), if there is one.
 	delay, lease time.Duration
 	// took is how long the step's request took (its duration_us).
 	took time.Duration
+	// stoodFor: a is a fallback's attempt that stood in for this step ("" otherwise): the
+	// sequence goes on after that step (place).
+	stoodFor string
+}
+
+// place is the index of the step whose place in the sequence s's step holds: its own, or
+// for a fallback the step it stood in for.
+func (s *success) place() int {
+	if s.stoodFor != "" {
+		if i := s.def.Index(s.stoodFor); i >= 0 {
+			return i
+		}
+	}
+	return s.a.StepIndex
 }
 
 // oneStatement reports whether AdvanceAttempt records ex's step in one statement
@@ -171,10 +185,10 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 				return nil, err
 			}
 		}
-		i := def.After(a.StepIndex)
+		i := def.After(s.place())
 		if i < 0 {
 			if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-				Updates(map[string]any{"status": endStatus(def, a.StepIndex), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
+				Updates(map[string]any{"status": endStatus(def, s.place()), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
 				return nil, err
 			}
 			return nil, st.deadLetters().ResolveReplayed(ex)
@@ -234,7 +248,7 @@ res AS (
   UPDATE workflow_execution_errors SET status = @resolved, resolution_type = 'auto_retry', resolved_at = now(), next_retry_at = NULL, updated_at = now()
   WHERE organization_id = @org AND execution_id = @ex AND step_id = @step AND status = ANY(@open) AND EXISTS (SELECT 1 FROM fin))`)
 	}
-	if i := def.After(a.StepIndex); i >= 0 {
+	if i := def.After(s.place()); i >= 0 {
 		step := def.Steps[i]
 		claimed = s.chain && s.delay == 0
 		na := newAttempt(ex, step, i, 1, time.Time{})
@@ -262,7 +276,7 @@ exu AS (
   WHERE id = @ex AND organization_id = @org AND EXISTS (SELECT 1 FROM fin))`)
 		}
 	} else {
-		args["done"] = endStatus(def, a.StepIndex)
+		args["done"] = endStatus(def, s.place())
 		q.WriteString(`,
 exu AS (
   UPDATE workflow_executions SET status = @done, current_step_id = NULL, finished_at = now(), updated_at = now()

@@ -284,6 +284,33 @@ func attemptTransitions() []transitionCase {
 			})
 			return w, f.attemptState(a.ID), err
 		}},
+		{"FallBack", "FAILED/1 circuit_open_fallback; fb PENDING/1 handles it; RUNNING at fb", "SUCCEEDED/1; no fb; RUNNING at a", func(f *fixture, lost bool) (bool, string, error) {
+			ex := f.execution(models.ExecRunning, nil)
+			a := f.attempt(ex, pick(lost, models.StepRunning, models.StepSucceeded), 1)
+			f.db.Conn(f.ctx).Model(ex).Update("current_step_id", "a")
+			fb := newAttempt(ex, definition.Step{ID: "fb"}, 1, 1, f.at)
+			fb.HandlesAttemptID = &a.ID
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.FallBack(a, 1, fallingBack{input: []byte(`{}`), message: "open", breakerID: models.NewID()}, &fb))
+			})
+			var got models.StepAttempt
+			f.db.Conn(f.ctx).First(&got, "id = ?", a.ID)
+			state := f.attemptState(a.ID)
+			if code := deref(got.ErrorCode); code != "" {
+				state += " " + code
+			}
+			var fbs []models.StepAttempt
+			f.db.Conn(f.ctx).Where("execution_id = ? AND step_id = ?", ex.ID, "fb").Find(&fbs)
+			switch {
+			case len(fbs) == 0:
+				state += "; no fb"
+			case len(fbs) == 1 && fbs[0].HandlesAttemptID != nil && *fbs[0].HandlesAttemptID == a.ID:
+				state += "; fb " + f.attemptState(fbs[0].ID) + " handles it"
+			default:
+				state += fmt.Sprintf("; fb %+v", fbs)
+			}
+			return w, state + "; " + f.executionState(ex.ID), err
+		}},
 		{"DeferAttempt", "PENDING/2", "RUNNING/1", func(f *fixture, lost bool) (bool, string, error) {
 			a := f.attempt(f.execution(models.ExecRunning, nil), pick(lost, models.StepPending, models.StepRunning), 1)
 			w, err := f.in(func(st stateTx) (bool, error) { return won(st.DeferAttempt(a, 1)) })

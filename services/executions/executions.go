@@ -89,11 +89,46 @@ func (d *Detail) Handoffs() (handled, handedTo map[string]string) {
 	handled, handedTo = map[string]string{}, map[string]string{}
 	for _, sd := range d.Steps {
 		if n := len(sd.Attempts); sd.Step.Handler && n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil {
+			if d.fellBack(*sd.Attempts[n-1].HandlesAttemptID) {
+				continue // a fallback: Fallbacks
+			}
 			failed := owner[*sd.Attempts[n-1].HandlesAttemptID]
 			handled[sd.Step.ID], handedTo[failed] = failed, sd.Step.ID
 		}
 	}
 	return handled, handedTo
+}
+
+// Fallbacks are the execution's fallbacks that ran (issue 22): the step each fallback stood
+// in for while its breaker was open (fallback id → step id), and the reverse.
+func (d *Detail) Fallbacks() (stoodFor, fellBackTo map[string]string) {
+	owner := map[string]string{} // attempt id → its step id
+	for _, sd := range d.Steps {
+		for _, a := range sd.Attempts {
+			owner[a.ID] = sd.Step.ID
+		}
+	}
+	stoodFor, fellBackTo = map[string]string{}, map[string]string{}
+	for _, sd := range d.Steps {
+		if n := len(sd.Attempts); sd.Step.Handler && n > 0 && sd.Attempts[n-1].HandlesAttemptID != nil && d.fellBack(*sd.Attempts[n-1].HandlesAttemptID) {
+			step := owner[*sd.Attempts[n-1].HandlesAttemptID]
+			stoodFor[sd.Step.ID], fellBackTo[step] = step, sd.Step.ID
+		}
+	}
+	return stoodFor, fellBackTo
+}
+
+// fellBack reports whether the attempt with id was refused by its open breaker and replaced
+// by its step's fallback.
+func (d *Detail) fellBack(id string) bool {
+	for _, sd := range d.Steps {
+		for _, a := range sd.Attempts {
+			if a.ID == id {
+				return a.ErrorCode != nil && *a.ErrorCode == models.ErrCodeFallback
+			}
+		}
+	}
+	return false
 }
 
 // HasUndo reports whether a completed step of the execution has a compensation to run: a

@@ -96,6 +96,7 @@ func TestOfficeOutagesEndByTheClock(t *testing.T) {
 		{"/bank/statements/import", importBody, 2*time.Minute + 30*time.Second, 503, "30", "od 08:03:00"},
 		{"/bank/statements/import", importBody, 3 * time.Minute, 200, "", ""},
 		{"/bank/statements/import", importBody, 5*time.Minute + 59*time.Second, 503, "1", "od 08:06:00"},
+		{"/bank/statements/from-file", importBody, 2 * time.Minute, 200, "", ""}, // the e-mailed file: the bank's outage does not reach it
 		{"/vat/jpk-v7/submit", submit, 0, 503, "240", "Bramka e-Deklaracje: przerwa techniczna do 08:04:00; dokument nie został przyjęty"},
 		{"/vat/jpk-v7/submit", submit, 3*time.Minute + 59*time.Second, 503, "1", "do 08:04:00"},
 		{"/vat/jpk-v7/submit", submit, 4 * time.Minute, 200, "", ""},

@@ -7,7 +7,9 @@
 //
 // Contract:
 //
-//   - Routes: POST /bank/statements/import, POST /invoices/match,
+//   - Routes: POST /bank/statements/import, POST /bank/statements/from-file (the
+//     statement from the file the bank e-mailed; the office's bank outage does not reach
+//     it), POST /invoices/match,
 //     POST /ledger/postings, POST /vat/jpk-v7/validate, POST /vat/jpk-v7/submit,
 //     POST /payroll/export, POST /mail/send, GET /health, POST /undo/{anything},
 //     POST /tasks; and the Slack and Teams webhook stand-ins (see [Hooks]):

@@ -33,7 +33,7 @@ func StatusTone(status string) string {
 		return "danger"
 	case "partial", "partially_succeeded":
 		return "partial"
-	case "skipped", "expired", "cancelled", "canceled", "compensated", "not_run", "rolled_back":
+	case "skipped", "expired", "cancelled", "canceled", "compensated", "replaced", "not_run", "rolled_back":
 		return "muted"
 	}
 	return "neutral"

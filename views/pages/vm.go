@@ -240,6 +240,12 @@ type StepVM struct {
 	EndedPartial bool
 	// HandedTo: this step failed for good and its failure went to this handler.
 	HandedTo StepLink
+	// FellBack says that the step's breaker was open and its fallback ran instead ("Usługa
+	// … niedostępna (bezpiecznik otwarty) — uruchomiono krok zastępczy „…”"), FallbackTo
+	// links that fallback; StandsIn (on a fallback) links the step it ran instead of.
+	FellBack   string
+	FallbackTo StepLink
+	StandsIn   StepLink
 }
 
 // StepLink names a step of the same page (its anchor is domID("step", ID)).
@@ -267,7 +273,10 @@ type AttemptVM struct {
 	IdempotencyKey string
 	// BreakerWait replaces the error of an attempt waiting on an open circuit breaker
 	// ("Waiting on the circuit breaker until …"); BreakersURL links to the breakers page.
+	// FellBack replaces the error of an attempt its open breaker refused and whose step's
+	// fallback ran instead (the step's FellBack).
 	BreakerWait string
+	FellBack    string
 	BreakersURL string
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/deadline"
 )
 
 // TestExecutionAbout: a workflow says what its executions are about (client, period, amount,
@@ -430,6 +432,95 @@ func TestListsShowAbout(t *testing.T) {
 			if due := line.testID("about-due"); len(due) != 1 || due[0].attr("datetime") != "2026-11-25" || !strings.HasPrefix(due[0].text(), "Wed 25 Nov 2026 (") {
 				t.Errorf("%s: due %q", page, line.text())
 			}
+		}
+	})
+}
+
+// TestTodayPage: an accountant lands on Today; it shows the obligation due within the
+// organization's at-risk days with its clients and the money its failures hold up, the
+// clients whose failures hold up the most money (largest first), the top problem, and what
+// she asked an admin for.
+func TestTodayPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Dziś")
+		// A custom obligation due on today's day of this month: today, or the next working day.
+		today := deadline.Day(time.Now())
+		def := fmt.Sprintf(`{"name": "Rozliczenie", "settings": {"retryPolicy": {"maxRetries": 0}, "subject": "{{ input.name }}", "client": "{{ input.name }}",
+		  "period": "{{ input.period }}", "amount": "{{ input.amount }}", "obligation": "custom", "obligationRule": {"dayOfMonth": %d, "monthsAfterPeriod": 0}},
+		  "steps": [{"id": "file", "type": "http", "config": {"method": "POST", "url": "%s/bad"}}]}`, today.Day(), a.ext.URL)
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows", def, bearer(rs.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		wfID := r.json(t)["id"].(string)
+		period := today.Format("2006-01")
+		var dls []string
+		for _, in := range []string{`{"name": "Apteka Nowak", "amount": "100.00"}`, `{"name": "Piekarnia Kowalski", "amount": "250,50"}`} {
+			in = strings.Replace(in, "{", `{"period": "`+period+`", `, 1)
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wfID+"/executions", `{"input": `+in+`}`, bearer(rs.token))
+			if r.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+			exID := r.json(t)["id"].(string)
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				var dl models.DeadLetter
+				if err := db.Conn(ctx).Where("execution_id = ?", exID).First(&dl).Error; err == nil {
+					dls = append(dls, dl.ID)
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no dead letter")
+				}
+			}
+		}
+		acc, csrf := a.browser(rs.accountant)
+		if r := postForm(t, acc, csrf, a.srv.URL+"/dlq/"+dls[0]+"/ask", url.Values{"note": {"Proszę o pomoc"}}); r.status >= 400 {
+			t.Fatalf("ask: %d", r.status)
+		}
+		noRedirect := *acc
+		noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		if r := do(t, &noRedirect, "GET", a.srv.URL+"/", "", nil); r.header.Get("Location") != "/today" {
+			t.Errorf("an accountant lands on %q", r.header.Get("Location"))
+		}
+		r = do(t, acc, "GET", a.srv.URL+"/today", "", nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("today: %d", r.status)
+		}
+		doc := parseListDoc(t, r.body)
+		texts := func(id string) []string {
+			var out []string
+			for _, d := range doc.testID(id) {
+				out = append(out, d.text())
+			}
+			return out
+		}
+		due := texts("today-due")
+		if len(due) != 1 || !strings.Contains(due[0], "custom") || !strings.Contains(due[0], period) || !strings.Contains(due[0], "2 clients") ||
+			!strings.Contains(due[0], "PLN 350.50") {
+			t.Errorf("due: %q", due)
+		}
+		if got := strings.Join(texts("today-money-amount"), " | "); got != "PLN 250.50 | PLN 100.00" {
+			t.Errorf("money: %q", got)
+		}
+		// The most to handle first: this workflow's two, then the tenant's own failure.
+		if p := texts("today-problem"); len(p) != 2 || !strings.Contains(p[0], "Rozliczenie · 2 to handle") {
+			t.Errorf("problems: %q", p)
+		}
+		if req := texts("today-request"); len(req) != 1 || !strings.Contains(req[0], "Apteka Nowak") || !strings.Contains(req[0], "asked for help · waiting") {
+			t.Errorf("requests: %q", req)
+		}
+		// The admin lands on the workflows, and reads Today too.
+		admin, _ := a.browser(rs.tenant)
+		adminNoRedirect := *admin
+		adminNoRedirect.CheckRedirect = noRedirect.CheckRedirect
+		if r := do(t, &adminNoRedirect, "GET", a.srv.URL+"/", "", nil); r.header.Get("Location") != "/workflows" {
+			t.Errorf("an admin lands on %q", r.header.Get("Location"))
+		}
+		if r := do(t, admin, "GET", a.srv.URL+"/today", "", nil); r.status != http.StatusOK || len(parseListDoc(t, r.body).testID("today-request")) != 0 {
+			t.Errorf("admin's today: %d", r.status)
 		}
 	})
 }

@@ -61,6 +61,7 @@ func (ch *chrome) page(c echo.Context, title, active string) layouts.Page {
 	dlq, _ := ch.pending.PendingDeadLetters(c.Request().Context(), pr.OrganizationID)
 	l := localizer(c)
 	p.Nav = []layouts.NavItem{
+		{ID: "today", Label: l.T("nav.today"), URL: ch.url("today"), Active: active == "today"},
 		{ID: "workflows", Label: l.T("nav.workflows"), URL: ch.url("workflows"), Active: active == "workflows"},
 		{ID: "executions", Label: l.T("nav.executions"), URL: ch.url("executions"), Active: active == "executions"},
 		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: cmp.Or(ch.url("dlq.problems"), ch.url("dlq")), Active: active == "dlq", Badge: dlq},

@@ -123,7 +123,9 @@ func TestQuarantine(t *testing.T) {
 			t.Errorf("item page once held: %s", page.body)
 		}
 
-		get := func(token, path string) resp { return do(t, http.DefaultClient, "GET", a.srv.URL+path, "", bearer(token)) }
+		get := func(token, path string) resp {
+			return do(t, http.DefaultClient, "GET", a.srv.URL+path, "", bearer(token))
+		}
 		post := func(token, path, body string) resp {
 			h := bearer(token)
 			h["Content-Type"] = "application/json"

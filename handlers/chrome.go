@@ -91,6 +91,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"connections", "nav.connections", "connections"},
 		{"credentials", "nav.credentials", "credentials"},
 		{"health", "nav.health", "health"},
+		{"quarantine", "nav.quarantine", "quarantine"},
 		{"demoinbox", "nav.demoinbox", "demo.inbox"},
 	} {
 		if u := ch.url(t.route); u != "" {

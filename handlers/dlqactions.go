@@ -83,6 +83,10 @@ type DLQActionsHandler struct {
 	rules fixRules
 	// groupTitle is a failure group's title (nil without groups).
 	groupTitle func(ctx context.Context, orgID, id string) (string, error)
+	// poison checks an item's input values, and flags shows those that break runs or are
+	// quarantined (nil: no flags).
+	poison poisonChecker
+	flags  *flagger
 }
 
 // newDLQActionsHandler returns the handler.

@@ -113,6 +113,15 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if err := h.history(c, vm, r.ID); err != nil {
 		return nil, err
 	}
+	if h.flags != nil && h.poison != nil {
+		checked, err := h.poison.Item(ctx, p.OrganizationID, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if vm.Poison, err = h.flags.flags(c, checked, h.url("dlq.item", r.ID)); err != nil {
+			return nil, err
+		}
+	}
 	if r.Status == models.DLQProcessing {
 		vm.Processing = true
 		if r.ReplayExecutionID != nil {

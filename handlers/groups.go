@@ -15,6 +15,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
 	"lifeline/services/groups"
+	"lifeline/services/poison"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
 )
@@ -44,7 +45,18 @@ type GroupsHandler struct {
 	money func(c echo.Context, workflowID string) bool
 	// Now is the clock of the page's relative times.
 	Now func() time.Time
+	// poison checks the values of a group's items, and flags shows those that break runs or
+	// are quarantined (nil: no flags).
+	poison groupPoison
+	flags  *flagger
 }
+
+// groupPoison checks the values of a group's items (poison.Service).
+type groupPoison interface {
+	Group(ctx context.Context, orgID, groupID string) ([]poison.Flag, error)
+}
+
+var _ groupPoison = (*poison.Service)(nil)
 
 // newGroupsHandler returns the handler.
 func newGroupsHandler(ch *chrome, svc groupService, wfs workflowLister, items dlqStore, rules fixRules, money func(echo.Context, string) bool) *GroupsHandler {
@@ -364,6 +376,15 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	}
 	if next != "" {
 		vm.Table.NextURL = h.url("dlq.group", g.ID) + "?" + url.Values{"cursor": {next}}.Encode()
+	}
+	if h.flags != nil && h.poison != nil {
+		checked, err := h.poison.Group(ctx, p.OrganizationID, g.ID)
+		if err != nil {
+			return err
+		}
+		if vm.Poison, err = h.flags.flags(c, checked, h.url("dlq.group", g.ID)); err != nil {
+			return err
+		}
 	}
 	if p.Can(models.RoleAccountant) && h.url("dlq.bulk.start") != "" && g.Counts.Pending > 0 {
 		vm.CanAct, vm.BulkURL, vm.MuteURL = true, h.url("dlq.bulk.start"), h.url("dlq.group.mute", g.ID)

@@ -17,6 +17,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/demo"
+	"lifeline/services/poison"
 	"lifeline/services/sandbox"
 )
 
@@ -113,7 +114,41 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	if vals := textWhen(t, ctx, `[data-testid=group-edit-values]`, func(s string) bool { return s != "" }); !strings.Contains(vals, wrong) || !strings.Contains(vals, "6") {
 		t.Fatalf("current values %q", vals)
 	}
+	// The NIP failed six times: the problem's page flags it; the accountant is told an admin
+	// quarantines it (issue 22's poison inputs).
+	wrongKey := wrong
+	if v, ok := poison.Identify(wrong); ok {
+		wrongKey = v.Key
+	}
+	flag := `[data-testid=poison-flag][data-value="` + wrongKey + `"]`
+	step("the flag", chromedp.WaitVisible(flag+` [data-testid=poison-text]`), chromedp.WaitVisible(flag+` [data-testid=poison-admin-only]`))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=poison-hold-form]').length`)); n != 0 {
+		t.Fatalf("the accountant is offered the quarantine (%d forms)", n)
+	}
 	axeClean(t, ctx, "a problem's page (pl)")
+	// Meanwhile the admin quarantines the wrong NIP from one of its items, with a note: the
+	// flag then says so and offers Release (the corrected replays below do not carry it).
+	var itemID string
+	db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("organization_id = ? AND workflow_id = ?", tn.org, wf.ID).
+		Order("created_at").Limit(1).Pluck("id", &itemID)
+	actx := browserContext(t)
+	as := stepper(t, actx, 20*time.Second)
+	as("admin login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	as("the item's flag", chromedp.Navigate(base+"/dlq/"+itemID), chromedp.WaitVisible(flag+`[data-held=false] [data-testid=poison-text]`), loaded)
+	if txt := textWhen(t, actx, flag+` [data-testid=poison-text]`, func(s string) bool { return s != "" }); !strings.Contains(txt, "nie przeszedł 6 razy w 1 przepływie") {
+		t.Fatalf("flag %q", txt)
+	}
+	as("open the quarantine", chromedp.Click(flag+` [data-testid=poison-hold-form] summary`), chromedp.WaitVisible(flag+` [data-testid=poison-note]`))
+	axeClean(t, actx, "an item's poison flag (pl)")
+	as("quarantine", chromedp.SendKeys(flag+` [data-testid=poison-note]`, "NIP bez cyfry w systemie źródłowym"),
+		chromedp.Click(flag+` [data-testid=poison-hold]`), chromedp.WaitVisible(flag+`[data-held=true] [data-testid=poison-release]`), loaded)
+	if held := textWhen(t, actx, flag+` [data-testid=poison-held]`, func(s string) bool { return s != "" }); !strings.Contains(held, "NIP bez cyfry w systemie źródłowym") || !strings.Contains(held, tn.email) {
+		t.Fatalf("held %q", held)
+	}
+	axeClean(t, actx, "a quarantined value's flag (pl)")
 	step("set the NIP once", chromedp.SendKeys(`[data-testid=group-edit-value]`, right), chromedp.Click(`[data-testid=group-edit-submit]`),
 		chromedp.WaitVisible(`[data-testid=bulk-confirm-count]`), loaded)
 	if c := textWhen(t, ctx, `[data-testid=bulk-confirm-count]`, func(s string) bool { return s != "" }); !strings.Contains(c, "Dotyczy dokładnie 6 elementów tej grupy") {

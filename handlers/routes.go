@@ -68,6 +68,19 @@ func (s *Server) routes() {
 	} else {
 		app.GET("/dlq", dlqList.List)
 	}
+	var held *HeldHandler
+	if s.Engine != nil {
+		// Poison inputs (issue 22): everyone sees the flags; admins quarantine and release.
+		held = newHeldHandler(s.chrome, s.Engine.Held())
+		flags := &flagger{links: s.links, held: s.Engine.Held()}
+		recovery.poison, recovery.flags = s.poison, flags
+		if groupsUI != nil {
+			groupsUI.poison, groupsUI.flags = s.poison, flags
+		}
+		app.GET("/settings/quarantine", held.List, requireRole(models.RoleAdmin)).Name = "quarantine"
+		app.POST("/settings/quarantine", held.Hold, requireRole(models.RoleAdmin)).Name = "quarantine.hold"
+		app.POST("/settings/quarantine/:id/release", held.Release, requireRole(models.RoleAdmin)).Name = "quarantine.release"
+	}
 	app.GET("/dlq/:id", recovery.Show).Name = "dlq.item"
 	app.POST("/dlq/:id/actions", recovery.Submit, requireRole(models.RoleAccountant)).Name = "dlq.actions"
 	app.POST("/dlq/:id/ask", recovery.Ask, requireRole(models.RoleAccountant)).Name = "dlq.ask"
@@ -175,6 +188,12 @@ func (s *Server) routes() {
 	api.POST("/dlq/:id/ask", recovery.APIAsk, requireRole(models.RoleAccountant)).Name = "api.dlq.ask"
 	api.GET("/dlq/:id/changes", recovery.APIChanges).Name = "api.dlq.changes"
 	api.GET("/dlq/:id/poison", newPoisonHandler(s.poison).APIItem).Name = "api.dlq.poison"
+	if held != nil {
+		// Quarantined values: everyone reads them; admins quarantine and release.
+		api.GET("/quarantine", held.APIList).Name = "api.quarantine"
+		api.POST("/quarantine", held.APIHold, requireRole(models.RoleAdmin)).Name = "api.quarantine.hold"
+		api.POST("/quarantine/:id/release", held.APIRelease, requireRole(models.RoleAdmin)).Name = "api.quarantine.release"
+	}
 	api.POST("/dlq/:id/changes/:cid/approve", recovery.APIApprove, requireRole(models.RoleAdmin)).Name = "api.dlq.change.approve"
 	api.POST("/dlq/:id/changes/:cid/reject", recovery.APIReject, requireRole(models.RoleAdmin)).Name = "api.dlq.change.reject"
 	api.POST("/dlq/:id/reopen", recovery.APIReopen, requireRole(models.RoleAdmin)).Name = "api.dlq.reopen"

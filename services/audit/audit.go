@@ -28,14 +28,14 @@ var events = []string{
 	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
 	"credential.deleted",
 	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked",
-	"organization.rules_updated",
+	"organization.rules_updated", "poison.quarantined", "poison.released",
 }
 
 // entityTypes are the kinds of thing an event is about (message entity.<type>).
 var entityTypes = []string{
 	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
 	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job", "dlq_group",
-	"notification_delivery", "notification_settings", "credential",
+	"notification_delivery", "notification_settings", "credential", "held_value",
 }
 
 // Events returns every event Record accepts.

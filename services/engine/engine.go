@@ -177,6 +177,8 @@ type core struct {
 	abandoned sync.Map
 	// breakers caches the closed circuit breakers this process saw (a second at most).
 	breakers breakerCache
+	// held caches the organizations' held values (a second at most; held.go).
+	held heldCache
 	// databases runs database_operation compensations (nil: they fail).
 	databases DatabaseExecutor
 	// notifier is told of failures, in the transactions that record them (nil: nobody is).

@@ -42,7 +42,9 @@ func (e *failures) failedForGood(st stateTx, r *attemptRun, upd map[string]any, 
 	tx, now, ex, def, a, generation := st.tx, st.now, r.ex, r.def, r.a, r.generation
 	// Retries ran out (rather than the error being one that is never retried).
 	exhausted := f.policy.Decide(f.c.Type, 0, def.UnknownRetry(), 0).Retry
-	if hi, _ := def.HandlerFor(a.StepIndex, string(f.c.Type)); hi >= 0 {
+	// A held value's execution calls nothing: no handler, no rollback (held.go).
+	held := f.c.Code == CodeQuarantined
+	if hi, _ := def.HandlerFor(a.StepIndex, string(f.c.Type)); hi >= 0 && !held {
 		if err := st.FinishAttempt(a, generation, models.StepFailed, upd); err != nil {
 			return "", nil, err
 		}
@@ -65,7 +67,7 @@ func (e *failures) failedForGood(st stateTx, r *attemptRun, upd map[string]any, 
 	if err := e.emit(tx, ev); err != nil {
 		return "", nil, err
 	}
-	if def.Settings.RollbackOnFailure {
+	if def.Settings.RollbackOnFailure && !held {
 		jobs, err := e.rollbacks.startRollbackTx(tx, ex, def, audit.System, now)
 		if errors.Is(err, errNothingToUndo) {
 			return OutcomeDLQ, nil, nil

@@ -195,6 +195,12 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 	var input json.RawMessage
 	var mask *redact.Masker
 	out, runErr := func() (any, error) {
+		// A held value in the input: nothing is rendered, admitted or sent (held.go).
+		if hv, err := e.heldIn(ctx, ex); err != nil {
+			return nil, &storeError{err}
+		} else if hv != nil {
+			return nil, quarantined(hv)
+		}
 		t, ok := e.steps.Get(step.Type)
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
@@ -312,7 +318,7 @@ func (s *storeError) Unwrap() error { return s.err }
 // neverRetried lists error codes no retry can fix, whatever the policy says (even one that
 // retries permanent errors): the step's destination or type cannot be used at all, nor a
 // database connection that reaches Lifeline's own servers or logs in as a privileged role.
-var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true,
+var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true, CodeQuarantined: true,
 	"OWN_SERVER": true, "PRIVILEGED_ROLE": true}
 
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).

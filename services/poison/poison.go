@@ -99,6 +99,10 @@ func Values(input []byte) []Value {
 	return out
 }
 
+// Identify returns the identifier s is (its kind and key), as Values finds it in an input;
+// false when s is none of them.
+func Identify(s string) (Value, bool) { return identify(s) }
+
 func identify(s string) (Value, bool) {
 	s = strings.TrimSpace(s)
 	if len(s) < 8 || len(s) > 64 {
@@ -151,11 +155,38 @@ func (s *Service) Item(ctx context.Context, orgID, id string) ([]Flag, error) {
 	return s.Check(ctx, orgID, dl.OriginalInput)
 }
 
+// groupSample is how many of a group's newest items Group reads the values of.
+const groupSample = 20
+
+// Group returns the flags of the values in the inputs of the organization's failure group's
+// newest items (groupSample of them; at most maxValues values), checked as Check does. A
+// group of another organization, or none, has no items: no flags.
+func (s *Service) Group(ctx context.Context, orgID, groupID string) ([]Flag, error) {
+	var inputs []models.JSON
+	if err := s.DB.Conn(ctx).Model(&models.DeadLetter{}).Where("organization_id = ? AND group_id = ?", orgID, groupID).
+		Order("created_at DESC").Limit(groupSample).Pluck("original_input", &inputs).Error; err != nil {
+		return nil, err
+	}
+	var vs []Value
+	for _, in := range inputs {
+		for _, v := range Values(in) {
+			if len(vs) < maxValues && !holds(vs, v) {
+				vs = append(vs, v)
+			}
+		}
+	}
+	return s.check(ctx, orgID, vs)
+}
+
 // Check returns a flag for each identifier in input, counted over the organization's dead
 // letters (at most maxCandidates of them a value). Errors are the database's.
 func (s *Service) Check(ctx context.Context, orgID string, input []byte) ([]Flag, error) {
+	return s.check(ctx, orgID, Values(input))
+}
+
+func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Flag, error) {
 	var out []Flag
-	for _, v := range Values(input) {
+	for _, v := range values {
 		cands, err := s.DB.DeadLettersHolding(ctx, orgID, searchForm(v), maxCandidates)
 		if err != nil {
 			return nil, err
@@ -178,6 +209,14 @@ func (s *Service) Check(ctx context.Context, orgID string, input []byte) ([]Flag
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// Text is the value as its input wrote it (what the DLQ's search finds), or its key.
+func (v Value) Text() string {
+	if v.raw != "" {
+		return v.raw
+	}
+	return v.Key
 }
 
 // holds reports whether vs has v (by kind and key, however it was written).

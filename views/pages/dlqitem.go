@@ -46,6 +46,8 @@ type DLQItemVM struct {
 	CSRF      string
 	// AskNotice says an ask was sent, or when the open one was made.
 	AskNotice string
+	// Poison: the input's values that break runs, or are quarantined.
+	Poison []PoisonFlag
 }
 
 // ChangeVM is an input-change request on the item page.

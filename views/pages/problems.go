@@ -97,6 +97,8 @@ type GroupVM struct {
 	CSRF        string
 	// Done says what was just done ("muted"), if anything.
 	Done string
+	// Poison: values of its items' inputs that break runs, or are quarantined.
+	Poison []PoisonFlag
 }
 
 // GroupEdit is the correction of one input field the group's reason names: its current

@@ -348,26 +348,39 @@ type GroupSample struct {
 	CreatedAt   time.Time
 }
 
+// groupSamplesPart is one group's and one status's newest items (at most the LIMIT), on
+// the index of group, status and time (idx_dlq_group): what GroupSamples reads of a group
+// is this, whatever the group's size.
+const groupSamplesPart = `SELECT id, group_id, execution_id, subject, reason, status, created_at FROM dead_letter_queue
+  WHERE organization_id = %s AND group_id = %s AND status = '%s' ORDER BY created_at DESC, id DESC LIMIT %s`
+
 // GroupSamples returns, for each of the organization's groups ids, its newest pending or
-// processing items, at most per of each (newest first): one query for the page, each group's
-// part of it a LIMIT on the index of group, status and time (idx_dlq_group), so that a big
-// group's items are not all read.
+// processing items, at most per of each (newest first): one query for the page, each
+// group's part of it a LIMIT of each status on idx_dlq_group, so that a big group's items
+// are not all read. On PostgreSQL one LATERAL join (planned once); on SQLite, which has
+// none, a UNION ALL of the parts (100 groups a query: SQLite takes at most 500 parts).
 func (db *DB) GroupSamples(ctx context.Context, orgID string, ids []string, per int) (map[string][]GroupSample, error) {
 	out := make(map[string][]GroupSample, len(ids))
 	var rows []GroupSample
-	// SQLite takes at most 500 parts in one compound SELECT: 100 groups (200 parts) a query.
 	for start := 0; start < len(ids); start += 100 {
 		chunk := ids[start:min(start+100, len(ids))]
 		var q strings.Builder
-		args := make([]any, 0, len(chunk)*8)
-		for i, id := range chunk {
-			for j, status := range []string{DLQPending, DLQProcessing} {
-				if i+j > 0 {
-					q.WriteString("\nUNION ALL ")
+		var args []any
+		if db.Dialect == Postgres {
+			q.WriteString("SELECT s.* FROM dlq_groups g CROSS JOIN LATERAL (")
+			fmt.Fprintf(&q, "("+groupSamplesPart+") UNION ALL ("+groupSamplesPart+")", "g.organization_id", "g.id", DLQPending, "@per",
+				"g.organization_id", "g.id", DLQProcessing, "@per")
+			q.WriteString(") s WHERE g.organization_id = @org AND g.id IN @ids")
+			args = []any{sql.Named("org", orgID), sql.Named("ids", chunk), sql.Named("per", per)}
+		} else {
+			for i, id := range chunk {
+				for j, status := range []string{DLQPending, DLQProcessing} {
+					if i+j > 0 {
+						q.WriteString("\nUNION ALL ")
+					}
+					fmt.Fprintf(&q, "SELECT * FROM ("+groupSamplesPart+")", "?", "?", status, "?")
+					args = append(args, orgID, id, per)
 				}
-				fmt.Fprintf(&q, `SELECT * FROM (SELECT id, group_id, execution_id, subject, reason, status, created_at FROM dead_letter_queue
-  WHERE organization_id = ? AND group_id = ? AND status = ? ORDER BY created_at DESC, id DESC LIMIT ?) s%d_%d`, i, j)
-				args = append(args, orgID, id, status, per)
 			}
 		}
 		var part []GroupSample

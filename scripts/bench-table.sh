@@ -31,7 +31,7 @@ END {
     if (on != "" && off != "" && off > 0) printf("Breakers on / off (%s): %.0f / %.0f steps/s = %.0f%% (target >= 90%%): %s\n", d, on, off, 100*on/off, (on/off >= 0.9 ? "within" : "UNDER"))
   }
   # BenchmarkDLQList/<query>: the worst p95 of each kind against its target.
-  # groups: the Problems page, the groups list and a group's page (issue 22).
+  # groups: the Problems page, the groups list and one group page (issue 22).
   split("list item search groups", kinds, " "); split("50 50 200 50", targets, " ")
   for (k=1; k<=4; k++) {
     worst=""; which=""

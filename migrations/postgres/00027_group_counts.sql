@@ -23,8 +23,14 @@ CREATE INDEX idx_dlq_groups_open ON dlq_groups (organization_id, open_count DESC
 -- subjects (a skip through the distinct subjects, one index probe each).
 CREATE INDEX idx_dlq_group_arrivals ON dead_letter_queue (organization_id, group_id, created_at) WHERE group_id IS NOT NULL;
 CREATE INDEX idx_dlq_group_subjects ON dead_letter_queue (organization_id, group_id, subject) WHERE group_id IS NOT NULL;
+-- A group's newest items of one status (its samples, its list by status) in the list's
+-- order to the last key, so that the first few are read without sorting all of them.
+DROP INDEX idx_dlq_group;
+CREATE INDEX idx_dlq_group ON dead_letter_queue (organization_id, group_id, status, created_at DESC, id DESC) WHERE group_id IS NOT NULL;
 
 -- +goose Down
+DROP INDEX idx_dlq_group;
+CREATE INDEX idx_dlq_group ON dead_letter_queue (group_id, status, created_at DESC) WHERE group_id IS NOT NULL;
 DROP INDEX idx_dlq_group_subjects;
 DROP INDEX idx_dlq_group_arrivals;
 DROP INDEX idx_dlq_groups_open;

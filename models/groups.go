@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -43,10 +44,18 @@ type Group struct {
 	// SplitFrom is the group an item was split out of into this one.
 	SplitFrom *string
 	// Arrivals counts the items that ever joined the group.
-	Arrivals    int
-	FirstSeenAt time.Time
-	LastSeenAt  time.Time
-	ResolvedAt  *time.Time
+	Arrivals int
+	// The group's items by status (pending, processing, closed: resolved, skipped or
+	// expired) and OpenCount, pending + processing (what the Problems page ranks by): kept by
+	// the engine's transitions in the transaction that changes an item's status or group
+	// (migration 00027), never counted when read. GroupCountDrift checks them.
+	PendingCount    int
+	ProcessingCount int
+	ClosedCount     int
+	OpenCount       int
+	FirstSeenAt     time.Time
+	LastSeenAt      time.Time
+	ResolvedAt      *time.Time
 	// ResolvedBefore is when the group was resolved before it came back (ReopenedAt).
 	ResolvedBefore *time.Time
 	ReopenedAt     *time.Time
@@ -183,8 +192,9 @@ func (db *DB) GetGroup(ctx context.Context, orgID, id string) (*GroupView, error
 	return &views[0], nil
 }
 
-// groupViews adds to groups their workflows' names, counts, subjects and last 24 hours'
-// arrivals: four queries for the page, whatever its length.
+// groupViews adds to groups their workflows' names, counts (the group's own), subjects and
+// last 24 hours' arrivals: three queries for the page, whatever its length, none of which
+// reads more of a group's items than its last day's and MaxGroupSubjects index entries.
 func (db *DB) groupViews(ctx context.Context, orgID string, groups []Group, now time.Time) ([]GroupView, error) {
 	views := make([]GroupView, len(groups))
 	if len(groups) == 0 {
@@ -207,40 +217,11 @@ func (db *DB) groupViews(ctx context.Context, orgID string, groups []Group, now 
 	for _, n := range names {
 		byWF[n.ID] = n.Name
 	}
-	var counts []struct {
-		GroupID string
-		Status  string
-		N       int
-	}
-	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, status, count(*) AS n").
-		Where("organization_id = ? AND group_id IN ?", orgID, ids).Group("group_id, status").Scan(&counts).Error; err != nil {
+	if err := db.groupSubjects(ctx, orgID, ids, func(groupID, subject string) {
+		v := &views[at[groupID]]
+		v.Subjects = append(v.Subjects, subject)
+	}); err != nil {
 		return nil, err
-	}
-	for _, c := range counts {
-		v := &views[at[c.GroupID]]
-		switch c.Status {
-		case DLQPending:
-			v.Counts.Pending += c.N
-		case DLQProcessing:
-			v.Counts.Processing += c.N
-		default:
-			v.Counts.Closed += c.N
-		}
-	}
-	var subjects []struct {
-		GroupID string
-		Subject string
-	}
-	if err := db.Conn(ctx).Raw(`SELECT group_id, subject FROM (
-  SELECT group_id, subject, ROW_NUMBER() OVER (PARTITION BY group_id ORDER BY subject) AS n
-  FROM (SELECT DISTINCT group_id, subject FROM dead_letter_queue
-        WHERE organization_id = ? AND group_id IN ? AND subject IS NOT NULL AND subject <> '') d) s
-WHERE n <= ?`, orgID, ids, MaxGroupSubjects).Scan(&subjects).Error; err != nil {
-		return nil, err
-	}
-	for _, s := range subjects {
-		v := &views[at[s.GroupID]]
-		v.Subjects = append(v.Subjects, s.Subject)
 	}
 	if err := db.arrivals24h(ctx, orgID, ids, now, func(groupID string, perHour []int) {
 		copy(views[at[groupID]].Arrivals24h, perHour)
@@ -250,6 +231,7 @@ WHERE n <= ?`, orgID, ids, MaxGroupSubjects).Scan(&subjects).Error; err != nil {
 	for i := range views {
 		v := &views[i]
 		v.WorkflowName = byWF[v.WorkflowID]
+		v.Counts = GroupCounts{Pending: v.PendingCount, Processing: v.ProcessingCount, Closed: v.ClosedCount}
 		sort.Strings(v.Subjects)
 		v.StateNow = v.StateAt(now)
 		if v.StateNow == GroupOpen && v.Counts.Processing > 0 {
@@ -257,6 +239,34 @@ WHERE n <= ?`, orgID, ids, MaxGroupSubjects).Scan(&subjects).Error; err != nil {
 		}
 	}
 	return views, nil
+}
+
+// groupSubjectsSQL walks, for each group, its items' distinct subjects in order, one index
+// probe (idx_dlq_group_subjects) a step, MaxGroupSubjects steps at most: a group of a
+// hundred thousand items costs what a group of ten does. Both databases.
+const groupSubjectsSQL = `WITH RECURSIVE s(group_id, subject, n) AS (
+  SELECT g.id, (SELECT MIN(d.subject) FROM dead_letter_queue d WHERE d.organization_id = @org AND d.group_id = g.id AND d.subject > ''), 1
+  FROM dlq_groups g WHERE g.organization_id = @org AND g.id IN @ids
+  UNION ALL
+  SELECT s.group_id, (SELECT MIN(d.subject) FROM dead_letter_queue d WHERE d.organization_id = @org AND d.group_id = s.group_id AND d.subject > s.subject), s.n + 1
+  FROM s WHERE s.subject IS NOT NULL AND s.n < @max)
+SELECT group_id, subject FROM s WHERE subject IS NOT NULL`
+
+// groupSubjects calls each with the first MaxGroupSubjects distinct subjects (not empty) of
+// the items of each of the organization's groups ids.
+func (db *DB) groupSubjects(ctx context.Context, orgID string, ids []string, each func(groupID, subject string)) error {
+	var rows []struct {
+		GroupID string
+		Subject string
+	}
+	if err := db.Conn(ctx).Raw(groupSubjectsSQL, sql.Named("org", orgID), sql.Named("ids", ids), sql.Named("max", MaxGroupSubjects)).
+		Scan(&rows).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		each(r.GroupID, r.Subject)
+	}
+	return nil
 }
 
 // arrivals24h counts, in SQL, the items of each of the organization's groups ids that
@@ -305,43 +315,25 @@ const MaxProblems = 100
 // ProblemGroups returns the organization's groups with items to handle (pending or being
 // processed), the most of them first (then the most recently seen), at most MaxProblems,
 // with their counts, subjects and arrivals: what the Problems page lists. The groups are
-// ranked on the index of group, status (migration 00021) over the items to handle only.
+// ranked by their own counts (OpenCount) on idx_dlq_groups_open (migration 00027): the
+// ranking reads MaxProblems groups' rows and no item.
 func (db *DB) ProblemGroups(ctx context.Context, orgID string) ([]GroupView, error) {
 	now, err := db.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var ranked []struct {
-		GroupID string
-		N       int
-	}
-	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, count(*) AS n").
-		Where("organization_id = ? AND status IN ? AND group_id IS NOT NULL", orgID, []string{DLQPending, DLQProcessing}).
-		Group("group_id").Order("n DESC, group_id").Limit(MaxProblems).Scan(&ranked).Error; err != nil {
-		return nil, err
-	}
-	if len(ranked) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, len(ranked))
-	for i, r := range ranked {
-		ids[i] = r.GroupID
-	}
 	var groups []Group
-	if err := db.Conn(ctx).Where("organization_id = ? AND id IN ?", orgID, ids).Find(&groups).Error; err != nil {
+	if err := db.Conn(ctx).Where("organization_id = ? AND open_count > 0", orgID).
+		Order("open_count DESC, last_seen_at DESC, id DESC").Limit(MaxProblems).Find(&groups).Error; err != nil {
 		return nil, err
+	}
+	if len(groups) == 0 {
+		return nil, nil
 	}
 	views, err := db.groupViews(ctx, orgID, groups, now)
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(views, func(i, j int) bool {
-		a, b := views[i].Counts.Pending+views[i].Counts.Processing, views[j].Counts.Pending+views[j].Counts.Processing
-		if a != b {
-			return a > b
-		}
-		return views[i].LastSeenAt.After(views[j].LastSeenAt)
-	})
 	return views, nil
 }
 
@@ -356,23 +348,113 @@ type GroupSample struct {
 	CreatedAt   time.Time
 }
 
+// groupSamplesPart is one group's and one status's newest items (at most the LIMIT), on
+// the index of group, status and time (idx_dlq_group): what GroupSamples reads of a group
+// is this, whatever the group's size.
+const groupSamplesPart = `SELECT id, group_id, execution_id, subject, reason, status, created_at FROM dead_letter_queue
+  WHERE organization_id = %s AND group_id = %s AND status = '%s' ORDER BY created_at DESC, id DESC LIMIT %s`
+
 // GroupSamples returns, for each of the organization's groups ids, its newest pending or
-// processing items, at most per of each: one query for the page.
+// processing items, at most per of each (newest first): one query for the page, each
+// group's part of it a LIMIT of each status on idx_dlq_group, so that a big group's items
+// are not all read. On PostgreSQL one LATERAL join (planned once); on SQLite, which has
+// none, a UNION ALL of the parts (100 groups a query: SQLite takes at most 500 parts).
 func (db *DB) GroupSamples(ctx context.Context, orgID string, ids []string, per int) (map[string][]GroupSample, error) {
 	out := make(map[string][]GroupSample, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
 	var rows []GroupSample
-	if err := db.Conn(ctx).Raw(`SELECT id, group_id, execution_id, subject, reason, status, created_at FROM (
-  SELECT id, group_id, execution_id, subject, reason, status, created_at,
-    ROW_NUMBER() OVER (PARTITION BY group_id ORDER BY created_at DESC, id DESC) AS n
-  FROM dead_letter_queue WHERE organization_id = ? AND group_id IN ? AND status IN ?) s
-WHERE n <= ? ORDER BY created_at DESC, id DESC`, orgID, ids, []string{DLQPending, DLQProcessing}, per).Scan(&rows).Error; err != nil {
-		return nil, err
+	for start := 0; start < len(ids); start += 100 {
+		chunk := ids[start:min(start+100, len(ids))]
+		var q strings.Builder
+		var args []any
+		if db.Dialect == Postgres {
+			q.WriteString("SELECT s.* FROM dlq_groups g CROSS JOIN LATERAL (")
+			fmt.Fprintf(&q, "("+groupSamplesPart+") UNION ALL ("+groupSamplesPart+")", "g.organization_id", "g.id", DLQPending, "@per",
+				"g.organization_id", "g.id", DLQProcessing, "@per")
+			q.WriteString(") s WHERE g.organization_id = @org AND g.id IN @ids")
+			args = []any{sql.Named("org", orgID), sql.Named("ids", chunk), sql.Named("per", per)}
+		} else {
+			for i, id := range chunk {
+				for j, status := range []string{DLQPending, DLQProcessing} {
+					if i+j > 0 {
+						q.WriteString("\nUNION ALL ")
+					}
+					fmt.Fprintf(&q, "SELECT * FROM ("+groupSamplesPart+")", "?", "?", status, "?")
+					args = append(args, orgID, id, per)
+				}
+			}
+		}
+		var part []GroupSample
+		if err := db.Conn(ctx).Raw(q.String(), args...).Scan(&part).Error; err != nil {
+			return nil, err
+		}
+		rows = append(rows, part...)
 	}
+	sort.Slice(rows, func(i, j int) bool {
+		if !rows[i].CreatedAt.Equal(rows[j].CreatedAt) {
+			return rows[i].CreatedAt.After(rows[j].CreatedAt)
+		}
+		return rows[i].ID > rows[j].ID
+	})
 	for _, r := range rows {
-		out[r.GroupID] = append(out[r.GroupID], r)
+		if len(out[r.GroupID]) < per {
+			out[r.GroupID] = append(out[r.GroupID], r)
+		}
 	}
 	return out, nil
+}
+
+// GroupDrift is a group whose counts differ from its items' (GroupCountDrift).
+type GroupDrift struct {
+	GroupID         string
+	Kept, FromItems GroupCounts
+	KeptOpen        int
+}
+
+// GroupCountDrift recounts the items of every group of the organization by status and
+// returns the groups whose kept counts (PendingCount, ProcessingCount, ClosedCount,
+// OpenCount) differ: none, unless a writer changed an item's status or group without its
+// transition. It reads every item of the organization: a check for tests and maintenance,
+// never for a page.
+func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, error) {
+	var groups []Group
+	if err := db.Conn(ctx).Select("id, pending_count, processing_count, closed_count, open_count").
+		Where("organization_id = ?", orgID).Find(&groups).Error; err != nil {
+		return nil, err
+	}
+	var counts []struct {
+		GroupID string
+		Status  string
+		N       int
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, status, count(*) AS n").
+		Where("organization_id = ? AND group_id IS NOT NULL", orgID).Group("group_id, status").Scan(&counts).Error; err != nil {
+		return nil, err
+	}
+	items := map[string]*GroupCounts{}
+	for _, c := range counts {
+		gc := items[c.GroupID]
+		if gc == nil {
+			gc = &GroupCounts{}
+			items[c.GroupID] = gc
+		}
+		switch c.Status {
+		case DLQPending:
+			gc.Pending += c.N
+		case DLQProcessing:
+			gc.Processing += c.N
+		default:
+			gc.Closed += c.N
+		}
+	}
+	var drift []GroupDrift
+	for _, g := range groups {
+		kept, from := GroupCounts{Pending: g.PendingCount, Processing: g.ProcessingCount, Closed: g.ClosedCount}, GroupCounts{}
+		if gc := items[g.ID]; gc != nil {
+			from = *gc
+		}
+		if kept != from || g.OpenCount != from.Pending+from.Processing {
+			drift = append(drift, GroupDrift{GroupID: g.ID, Kept: kept, FromItems: from, KeptOpen: g.OpenCount})
+		}
+	}
+	return drift, nil
 }

@@ -111,6 +111,9 @@ func TestFailureGroupsThroughTheEngine(t *testing.T) {
 		if err != nil || len(rows) != 4 {
 			t.Fatalf("the group's items: %d, %v", len(rows), err)
 		}
+		if drift, err := db.GroupCountDrift(ctx, h.org); err != nil || len(drift) > 0 {
+			t.Fatalf("groups' counts differ from their items': %+v, %v", drift, err)
+		}
 	})
 }
 
@@ -156,6 +159,9 @@ func TestBackfillGroups(t *testing.T) {
 		}
 		if states[2] != models.GroupOpen || states[10] != models.GroupResolved {
 			t.Fatalf("backfilled groups by counts: %v", states)
+		}
+		if drift, err := db.GroupCountDrift(ctx, h.org); err != nil || len(drift) > 0 {
+			t.Fatalf("backfilled groups' counts differ from their items': %+v, %v", drift, err)
 		}
 	})
 }

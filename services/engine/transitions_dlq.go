@@ -105,7 +105,7 @@ func (s deadLetterTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fiel
 		return r.Error
 	}
 	if r.RowsAffected == 1 {
-		return stateTx(s).groups().closedInGroup(dl.ID, status)
+		return stateTx(s).groups().movedInGroup(dl.ID, models.DLQPending, status)
 	}
 	var cur models.DeadLetter
 	if err := s.tx.Select("status").Where("id = ?", dl.ID).First(&cur).Error; err != nil {
@@ -116,6 +116,7 @@ func (s deadLetterTx) ClaimDeadLetter(dl *models.DeadLetter, status string, fiel
 
 // ReturnDeadLetter makes the dead letter id a failed manual replay served pending again, with
 // the new failure (dl's fields): processing → pending. Lost (false) when it is not processing.
+// Its group's counts are ReturnToGroup's, which calls it.
 func (s deadLetterTx) ReturnDeadLetter(id string, dl *models.DeadLetter) (bool, error) {
 	upd := map[string]any{
 		"error_id": dl.ErrorID, "execution_id": dl.ExecutionID, "original_input": dl.OriginalInput, "step_states": dl.StepStates,
@@ -153,7 +154,7 @@ func (s deadLetterTx) ResolveReplayed(ex *models.Execution) error {
 	if r.Error != nil || r.RowsAffected == 0 {
 		return r.Error
 	}
-	if _, err := stateTx(s).groups().ResolveGroupOf(dl.ID); err != nil {
+	if err := stateTx(s).groups().movedInGroup(dl.ID, models.DLQProcessing, models.DLQResolved); err != nil {
 		return err
 	}
 	// The record is dead-lettered with its dead letter; one already resolved is left as it is.
@@ -187,7 +188,7 @@ func (s deadLetterTx) ExpireDeadLetters(ids []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return expired, stateTx(s).groups().ResolveGroupsOf(expired)
+	return expired, stateTx(s).groups().closedInGroups(expired, models.DLQPending, models.DLQExpired)
 }
 
 // DecideInputChange decides a pending input-change request: pending → status (approved or
@@ -230,7 +231,8 @@ var closedByHand = []string{"manual", "skipped"}
 
 // ReopenDeadLetter makes a dead letter closed by hand (resolved or skipped, its error record
 // resolved "manual" or "skipped") and still within its retention pending again: its
-// resolution is cleared (the audit log keeps it). Otherwise ECONFLICT: dlq.reopen.open (it
+// resolution is cleared (the audit log keeps it), and it counts as pending in its group.
+// Otherwise ECONFLICT: dlq.reopen.open (it
 // is pending or being replayed: reopened already), dlq.reopen.expired (expired, or past its
 // retention), dlq.reopen.replayed (a successful replay closed it).
 func (s deadLetterTx) ReopenDeadLetter(dl *models.DeadLetter) error {
@@ -243,7 +245,8 @@ func (s deadLetterTx) ReopenDeadLetter(dl *models.DeadLetter) error {
 		return r.Error
 	}
 	if r.RowsAffected == 1 {
-		return nil
+		// Resolved or skipped: both closed.
+		return stateTx(s).groups().countItemOf(dl.ID, models.DLQResolved, models.DLQPending)
 	}
 	var cur models.DeadLetter
 	if err := s.tx.Select("status, expires_at").Where("id = ?", dl.ID).First(&cur).Error; err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"time"
 
 	"lifeline/models"
@@ -9,7 +10,12 @@ import (
 )
 
 // Transitions of failure groups (issue 22): see transitions.go. A group's state is open,
-// resolved or muted (models.Group); its counts are its items', computed when read.
+// resolved or muted (models.Group). Its counts (pending, processing, closed, open) are kept
+// on its row by every transition that changes one of its items' status or group, in the
+// same transaction (countItems): JoinGroup and BackfillGroup count the item that joins,
+// ClaimDeadLetter, ResolveReplayed, ExpireDeadLetters and ReopenDeadLetter the item whose
+// status changes, ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
+// recounts them from the items.
 
 // GroupJoin is what JoinGroup did.
 type GroupJoin struct {
@@ -27,10 +33,14 @@ type GroupJoin struct {
 // fingerprint is made, or it counts one more arrival; a resolved group reopens (remembering
 // when it was resolved), a muted one whose time has passed opens.
 const joinGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
-  title, search_text, state, arrivals, first_seen_at, last_seen_at, created_at, updated_at)
-VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @now, @now, @now, @now)
+  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, first_seen_at, last_seen_at, created_at, updated_at)
+VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @now, @now, @now, @now)
 ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   arrivals = dlq_groups.arrivals + 1,
+  pending_count = dlq_groups.pending_count + excluded.pending_count,
+  processing_count = dlq_groups.processing_count + excluded.processing_count,
+  closed_count = dlq_groups.closed_count + excluded.closed_count,
+  open_count = dlq_groups.open_count + excluded.open_count,
   last_seen_at = CASE WHEN excluded.last_seen_at > dlq_groups.last_seen_at THEN excluded.last_seen_at ELSE dlq_groups.last_seen_at END,
   state = CASE WHEN dlq_groups.state = 'resolved' OR (dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at)
     THEN 'open' ELSE dlq_groups.state END,
@@ -42,8 +52,9 @@ ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
 RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
 
 // JoinGroup puts a new failure (dl: organization, workflow, failed step, error type, reason)
-// with error code code into its group: one upsert by fingerprint. It sets dl.GroupID and
-// says whether the group is new, reopened (it was resolved) or muted. It cannot lose: the
+// with error code code into its group: one upsert by fingerprint, which counts the item in
+// the group by dl.Status (the caller writes the item: a new one, or one that returns to
+// pending, ReturnToGroup). It sets dl.GroupID and says whether the group is new, reopened (it was resolved) or muted. It cannot lose: the
 // upsert is atomic on both databases, and two failures of one new problem make one group.
 func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error) {
 	p := fingerprint.Of(fingerprint.Failure{WorkflowID: dl.WorkflowID, StepID: dl.FailedStepID, ErrorType: dl.ErrorType,
@@ -54,9 +65,11 @@ func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error
 		Arrivals int
 		Reopened bool
 	}
+	c := statusCounts(dl.Status, 1)
 	err := s.tx.Raw(joinGroupSQL, map[string]any{
 		"id": models.NewID(), "org": dl.OrganizationID, "fp": p.Hash, "version": p.Version, "wf": dl.WorkflowID,
 		"step": dl.FailedStepID, "type": dl.ErrorType, "code": code, "title": p.Template, "search": models.SearchText(p.Template), "now": s.now,
+		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
 	}).Scan(&row).Error
 	if err != nil {
 		return GroupJoin{}, err
@@ -67,11 +80,12 @@ func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error
 }
 
 // ResolveGroupOf resolves the group of the dead letter dlID when none of its items is pending
-// or processing any more (call it after the item closed, in the same transaction): open or
-// muted → resolved, resolved_at now. Lost (false) when the item has no group, the group
-// still has items to handle, or it is already resolved. The group's row is locked first (an
-// update of updated_at), so that of two transactions closing its last two items at once the
-// second waits for the first and then sees that nothing is pending: one of them resolves it.
+// or processing any more (call it after the item closed and was counted, in the same
+// transaction): open or muted → resolved, resolved_at now. Lost (false) when the item has no
+// group, the group still has items to handle (its open count), or it is already resolved.
+// The group's row is locked first (an update of updated_at; the count's update locks it
+// too), so that of two transactions closing its last two items at once the second waits for
+// the first and then sees that nothing is open: one of them resolves it.
 func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 	var ids []string
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NOT NULL", dlID).Pluck("group_id", &ids).Error; err != nil || len(ids) == 0 {
@@ -86,33 +100,82 @@ func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
 		return false, err
 	}
 	r := s.tx.Exec(`UPDATE dlq_groups SET state = ?, resolved_at = ?, muted_until = NULL, updated_at = ?
-WHERE id = ? AND state IN (?, ?) AND NOT EXISTS (SELECT 1 FROM dead_letter_queue WHERE group_id = ? AND status IN (?, ?))`,
-		models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted, groupID, models.DLQPending, models.DLQProcessing)
+WHERE id = ? AND state IN (?, ?) AND open_count = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
 	return r.RowsAffected == 1, r.Error
 }
 
-// ResolveGroupsOf is ResolveGroupOf for many dead letters (one pass per group).
-func (s groupTx) ResolveGroupsOf(dlIDs []string) error {
-	var groups []string
+// closedInGroups counts the dead letters dlIDs, which have just gone from status from to
+// status to together (ExpireDeadLetters), in their groups, and resolves each group that has
+// nothing left to handle: one pass per group.
+func (s groupTx) closedInGroups(dlIDs []string, from, to string) error {
+	perGroup := map[string]int{}
+	var order []string
 	for start := 0; start < len(dlIDs); start += 500 {
-		var ids []string
-		if err := s.tx.Model(&models.DeadLetter{}).Where("id IN ? AND group_id IS NOT NULL", dlIDs[start:min(start+500, len(dlIDs))]).
-			Distinct("group_id").Pluck("group_id", &ids).Error; err != nil {
+		var rows []struct {
+			GroupID string
+			N       int
+		}
+		if err := s.tx.Model(&models.DeadLetter{}).Select("group_id, count(*) AS n").
+			Where("id IN ? AND group_id IS NOT NULL", dlIDs[start:min(start+500, len(dlIDs))]).Group("group_id").Scan(&rows).Error; err != nil {
 			return err
 		}
-		groups = append(groups, ids...)
-	}
-	seen := map[string]bool{}
-	for _, g := range groups {
-		if seen[g] {
-			continue
+		for _, r := range rows {
+			if _, ok := perGroup[r.GroupID]; !ok {
+				order = append(order, r.GroupID)
+			}
+			perGroup[r.GroupID] += r.N
 		}
-		seen[g] = true
+	}
+	for _, g := range order {
+		if err := s.countItems(g, from, to, perGroup[g]); err != nil {
+			return err
+		}
 		if _, err := s.ResolveGroupIfDone(g); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// statusCounts is n items of status in a group's counts (status "" is none).
+func statusCounts(status string, n int) models.GroupCounts {
+	switch status {
+	case "":
+		return models.GroupCounts{}
+	case models.DLQPending:
+		return models.GroupCounts{Pending: n}
+	case models.DLQProcessing:
+		return models.GroupCounts{Processing: n}
+	default:
+		return models.GroupCounts{Closed: n}
+	}
+}
+
+// countItemsSQL changes a group's counts by deltas (pending, processing, closed, open); the
+// group is named by the clause after "WHERE id = ".
+const countItemsSQL = `UPDATE dlq_groups SET pending_count = pending_count + ?, processing_count = processing_count + ?,
+  closed_count = closed_count + ?, open_count = open_count + ? WHERE id = `
+
+// countItems moves n items of the group groupID from status from to status to in its counts
+// ("" for no status: an item that joins the group, or leaves it). Nothing to write when both
+// are the same kind (resolved and skipped are both closed). It cannot lose: it adds to what
+// the row holds, under the row's lock.
+func (s groupTx) countItems(groupID, from, to string, n int) error {
+	return s.countWhere("?", groupID, from, to, n)
+}
+
+// countItemOf is countItems for the group of the dead letter dlID (nothing when it has none).
+func (s groupTx) countItemOf(dlID, from, to string) error {
+	return s.countWhere("(SELECT group_id FROM dead_letter_queue WHERE id = ?)", dlID, from, to, 1)
+}
+
+func (s groupTx) countWhere(where string, arg any, from, to string, n int) error {
+	a, b := statusCounts(from, n), statusCounts(to, n)
+	d := models.GroupCounts{Pending: b.Pending - a.Pending, Processing: b.Processing - a.Processing, Closed: b.Closed - a.Closed}
+	if d == (models.GroupCounts{}) {
+		return nil
+	}
+	return s.tx.Exec(countItemsSQL+where, d.Pending, d.Processing, d.Closed, d.Pending+d.Processing, arg).Error
 }
 
 // MuteGroup mutes the organization's group until until: open or muted → muted (a muted
@@ -142,7 +205,8 @@ func (s groupTx) groupConflict(orgID, groupID string) error {
 // SplitOut moves the dead letter dl out of its group into a group of its own (the normalizer
 // put it with failures that are another problem): a new group with the old one's workflow,
 // step, type, code and title, split_from the old one, open (resolved when the item is
-// closed); the old group is resolved if it has nothing left to handle. It returns the new
+// closed), the item counted in it and no longer in the old one; the old group is resolved
+// if it has nothing left to handle. It returns the new
 // group's id. Later failures with the old fingerprint still join the old group. ECONFLICT:
 // group.split.alone when the item is its group's only item, group.split.moved when it left its
 // group since dl was read (another split won).
@@ -151,16 +215,12 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.ungrouped"}
 	}
 	from := *dl.GroupID
-	var n int64
-	if err := s.tx.Model(&models.DeadLetter{}).Where("group_id = ?", from).Count(&n).Error; err != nil {
-		return "", err
-	}
-	if n <= 1 {
-		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
-	}
 	var old models.Group
 	if err := s.tx.Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
 		return "", err
+	}
+	if old.PendingCount+old.ProcessingCount+old.ClosedCount <= 1 {
+		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
 	}
 	state, resolvedAt := models.GroupOpen, (*time.Time)(nil)
 	if dl.Status != models.DLQPending && dl.Status != models.DLQProcessing {
@@ -185,16 +245,32 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.moved"}
 	}
 	dl.GroupID = &g.ID
+	// Counted by the status the item has now (the guarded update above holds its row): it
+	// may have changed since dl was read.
+	var status []string
+	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Pluck("status", &status).Error; err != nil || len(status) == 0 {
+		return "", cmp.Or(err, errLost)
+	}
+	if err := s.countItems(from, status[0], "", 1); err != nil {
+		return "", err
+	}
+	if err := s.countItems(g.ID, "", status[0], 1); err != nil {
+		return "", err
+	}
 	if _, err := s.ResolveGroupIfDone(from); err != nil {
 		return "", err
 	}
 	return g.ID, nil
 }
 
-// closedInGroup resolves the group of the dead letter dlID that has just become status, when
-// that closes it (resolved, skipped, expired) and its group has nothing left to handle.
-func (s groupTx) closedInGroup(dlID, status string) error {
-	if status == models.DLQPending || status == models.DLQProcessing {
+// movedInGroup counts the dead letter dlID, which has just gone from status from to status
+// to, in its group, and resolves the group when that closed the item (resolved, skipped,
+// expired) and the group has nothing left to handle.
+func (s groupTx) movedInGroup(dlID, from, to string) error {
+	if err := s.countItemOf(dlID, from, to); err != nil {
+		return err
+	}
+	if to == models.DLQPending || to == models.DLQProcessing {
 		return nil
 	}
 	_, err := s.ResolveGroupOf(dlID)
@@ -202,8 +278,10 @@ func (s groupTx) closedInGroup(dlID, status string) error {
 }
 
 // ReturnToGroup is ReturnDeadLetter for an item whose new failure joined the group dl.GroupID
-// (JoinGroup): when that is another group than the item's, the one it left is resolved if
-// it has nothing left to handle.
+// (JoinGroup, which counted it pending there): it is no longer counted processing in the
+// group it was in, and when that is another group than dl.GroupID, the one it left is
+// resolved if it has nothing left to handle. ReturnDeadLetter is never called alone: this
+// keeps the counts.
 func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 	var prev []string
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NOT NULL", id).Pluck("group_id", &prev).Error; err != nil {
@@ -213,8 +291,13 @@ func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 	if err != nil || !returned {
 		return returned, err
 	}
-	if len(prev) == 1 && (dl.GroupID == nil || prev[0] != *dl.GroupID) {
-		_, err = s.ResolveGroupIfDone(prev[0])
+	if len(prev) == 1 {
+		if err := s.countItems(prev[0], models.DLQProcessing, "", 1); err != nil {
+			return true, err
+		}
+		if dl.GroupID == nil || prev[0] != *dl.GroupID {
+			_, err = s.ResolveGroupIfDone(prev[0])
+		}
 	}
 	return true, err
 }
@@ -223,12 +306,17 @@ func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 // as JoinGroup puts a new failure (at s.now: the caller passes the time the item failed).
 // Lost (false, nothing written) when the item has a group already (another backfill, on
 // another process, was first): the item's row is claimed (locked, on PostgreSQL) before its
-// group counts it.
+// group counts it, by the status it has then (dl.Status is set to it).
 func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error) {
 	r := s.tx.Exec("UPDATE dead_letter_queue SET group_id = NULL WHERE id = ? AND group_id IS NULL", dl.ID)
 	if r.Error != nil || r.RowsAffected == 0 {
 		return false, r.Error
 	}
+	var status []string
+	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Pluck("status", &status).Error; err != nil || len(status) == 0 {
+		return false, err
+	}
+	dl.Status = status[0]
 	if _, err := s.JoinGroup(dl, code); err != nil {
 		return false, err
 	}

@@ -44,8 +44,8 @@ type routeInput struct {
 // does not name, so that no new route goes unfuzzed, and for an entry the server no longer
 // has. Routes without an entry's fields are still requested once.
 func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
-	listExec := []string{"status", "workflowId", "q", "limit", "cursor"}
-	listDLQ := []string{"workflowId", "status", "errorType", "stepId", "groupId", "from", "to", "q", "limit", "cursor"}
+	listExec := []string{"status", "workflowId", "q", "limit", "cursor", "sort", "client", "period", "obligation", "dueBefore"}
+	listDLQ := []string{"workflowId", "status", "errorType", "stepId", "groupId", "from", "to", "q", "limit", "cursor", "sort", "client", "period", "obligation", "dueBefore"}
 	listAudit := []string{"event", "actor", "entityType", "entityId", "from", "to", "cursor"}
 	conn := map[string]string{"name": "ledger", "driver": "postgres", "dsn": connDSN, "description": "Księgi"}
 	settings := map[string]string{"enabled": "true", "channels": "email", "recipients": "role:admin", "slackWebhookUrl": "", "teamsWebhookUrl": "",
@@ -69,6 +69,8 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /settings/language":        {form: map[string]string{"lang": "pl", "next": "/workflows"}},
 		"GET /":                          {},
 		"GET /workflows":                 {},
+		"GET /today":                     {},
+		"GET /clients/:key":              {},
 		"POST /workflows":                {form: map[string]string{"definition": `{"name": "x", "steps": [{"id": "a", "type": "delay", "config": {"ms": 1}}]}`}},
 		"GET /workflows/:id":             {},
 		"POST /workflows/:id/executions": {form: map[string]string{"input": `{"nip": "1"}`}},
@@ -144,6 +146,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /api/v1/executions/:id":            {},
 		"GET /api/v1/dlq":                       {query: listDLQ},
 		"GET /api/v1/dlq/:id":                   {},
+		"GET /api/v1/clients/:key":              {},
 		"GET /api/v1/dlq/groups":                {query: []string{"status", "workflowId", "errorType", "q", "limit", "cursor"}},
 		"GET /api/v1/dlq/groups/:id":            {},
 		"POST /api/v1/dlq/groups/:id/actions":   {json: `{"action": "mute", "resolutionNotes": "", "muteUntil": "2030-01-01T00:00:00Z"}`},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
@@ -109,7 +110,7 @@ func requireRole(min string) echo.MiddlewareFunc {
 
 func (s *Server) loginPage(c echo.Context) error {
 	if p, _ := s.sessionPrincipal(c); p != nil {
-		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next"), s.url("workflows")))
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next"), s.landing(p)))
 	}
 	return render(c, http.StatusOK, pages.Login(s.loginLayout(c), pages.LoginVM{Action: s.url("login"), Next: c.QueryParam("next")}))
 }
@@ -160,7 +161,16 @@ func (s *Server) login(c echo.Context) error {
 	s.sessions.Put(ctx, "user_id", p.UserID)
 	s.sessions.Put(ctx, "org_id", p.OrganizationID)
 	s.renewCSRF(c)
-	return c.Redirect(http.StatusSeeOther, safeNext(next, s.url("workflows")))
+	return c.Redirect(http.StatusSeeOther, safeNext(next, s.landing(p)))
+}
+
+// landing is where p lands after logging in: an accountant on Today, the others on the
+// workflows.
+func (s *Server) landing(p *auth.Principal) string {
+	if p != nil && p.Role == models.RoleAccountant {
+		return s.url("today")
+	}
+	return s.url("workflows")
 }
 
 func waitText(l *i18n.Localizer, secs int) string {

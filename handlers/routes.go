@@ -29,12 +29,7 @@ func (s *Server) routes() {
 
 	app := e.Group("", s.requireUser, formText)
 	// The landing page: an accountant's morning (Today), the workflows for the others.
-	app.GET("/", func(c echo.Context) error {
-		if p := principal(c); p != nil && p.Role == models.RoleAccountant {
-			return c.Redirect(http.StatusSeeOther, s.url("today"))
-		}
-		return c.Redirect(http.StatusSeeOther, s.url("workflows"))
-	})
+	app.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, s.landing(principal(c))) })
 	app.GET("/today", newTodayHandler(s.chrome, clientsOf(s.Deps)).Page).Name = "today"
 	wfs := newWorkflowsHandler(s.chrome, s.Workflows, s.reads, s.Engine, s.BaseURL)
 	app.GET("/workflows", wfs.List).Name = "workflows"

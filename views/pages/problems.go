@@ -52,7 +52,7 @@ type ProblemGroup struct {
 	Escalated      bool
 	EscalatedBadge string
 	Escalation     string
-	Spark      Sparkline
+	Spark          Sparkline
 	// Items are its newest items to handle; ItemsURL lists them all (ItemsText says how many).
 	Items     []ProblemItem
 	ItemsURL  string

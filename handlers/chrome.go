@@ -88,6 +88,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"deliveries", "nav.deliveries", "notifications.deliveries"},
 		{"tokens", "nav.tokens", "tokens"},
 		{"rules", "nav.rules", "organization.rules"},
+		{"escalation", "nav.escalation", "organization.escalation"},
 		{"connections", "nav.connections", "connections"},
 		{"credentials", "nav.credentials", "credentials"},
 		{"health", "nav.health", "health"},

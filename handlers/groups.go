@@ -3,6 +3,7 @@ package handlers
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -49,6 +50,9 @@ type GroupsHandler struct {
 	// are quarantined (nil: no flags).
 	poison groupPoison
 	flags  *flagger
+	// members lists the organization's members (who an escalation names); nil: shown as
+	// stored.
+	members func(ctx context.Context, orgID string) ([]models.RoleMember, error)
 }
 
 // groupPoison checks the values of a group's items (poison.Service).
@@ -111,6 +115,9 @@ func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []
 	if g.StateNow == models.GroupMuted && g.MutedUntil != nil {
 		out.MutedUntil = l.T("problems.muteduntil", "When", displayTime(l, *g.MutedUntil))
 	}
+	if g.EscalationLevel > 0 {
+		out.Escalated, out.EscalatedBadge = true, l.T("escalation.badge", "Level", g.EscalationLevel)
+	}
 	for _, it := range items {
 		out.Items = append(out.Items, pages.ProblemItem{URL: h.url("dlq.item", it.ID), Title: cmp.Or(deref(it.Subject), shortID(it.ExecutionID)),
 			Reason: l.Text(it.Reason), Age: l.Relative(it.CreatedAt, now), At: rfc(it.CreatedAt), Status: it.Status})
@@ -163,6 +170,11 @@ type apiGroup struct {
 	ResolvedBefore *string `json:"resolvedBefore,omitempty"`
 	ReopenedAt     *string `json:"reopenedAt,omitempty"`
 	SplitFrom      *string `json:"splitFrom,omitempty"`
+	// EscalationLevel is the level of the escalation policy the group reached while
+	// pending (0: none), since EscalatedAt, naming EscalatedTo.
+	EscalationLevel int      `json:"escalationLevel"`
+	EscalatedAt     *string  `json:"escalatedAt,omitempty"`
+	EscalatedTo     []string `json:"escalatedTo,omitempty"`
 	// Items lists the group's items (GET /api/v1/dlq?groupId=…).
 	Items string `json:"items"`
 }
@@ -179,6 +191,12 @@ func (h *GroupsHandler) apiGroup(g *models.GroupView) apiGroup {
 	}
 	if g.StateNow == models.GroupMuted {
 		out.MutedUntil = rfcPtr(g.MutedUntil)
+	}
+	if g.EscalationLevel > 0 {
+		out.EscalationLevel, out.EscalatedAt = g.EscalationLevel, rfcPtr(g.EscalatedAt)
+		if g.EscalatedTo != nil {
+			_ = json.Unmarshal([]byte(*g.EscalatedTo), &out.EscalatedTo)
+		}
 	}
 	return out
 }
@@ -370,6 +388,15 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	list := &DLQHandler{chrome: h.chrome, Now: h.Now}
 	vm := pages.GroupVM{Group: h.problem(l, g, nil, steps, now), CSRF: csrfToken(c), ProblemsURL: h.url("dlq.problems"), Done: c.QueryParam("done")}
 	vm.Group.URL = "" // the card is this page: its title links nowhere
+	if g.EscalationLevel > 0 {
+		var ms []models.RoleMember
+		if h.members != nil {
+			if ms, err = h.members(ctx, p.OrganizationID); err != nil {
+				return err
+			}
+		}
+		vm.Group.Escalation = escalationText(l, g, ms)
+	}
 	vm.Table.ProblemsURL = vm.ProblemsURL
 	for i := range rows {
 		vm.Table.Rows = append(vm.Table.Rows, list.row(l, &rows[i], steps))

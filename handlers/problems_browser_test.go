@@ -96,6 +96,33 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
+	// The admin sets the escalation (issue 22): a level per row, one added with "Dodaj poziom".
+	step("admin login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("escalation settings", chromedp.Navigate(base+"/settings/escalation"), chromedp.WaitVisible(`[data-testid=escalation-form]`), loaded,
+		chromedp.WaitVisible(`[data-testid=escalation-add]`))
+	axeClean(t, ctx, "escalation settings (pl)")
+	step("first level", chromedp.SetValue(`#esc-after-0`, "1"), chromedp.SetValue(`select[name="levels[0].unit"]`, "minutes"),
+		chromedp.Click(`#esc-to-0-2`)) // księgowe
+	step("add a level", chromedp.Click(`[data-testid=escalation-add]`), chromedp.WaitVisible(`#esc-after-1001`),
+		chromedp.SendKeys(`#esc-after-1001`, "4"), chromedp.Click(`#esc-to-1001-0`)) // administratorzy
+	step("save", chromedp.Click(`[data-testid=escalation-save]`), chromedp.WaitVisible(`[data-testid=escalation-saved]`), loaded)
+	if r := do(t, http.DefaultClient, "GET", base+"/api/v1/organization/escalation", "", bearer(tn.token)); strings.TrimSpace(r.body) !=
+		`{"levels":[{"afterMs":60000,"to":["role:accountant"]},{"afterMs":14400000,"to":["role:admin"]}]}` {
+		t.Fatalf("the policy saved from the form: %s", r.body)
+	}
+	step("admin logout", chromedp.Submit(`[data-testid=logout-form] button`), chromedp.WaitVisible(`[data-testid=login-form]`))
+	// The first level made immediate through the API, and one escalation pass: the NIP problem
+	// is the accountants' now.
+	if r := do(t, http.DefaultClient, "PUT", base+"/api/v1/organization/escalation",
+		`{"levels":[{"afterMs":1,"to":["role:accountant"]},{"afterMs":14400000,"to":["role:admin"]}]}`, bearer(tn.token)); r.status != 200 {
+		t.Fatalf("PUT the policy: %d %s", r.status, r.body)
+	}
+	if _, err := a.eng.Escalate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
 		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
@@ -109,8 +136,14 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	if title := textWhen(t, ctx, `[data-testid=problem-title]`, func(s string) bool { return s != "" }); !strings.Contains(title, "clientNip") || !strings.Contains(title, "NIP") {
 		t.Fatalf("problem title %q", title)
 	}
+	if b := textWhen(t, ctx, `[data-testid=problem-escalated]`, func(s string) bool { return s != "" }); b != "Eskalowane (poziom 1)" {
+		t.Fatalf("escalated badge %q", b)
+	}
 	axeClean(t, ctx, "Problems (pl)")
 	step("open the problem", chromedp.Click(`[data-testid=problem-open]`), chromedp.WaitVisible(`[data-testid=group-edit][data-field=clientNip]`), loaded)
+	if line := textWhen(t, ctx, `[data-testid=problem-escalation]`, func(s string) bool { return s != "" }); !strings.HasPrefix(line, "Eskalowane do: księgowe · od ") {
+		t.Fatalf("the problem's escalation line %q", line)
+	}
 	if vals := textWhen(t, ctx, `[data-testid=group-edit-values]`, func(s string) bool { return s != "" }); !strings.Contains(vals, wrong) || !strings.Contains(vals, "6") {
 		t.Fatalf("current values %q", vals)
 	}
@@ -195,6 +228,18 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	db.Conn(context.Background()).Model(&models.DeadLetter{}).Where("organization_id = ? AND workflow_id = ? AND status = ? AND reason LIKE ?", tn.org, wf.ID, models.DLQPending, "%NIP%").Count(&nipPending)
 	if nipPending != 0 {
 		t.Fatalf("%d items still fail on the NIP", nipPending)
+	}
+	// Resolving the problem ended its escalation.
+	var resolved models.Group
+	db.Conn(context.Background()).Where("organization_id = ? AND workflow_id = ?", tn.org, wf.ID).First(&resolved)
+	if resolved.EscalationLevel != 0 || resolved.EscalatedAt != nil {
+		t.Fatalf("the resolved problem is still escalated: level %d", resolved.EscalationLevel)
+	}
+	if n := textWhen(t, ctx, `[data-testid=problem-state]`, func(s string) bool { return s != "" }); n != "Rozwiązany" {
+		t.Fatalf("state %q", n)
+	}
+	if lines, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=problem-escalation]').length`)); err != nil || lines != 0 {
+		t.Fatalf("the resolved problem's page still says it is escalated (%d, %v)", lines, err)
 	}
 }
 

@@ -109,6 +109,12 @@ func (s *Server) routes() {
 	rulesPage := newRulesHandler(s.chrome, rules)
 	app.GET("/settings/rules", rulesPage.Show, admin).Name = "organization.rules"
 	app.POST("/settings/rules", rulesPage.Save, admin).Name = "organization.rules.save"
+	escalationPage := newEscalationHandler(s.chrome, s.escalation)
+	app.GET("/settings/escalation", escalationPage.Show, admin).Name = "organization.escalation"
+	app.POST("/settings/escalation", escalationPage.Save, admin).Name = "organization.escalation.save"
+	if groupsUI != nil {
+		groupsUI.members = s.escalation.Members
+	}
 	auditLog := newAuditHandler(s.chrome, s.auditLog)
 	app.GET("/audit", auditLog.List, admin).Name = "audit"
 	app.GET("/audit/export.csv", auditLog.Export, admin).Name = "audit.export"
@@ -194,6 +200,8 @@ func (s *Server) routes() {
 	api.POST("/dlq/:id/reopen", recovery.APIReopen, requireRole(models.RoleAdmin)).Name = "api.dlq.reopen"
 	api.GET("/organization/settings", rulesPage.APIGet, admin).Name = "api.organization.settings"
 	api.PATCH("/organization/settings", rulesPage.APIPatch, admin)
+	api.GET("/organization/escalation", escalationPage.APIGet, admin).Name = "api.organization.escalation"
+	api.PUT("/organization/escalation", escalationPage.APIPut, admin)
 	api.POST("/executions/:id/rollback", rollback.APIStart, requireRole(models.RoleAdmin)).Name = "api.execution.rollback"
 	api.POST("/dlq/:id/rollback", rollback.APIStartDLQ, requireRole(models.RoleAdmin)).Name = "api.dlq.rollback"
 	api.POST("/compensations/:id/actions", rollback.APIAct, requireRole(models.RoleAdmin)).Name = "api.compensation.actions"

@@ -24,6 +24,7 @@ import (
 	"lifeline/services/credentials"
 	"lifeline/services/dbconn"
 	"lifeline/services/engine"
+	"lifeline/services/escalation"
 	"lifeline/services/executions"
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
@@ -81,6 +82,8 @@ type Server struct {
 	groups *groups.Service
 	// rules are the organization's rules of who may fix what, and "ask an admin".
 	rules *fixrules.Service
+	// escalation is the organization's escalation policy.
+	escalation *escalation.Service
 	// poison flags dead letters' poison input values.
 	poison   *poison.Service
 	e        *echo.Echo
@@ -115,7 +118,8 @@ func New(d Deps) *echo.Echo {
 		ch.unread = d.Notify
 	}
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
-		poison: &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
+		escalation: &escalation.Service{DB: d.DB},
+		poison:     &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

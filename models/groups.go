@@ -59,8 +59,15 @@ type Group struct {
 	// ResolvedBefore is when the group was resolved before it came back (ReopenedAt).
 	ResolvedBefore *time.Time
 	ReopenedAt     *time.Time
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// EscalationLevel is the level of the organization's escalation policy the group has
+	// reached while pending (0: none; 1 is the first level), since EscalatedAt, naming
+	// EscalatedTo (a JSON array of the level's roles and people at that time). Resolving the
+	// group clears them.
+	EscalationLevel int
+	EscalatedAt     *time.Time
+	EscalatedTo     *string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 func (Group) TableName() string { return "dlq_groups" }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"lifeline/models"
 	"lifeline/services/audit"
@@ -12,6 +13,7 @@ import (
 	"lifeline/services/credentials"
 	"lifeline/services/demo"
 	"lifeline/services/engine"
+	"lifeline/services/escalation"
 	"lifeline/services/sandbox"
 	"lifeline/services/workflows"
 )
@@ -57,6 +59,17 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 	}
 	if err := seedKSeFToken(ctx, db, org.ID); err != nil {
 		return nil, err
+	}
+	if d.created {
+		// The demo office's escalation: a problem left pending 10 minutes goes to the admins
+		// (so the night's failures escalate within the demo's first quarter of an hour), one
+		// left 4 hours to the owners. Set once: an admin's change stays.
+		if _, err := (&escalation.Service{DB: db}).Save(ctx, org.ID, audit.System, escalation.Policy{Levels: []escalation.Level{
+			{AfterMs: (10 * time.Minute).Milliseconds(), To: []string{"role:admin"}},
+			{AfterMs: (4 * time.Hour).Milliseconds(), To: []string{"role:owner"}},
+		}}); err != nil {
+			return nil, fmt.Errorf("demo escalation: %w", err)
+		}
 	}
 	existing, err := db.Workflows(ctx, org.ID)
 	if err != nil {

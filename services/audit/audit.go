@@ -29,6 +29,7 @@ var events = []string{
 	"credential.deleted",
 	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked",
 	"organization.rules_updated", "poison.quarantined", "poison.released",
+	"organization.escalation_updated", "dlq.group_escalated",
 }
 
 // entityTypes are the kinds of thing an event is about (message entity.<type>).

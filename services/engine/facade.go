@@ -45,6 +45,15 @@ func (e *Engine) ReleaseQuarantined(ctx context.Context, orgID, id string, actor
 	return e.maintenance.ReleaseQuarantined(ctx, orgID, id, actor)
 }
 
+// Escalate runs one escalation pass (issue 22): every organization's open failure groups
+// whose items have waited past a level of its escalation policy are raised to that level,
+// their items' error records become escalated, and each level's people are told once, one
+// message per level naming every group that reached it. On the database clock; safe to
+// run at any time on any number of processes.
+func (e *Engine) Escalate(ctx context.Context) (EscalationResult, error) {
+	return e.maintenance.Escalate(ctx)
+}
+
 // Reconcile repairs executions stuck between the database and the queue (seed 001,
 // "workflow reconciliation"). It is safe to run at any time, on any number of processes.
 func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {

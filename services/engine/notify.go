@@ -13,6 +13,9 @@ import (
 // one that records what happened), without any network I/O; its errors are the database's.
 type Notifier interface {
 	Emit(tx *gorm.DB, ev notify.Event) error
+	// EmitEscalation records the notification of failure groups that reached a level of
+	// their organization's escalation policy (Escalate), in the transaction that raised them.
+	EmitEscalation(tx *gorm.DB, esc notify.Escalation) error
 }
 
 var _ Notifier = (*notify.Service)(nil)

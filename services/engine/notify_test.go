@@ -302,6 +302,10 @@ func (refusedNotifier) Emit(tx *gorm.DB, _ notify.Event) error {
 	return tx.Exec("INSERT INTO notification_events (id) VALUES (NULL)").Error
 }
 
+func (refusedNotifier) EmitEscalation(tx *gorm.DB, _ notify.Escalation) error {
+	return tx.Exec("INSERT INTO notification_events (id) VALUES (NULL)").Error
+}
+
 // TestANotificationNeverAffectsTheWorkflow: a notification the database refuses is rolled
 // back alone; the failure, its retry and its dead letter are recorded as without it.
 func TestANotificationNeverAffectsTheWorkflow(t *testing.T) {

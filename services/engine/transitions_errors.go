@@ -71,15 +71,15 @@ func (s errorTx) ResolveRetried(ex *models.Execution, step string) (bool, error)
 	return r.RowsAffected > 0, r.Error
 }
 
-// SettleError resolves the dead-lettered error record id as its dead letter was settled:
-// kind is manual_retry (a replay succeeded), manual (resolved by hand) or skipped; notes and by
-// (nil: none) say who settled it and why. errLost when it is not dead-lettered.
+// SettleError resolves the dead-lettered (or escalated) error record id as its dead letter
+// was settled: kind is manual_retry (a replay succeeded), manual (resolved by hand) or
+// skipped; notes and by (nil: none) say who settled it and why. errLost when it is neither.
 func (s errorTx) SettleError(id, kind string, notes, by *string) error {
 	upd := map[string]any{"status": models.ErrResolved, "resolution_type": kind, "resolved_at": s.now, "updated_at": s.now}
 	if notes != nil || by != nil {
 		upd["resolution_notes"], upd["resolved_by"] = notes, by
 	}
-	r := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status = ?", id, models.ErrDeadLetter).Updates(upd)
+	r := s.tx.Model(&models.ExecutionError{}).Where("id = ? AND status IN ?", id, deadLettered).Updates(upd)
 	if r.Error != nil {
 		return r.Error
 	}
@@ -87,6 +87,37 @@ func (s errorTx) SettleError(id, kind string, notes, by *string) error {
 		return errLost
 	}
 	return nil
+}
+
+// deadLettered are the statuses of a dead letter's error record while it waits: dead_letter,
+// and escalated while its failure group is escalated (issue 22).
+var deadLettered = []string{models.ErrDeadLetter, models.ErrEscalated}
+
+// EscalateErrors marks escalated the error records of the items waiting (pending or
+// processing) in the organization's failure groups groupIDs: dead_letter → escalated (the
+// groups reached a level of the escalation policy; an item that joined an escalated group
+// later is caught up by the next pass). It returns how many it changed; 0 (lost) when none
+// was dead-lettered (closed meanwhile, or escalated already).
+func (s errorTx) EscalateErrors(orgID string, groupIDs []string) (int64, error) {
+	if len(groupIDs) == 0 {
+		return 0, nil
+	}
+	r := s.tx.Exec(`UPDATE workflow_execution_errors SET status = ?, updated_at = ?
+WHERE organization_id = ? AND status = ? AND id IN (
+  SELECT error_id FROM dead_letter_queue WHERE organization_id = ? AND group_id IN ? AND status IN ?)`,
+		models.ErrEscalated, s.now, orgID, models.ErrDeadLetter, orgID, groupIDs, []string{models.DLQPending, models.DLQProcessing})
+	return r.RowsAffected, r.Error
+}
+
+// DeEscalateErrors ends the escalation of the error records of the failure group groupID's
+// items (the group was resolved: the escalation ended): escalated → dead_letter, for a
+// record its item's closing did not resolve (an expired item's). It returns how many it
+// changed; 0 (lost) when none was escalated.
+func (s errorTx) DeEscalateErrors(groupID string) (int64, error) {
+	r := s.tx.Exec(`UPDATE workflow_execution_errors SET status = ?, updated_at = ?
+WHERE status = ? AND id IN (SELECT error_id FROM dead_letter_queue WHERE group_id = ?)`,
+		models.ErrDeadLetter, s.now, models.ErrEscalated, groupID)
+	return r.RowsAffected, r.Error
 }
 
 // fromOpenError changes the error record id (upd) only while it is open; errLost otherwise.

@@ -94,13 +94,33 @@ func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 	return s.ResolveGroupIfDone(ids[0])
 }
 
-// ResolveGroupIfDone is ResolveGroupOf for the group groupID.
+// ResolveGroupIfDone is ResolveGroupOf for the group groupID. Resolving ends the group's
+// escalation (its level back to 0, so that a reopened group starts again from the first
+// level) and its items' error records still escalated go back to dead_letter.
 func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
 	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Update("updated_at", s.now).Error; err != nil {
 		return false, err
 	}
-	r := s.tx.Exec(`UPDATE dlq_groups SET state = ?, resolved_at = ?, muted_until = NULL, updated_at = ?
+	r := s.tx.Exec(`UPDATE dlq_groups SET state = ?, resolved_at = ?, muted_until = NULL, updated_at = ?,
+  escalation_level = 0, escalated_at = NULL, escalated_to = NULL
 WHERE id = ? AND state IN (?, ?) AND open_count = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
+	if r.Error != nil || r.RowsAffected != 1 {
+		return false, r.Error
+	}
+	_, err := stateTx(s).errors().DeEscalateErrors(groupID)
+	return true, err
+}
+
+// EscalateGroup raises the organization's group groupID from escalation level from to level
+// to (its items waited past that level of the policy), since now, naming who (a JSON array of
+// the level's roles and people). Lost (false, nothing written) when the group is not at
+// level from any more (another pass raised it, or it was resolved: level 0 again) or is
+// not open (resolved, or muted until later).
+func (s groupTx) EscalateGroup(orgID, groupID string, from, to int, who string) (bool, error) {
+	r := s.tx.Model(&models.Group{}).
+		Where("id = ? AND organization_id = ? AND escalation_level = ? AND (state = ? OR (state = ? AND muted_until <= ?))",
+			groupID, orgID, from, models.GroupOpen, models.GroupMuted, s.now).
+		Updates(map[string]any{"escalation_level": to, "escalated_at": s.now, "escalated_to": who, "updated_at": s.now})
 	return r.RowsAffected == 1, r.Error
 }
 

@@ -159,6 +159,25 @@ func (w *RetentionWorker) Work(ctx context.Context, _ *river.Job[RetentionArgs])
 	return w.Sessions.DeleteExpired()
 }
 
+// EscalateArgs runs the escalation pass.
+type EscalateArgs struct{}
+
+// Kind implements river.JobArgs.
+func (EscalateArgs) Kind() string { return "escalate" }
+
+// EscalateWorker raises failure groups left pending to the levels of their organizations'
+// escalation policies (engine.Engine.Escalate).
+type EscalateWorker struct {
+	river.WorkerDefaults[EscalateArgs]
+	Engine *engine.Engine
+}
+
+// Work runs one escalation pass.
+func (w *EscalateWorker) Work(ctx context.Context, _ *river.Job[EscalateArgs]) error {
+	_, err := w.Engine.Escalate(ctx)
+	return err
+}
+
 // Config tunes the queue.
 type Config struct {
 	Workers int // concurrent jobs (default: DefaultWorkers of the database)
@@ -170,6 +189,9 @@ type Config struct {
 	// cooldown bounds how many jobs a second start: Workers per cooldown.
 	FetchCooldown  time.Duration
 	ReconcileEvery time.Duration // default 10 s
+	// EscalateEvery is how often the escalation pass runs (default 30 s): a level is
+	// reached within that much of its time.
+	EscalateEvery time.Duration
 	// Periodic lists further periodic jobs (demo traffic, retention).
 	Periodic []*river.PeriodicJob
 	// BulkRate, when set, overrides every organization's bulk rate (dead letters a second;
@@ -213,6 +235,9 @@ func (c Config) withDefaults(dialect string) Config {
 	if c.ReconcileEvery <= 0 {
 		c.ReconcileEvery = 10 * time.Second
 	}
+	if c.EscalateEvery <= 0 {
+		c.EscalateEvery = 30 * time.Second
+	}
 	if c.FetchCooldown <= 0 {
 		c.FetchCooldown = 10 * time.Millisecond
 	}
@@ -255,6 +280,7 @@ func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logg
 	river.AddWorker(workers, &BulkWorker{Bulk: r.bulk})
 	river.AddWorker(workers, &CompensateWorker{Engine: eng})
 	river.AddWorker(workers, &RetentionWorker{Engine: eng, Sessions: &auth.SessionStore{DB: db}})
+	river.AddWorker(workers, &EscalateWorker{Engine: eng})
 	if cfg.Register != nil {
 		cfg.Register(workers)
 	}
@@ -264,6 +290,9 @@ func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logg
 			&river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(time.Hour),
 			func() (river.JobArgs, *river.InsertOpts) { return RetentionArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.EscalateEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return EscalateArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}, cfg.Periodic...)
 	// While the database is unreachable River's components fail and say so every few

@@ -220,6 +220,16 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 		m = s.renderGroup(d, ev, e, cov, count, rc)
 		group = ev.GroupID
 		occurrences = count
+	case d.EventKind == string(Escalated) && d.EventID != nil:
+		var ev models.NotificationEvent
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND id = ?", d.OrganizationID, *d.EventID).First(&ev).Error; err != nil {
+			return m, models.Notification{}, fmt.Errorf("notify: the delivery's event: %w", err)
+		}
+		var esc Escalation
+		if err := json.Unmarshal(ev.Payload, &esc); err != nil {
+			return m, models.Notification{}, Permanentf("the event is not readable: %v", err)
+		}
+		m = s.renderEscalation(esc, rc)
 	case d.EventKind == string(Test) || d.EventID == nil:
 		m = s.render(Event{Kind: Test, At: d.CreatedAt}, rc)
 	default:

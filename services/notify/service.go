@@ -96,6 +96,9 @@ type Config struct {
 	ExecutionPath func(id string) string
 	// GroupPath builds the path of a failure group's page (default "/dlq/groups/{id}").
 	GroupPath func(id string) string
+	// ProblemsPath is the path of the Problems page, the failure groups to handle (default
+	// "/dlq"): an escalation of several groups links to it.
+	ProblemsPath func() string
 	// FailuresPath builds the path of the list of exactly the failures a digest or a
 	// group's follow-up (delivery id) stands for (default "/notifications/{id}/failures").
 	FailuresPath func(deliveryID string) string
@@ -142,6 +145,9 @@ func New(db *models.DB, cfg Config) *Service {
 	}
 	if cfg.GroupPath == nil {
 		cfg.GroupPath = func(id string) string { return "/dlq/groups/" + id }
+	}
+	if cfg.ProblemsPath == nil {
+		cfg.ProblemsPath = func() string { return "/dlq" }
 	}
 	if cfg.FailuresPath == nil {
 		cfg.FailuresPath = func(id string) string { return "/notifications/" + id + "/failures" }

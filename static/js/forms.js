@@ -604,7 +604,41 @@
     return false;
   }
 
+  // ---------- 3. rows added from a template ----------
+  // A form's <div data-rows=NAME> holds rows; <template data-row-template=NAME> is an empty
+  // row whose field names and ids hold "__i__"; a <button data-row-add=NAME> (hidden until
+  // this runs: without JavaScript the form's empty last row adds one) appends a copy with a
+  // fresh index and puts focus in it. Rows are removed by their own "remove" box, which the
+  // server reads, so removing works the same with and without JavaScript.
+  var rowSeq = 0;
+  function enhanceRows(root) {
+    root.querySelectorAll("button[data-row-add]:not([data-rows-ready])").forEach(function (btn) {
+      var name = btn.getAttribute("data-row-add");
+      var form = btn.closest("form") || document;
+      var rows = form.querySelector('[data-rows="' + CSS.escape(name) + '"]');
+      var tpl = form.querySelector('template[data-row-template="' + CSS.escape(name) + '"]');
+      if (!rows || !tpl) return;
+      btn.setAttribute("data-rows-ready", "");
+      btn.hidden = false;
+      btn.addEventListener("click", function () {
+        rowSeq++;
+        var index = String(1000 + rowSeq);
+        var row = tpl.content.firstElementChild.cloneNode(true);
+        row.querySelectorAll("[name], [id], [for]").forEach(function (e) {
+          ["name", "id", "for"].forEach(function (a) {
+            var v = e.getAttribute(a);
+            if (v && v.indexOf("__i__") >= 0) e.setAttribute(a, v.split("__i__").join(index));
+          });
+        });
+        rows.appendChild(row);
+        var first = row.querySelector("input, select");
+        if (first) first.focus();
+      });
+    });
+  }
+
   function start() {
+    enhanceRows(document);
     enhance(document);
     tieErrors(document);
     focusFirstError(document); // a page shown again with its errors (a refused full-page post)

@@ -47,7 +47,12 @@ type ProblemGroup struct {
 	CameBack string
 	// MutedUntil says until when it is muted ("" unless muted).
 	MutedUntil string
-	Spark      Sparkline
+	// Escalated: the group reached a level of the escalation policy; EscalatedBadge says
+	// which ("Eskalacja 2"), Escalation who has it now and since when (the group's page).
+	Escalated      bool
+	EscalatedBadge string
+	Escalation     string
+	Spark          Sparkline
 	// Items are its newest items to handle; ItemsURL lists them all (ItemsText says how many).
 	Items     []ProblemItem
 	ItemsURL  string

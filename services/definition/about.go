@@ -128,7 +128,7 @@ type Facts struct {
 }
 
 // Render renders a over input and checks each value; field messages (keyed by the input's
-// path where the template is one placeholder of it, "input.amount", else by the setting,
+// path where the template is one placeholder of it, input.amount, else by the setting,
 // "settings.amount") when a value is not of its kind.
 func (a *About) Render(in any, s deadline.Settings) (Facts, map[string]string) {
 	var f Facts
@@ -187,7 +187,7 @@ func (a *About) Render(in any, s deadline.Settings) (Facts, map[string]string) {
 }
 
 // fieldOf is the field a bad value is reported under: the input's path when the template is
-// exactly one placeholder of it ("{{ input.amount }}" → "input.amount"), else the setting.
+// exactly one placeholder of it ({{ input.amount }} → input.amount), else the setting.
 func fieldOf(field, t string) string {
 	s := strings.TrimSpace(t)
 	if strings.HasPrefix(s, "{{") && strings.HasSuffix(s, "}}") && strings.Count(s, "{{") == 1 {

@@ -89,6 +89,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"rules", "nav.rules", "organization.rules"},
 		{"connections", "nav.connections", "connections"},
 		{"credentials", "nav.credentials", "credentials"},
+		{"periods", "nav.periods", "periods"},
 		{"health", "nav.health", "health"},
 		{"demoinbox", "nav.demoinbox", "demo.inbox"},
 	} {

@@ -83,6 +83,8 @@ type DLQActionsHandler struct {
 	rules fixRules
 	// groupTitle is a failure group's title (nil without groups).
 	groupTitle func(ctx context.Context, orgID, id string) (string, error)
+	// periods says what closes an item's period (nil: closed periods are not shown).
+	periods closedPeriods
 }
 
 // newDLQActionsHandler returns the handler.

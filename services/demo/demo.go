@@ -81,7 +81,17 @@ type settings struct {
 	OnFailure *onFailure `json:"onFailure,omitempty"`
 	// MovesMoney: an accountant's edited input waits for an admin's approval.
 	MovesMoney bool `json:"movesMoney,omitempty"`
+	// Client and Period say what each execution is about (issue 23): the client's NIP and
+	// the period, which the office's closed periods are checked against.
+	Client string `json:"client,omitempty"`
+	Period string `json:"period,omitempty"`
 }
+
+// The client and period of every demo execution.
+const (
+	aboutClient = "{{ input.clientNip }}"
+	aboutPeriod = "{{ input.period }}"
+)
 
 type onFailure struct {
 	ByErrorType  map[string]string `json:"byErrorType,omitempty"`
@@ -121,6 +131,9 @@ type step struct {
 	Compensation *compensation `json:"compensation,omitempty"`
 	// Handler: the step runs only when a failure is handed to it.
 	Handler bool `json:"handler,omitempty"`
+	// PostsToPeriod: the step posts to the ledger or files a declaration for the
+	// execution's period; it does not run while the office has that period closed.
+	PostsToPeriod bool `json:"postsToPeriod,omitempty"`
 }
 
 type compensation struct {
@@ -199,6 +212,7 @@ func bankImport(base string) definition {
 		"matched":     "{{ steps.match_invoices.output.matched }}",
 	}, 15_000)
 	post.RetryPolicy = &retryPolicy{MaxRetries: 2, InitialDelayMs: 2000, MaxDelayMs: 10_000, BackoffType: "linear"}
+	post.PostsToPeriod = true
 
 	// When a step fails for good the completed ones are undone, last first (3, 2, 1).
 	importStep.Compensation = undo(base, "statement", map[string]any{"statementId": "{{ step.output.statementId }}"})
@@ -215,7 +229,8 @@ func bankImport(base string) definition {
 			"do faktur, księguje dopasowane pozycje w dzienniku, wysyła raport klientowi i zapisuje " +
 			"podsumowanie. Gdy krok zawiedzie na dobre, wcześniejsze kroki są wycofywane.",
 		// It posts to the ledger: an accountant's edited input is approved by an admin first.
-		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true},
+		Settings: &settings{UnknownErrors: "retry", Subject: subject, CircuitBreaker: tolerant, RollbackOnFailure: true, MovesMoney: true,
+			Client: aboutClient, Period: aboutPeriod},
 		Steps: []step{importStep, match, post, report, {
 			ID:   "summary",
 			Name: "Podsumowanie",
@@ -253,6 +268,7 @@ func vat(base string) definition {
 		"purchaseTotal": "{{ input.purchaseTotal }}",
 		"vatDue":        "{{ steps.validate_jpk.output.vatDue }}",
 	}, 20_000)
+	submit.PostsToPeriod = true
 
 	mail := httpStep(base, "notify_client", "Powiadomienie klienta e-mailem", "/mail/send", map[string]any{
 		"to":      "{{ input.clientEmail }}",
@@ -285,6 +301,8 @@ func vat(base string) definition {
 			"z powodu błędnych danych wraca do poprawy jako zadanie dla przygotowującego.",
 		Settings: &settings{
 			Subject:        subject,
+			Client:         aboutClient,
+			Period:         aboutPeriod,
 			CircuitBreaker: tolerant,
 			OnFailure: &onFailure{
 				ByErrorType: map[string]string{"validation": "return_to_preparer"},
@@ -328,6 +346,8 @@ func payroll(base string) definition {
 			"przetworzenie i powiadamia księgową prowadzącą.",
 		Settings: &settings{
 			Subject:        subject,
+			Client:         aboutClient,
+			Period:         aboutPeriod,
 			CircuitBreaker: tolerant,
 			RetryPolicy:    &retryPolicy{MaxRetries: 3, InitialDelayMs: 1000, MaxDelayMs: 10_000, BackoffMultiplier: 2},
 			UnknownErrors:  "retry",
@@ -364,6 +384,8 @@ func ksef(base string) definition {
 			"uwierzytelniając się tokenem KSeF biura (dane dostępowe organizacji), i zapisuje podsumowanie.",
 		Settings: &settings{
 			Subject:        subject,
+			Client:         aboutClient,
+			Period:         aboutPeriod,
 			CircuitBreaker: tolerant,
 			RetryPolicy: &retryPolicy{MaxRetries: 3, InitialDelayMs: 2000, MaxDelayMs: 20_000, BackoffMultiplier: 2,
 				NoRetryOnErrors: []string{"validation", "authorization", "permanent"}},

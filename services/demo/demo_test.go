@@ -166,7 +166,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			}
 			if s, ok := def["settings"]; ok {
 				settings := s.(map[string]any)
-				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure", "movesMoney")
+				onlyKeys(t, "settings", settings, "retryPolicy", "unknownErrors", "subject", "circuitBreaker", "rollbackOnFailure", "onFailure", "movesMoney", "client", "period")
 				if u, ok := settings["unknownErrors"]; ok && u != "retry" {
 					t.Errorf("settings.unknownErrors = %v", u)
 				}
@@ -182,7 +182,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			for i, s := range list {
 				id, _ := s["id"].(string)
 				where := fmt.Sprintf("step %d (%s)", i, id)
-				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler")
+				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler", "postsToPeriod")
 				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(id) {
 					t.Errorf("%s: id %q is not a plain identifier", where, id)
 				}

@@ -208,7 +208,7 @@ func TestDLQItemInClosedPeriod(t *testing.T) {
 		item := a.srv.URL + "/dlq/" + dlID
 
 		// Open: no notice.
-		acc, _ := a.browser(rs.accountant)
+		acc, accCSRF := a.browser(rs.accountant)
 		if doc := parseListDoc(t, do(t, acc, "GET", item, "", nil).body); len(doc.testID("period-closed")) != 0 {
 			t.Errorf("a notice while the period is open")
 		}
@@ -243,6 +243,13 @@ func TestDLQItemInClosedPeriod(t *testing.T) {
 			t.Errorf("admin's notice: %v", n)
 		}
 
+		// The page's retry: 409, the refusal over the form, in Polish, with the notice.
+		body, hdr := formPost(accCSRF, url.Values{"action": {"retry"}})
+		hdr["Accept-Language"] = "pl"
+		r = do(t, acc, "POST", a.srv.URL+"/dlq/"+dlID+"/actions", body, hdr)
+		if doc := parseListDoc(t, r.body); r.status != http.StatusConflict || !strings.Contains(r.body, "ponowienie wykonałoby krok") || len(doc.testID("period-closed")) != 1 {
+			t.Errorf("the page's retry: %d %.500s", r.status, r.body)
+		}
 		actions := a.srv.URL + "/api/v1/dlq/" + dlID + "/actions"
 		h := map[string]string{"Authorization": "Bearer " + rs.accountantToken, "Content-Type": "application/json"}
 		r = do(t, http.DefaultClient, "POST", actions, `{"action": "retry"}`, h)

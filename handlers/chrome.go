@@ -91,6 +91,7 @@ func (ch *chrome) settingsTabs(l *i18n.Localizer, active string) []layouts.NavIt
 		{"escalation", "nav.escalation", "organization.escalation"},
 		{"connections", "nav.connections", "connections"},
 		{"credentials", "nav.credentials", "credentials"},
+		{"periods", "nav.periods", "periods"},
 		{"health", "nav.health", "health"},
 		{"quarantine", "nav.quarantine", "quarantine"},
 		{"demoinbox", "nav.demoinbox", "demo.inbox"},

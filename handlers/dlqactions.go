@@ -87,6 +87,8 @@ type DLQActionsHandler struct {
 	// quarantined (nil: no flags).
 	poison poisonChecker
 	flags  *flagger
+	// periods says what closes an item's period (nil: closed periods are not shown).
+	periods closedPeriods
 }
 
 // newDLQActionsHandler returns the handler.

@@ -231,6 +231,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 		rec.Form.Input = prettyJSON(ex.Input)
 	}
 	h.fixPanel(c, rec, dl)
+	h.periodPanel(c, rec, dl)
 	return rec
 }
 
@@ -317,7 +318,7 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 	}
 	o, err := h.run(c, id, a, "")
 	var me *apperr.Error
-	if errors.As(err, &me) && (me.Code == apperr.EINVALID || me.Code == apperr.ECONFLICT || me == errAdminOnly) {
+	if errors.As(err, &me) && (me.Code == apperr.EINVALID || me.Code == apperr.ECONFLICT || me.Code == apperr.EPERIODCLOSED || me == errAdminOnly) {
 		msg, fields := translated(l, me.Message, me.Fields)
 		for k, v := range fields {
 			if strings.HasPrefix(k, "retryPolicy.") { // one message under the policy's field
@@ -329,7 +330,7 @@ func (h *DLQActionsHandler) Submit(c echo.Context) error {
 		form.FormError = msg
 		status := http.StatusUnprocessableEntity
 		switch me.Code {
-		case apperr.ECONFLICT:
+		case apperr.ECONFLICT, apperr.EPERIODCLOSED:
 			status = http.StatusConflict
 		case apperr.EFORBIDDEN:
 			status = http.StatusForbidden

@@ -31,7 +31,8 @@ func (s *Server) statusOf(c echo.Context, err error) (int, apiErrorBody) {
 	switch {
 	case errors.As(err, &me):
 		status := map[string]int{apperr.EINVALID: http.StatusUnprocessableEntity, apperr.ENOTFOUND: http.StatusNotFound,
-			apperr.EUNAUTHORIZED: http.StatusUnauthorized, apperr.EFORBIDDEN: http.StatusForbidden, apperr.ECONFLICT: http.StatusConflict}[me.Code]
+			apperr.EUNAUTHORIZED: http.StatusUnauthorized, apperr.EFORBIDDEN: http.StatusForbidden, apperr.ECONFLICT: http.StatusConflict,
+			apperr.EPERIODCLOSED: http.StatusConflict}[me.Code]
 		if status == 0 {
 			status = http.StatusInternalServerError
 		}

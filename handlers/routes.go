@@ -38,6 +38,7 @@ func (s *Server) routes() {
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
 	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
+	recovery.periods = periodsOf(s.Deps)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
@@ -133,6 +134,10 @@ func (s *Server) routes() {
 	app.GET("/settings/credentials", creds.List, admin).Name = "credentials"
 	app.POST("/settings/credentials", creds.Save, admin).Name = "credentials.save"
 	app.POST("/settings/credentials/:id/delete", creds.Delete, admin).Name = "credential.delete"
+	closedPeriods := newPeriodsHandler(s.chrome, periodsOf(s.Deps))
+	app.GET("/settings/periods", closedPeriods.List, admin).Name = "periods"
+	app.POST("/settings/periods", closedPeriods.Close, admin).Name = "periods.close"
+	app.POST("/settings/periods/:id/reopen", closedPeriods.Reopen, admin).Name = "period.reopen"
 	var health *HealthHandler
 	if s.Engine != nil {
 		health = newHealthHandler(s.chrome, s.Engine)
@@ -214,6 +219,10 @@ func (s *Server) routes() {
 	api.PUT("/connections/:id", conns.APIUpdate, admin)
 	api.DELETE("/connections/:id", conns.APIDelete, admin)
 	api.POST("/connections/:id/test", conns.APITest, admin).Name = "api.connection.test"
+	// Closed periods (issue 23): every member reads, admins close and reopen.
+	api.GET("/periods/closed", closedPeriods.APIList).Name = "api.periods.closed"
+	api.POST("/periods/closed", closedPeriods.APIClose, admin)
+	api.DELETE("/periods/closed/:id", closedPeriods.APIReopen, admin).Name = "api.period.closed"
 	if health != nil {
 		api.GET("/health/quarantine", health.APIList, admin).Name = "api.health.quarantine"
 		api.POST("/health/quarantine/:id/release", health.APIRelease, admin).Name = "api.health.release"

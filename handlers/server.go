@@ -29,6 +29,7 @@ import (
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/services/notify"
+	"lifeline/services/periods"
 	"lifeline/services/poison"
 	"lifeline/services/redact"
 	"lifeline/services/workflows"
@@ -166,6 +167,9 @@ func clientsOf(d Deps) *clients.Service { return clients.New(d.DB) }
 
 // credentialsOf is the organization credentials' service (on the handlers' database).
 func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }
+
+// periodsOf is the closed periods' service (on the handlers' database).
+func periodsOf(d Deps) *periods.Service { return periods.New(d.DB, nil) }
 
 // csrfSkipper exempts requests that carry no ambient credentials: API calls with a bearer
 // token, signed webhooks, the sandbox and health checks.

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/credentials"
 	"lifeline/services/demo"
 	"lifeline/services/engine"
 	"lifeline/services/escalation"
+	"lifeline/services/periods"
 	"lifeline/services/sandbox"
 	"lifeline/services/workflows"
 )
@@ -52,8 +54,18 @@ func seedDemo(ctx context.Context, db *models.DB, as *auth.Service, wfs *workflo
 		return nil, err
 	}
 	d.OrgID = org.ID
+	var admin audit.Actor
 	for _, u := range demoUsers {
-		if _, err := as.CreateUser(ctx, org.ID, u.Email, u.Password, u.Role); err != nil {
+		user, err := as.CreateUser(ctx, org.ID, u.Email, u.Password, u.Role)
+		if err != nil {
+			return nil, err
+		}
+		if u.Role == models.RoleAdmin {
+			admin = audit.Actor{Type: audit.ActorUser, ID: user.ID}
+		}
+	}
+	if d.created {
+		if err := seedClosedPeriods(ctx, db, org.ID, admin); err != nil {
 			return nil, err
 		}
 	}
@@ -110,6 +122,20 @@ func seedKSeFToken(ctx context.Context, db *models.DB, orgID string) error {
 	}
 	_, _, err = credentials.New(db, nil).Save(ctx, orgID, audit.System, credentials.Input{Name: demo.CredentialKSeF, Value: sandbox.ExpiredKSeFToken})
 	return err
+}
+
+// seedClosedPeriods closes, on the first run, the periods the demo office has closed
+// (demo.ClosedPeriods: September for one client), by its admin: the morning's late
+// September statement is refused at the posting (issue 23).
+func seedClosedPeriods(ctx context.Context, db *models.DB, orgID string, admin audit.Actor) error {
+	svc := periods.New(db, nil)
+	for _, c := range demo.ClosedPeriods() {
+		_, err := svc.Close(ctx, orgID, admin, periods.Input{Period: c.Period, Client: c.Client, Note: c.Note})
+		if err != nil && apperr.ErrorCode(err) != apperr.ECONFLICT {
+			return fmt.Errorf("demo closed period %s: %w", c.Period, err)
+		}
+	}
+	return nil
 }
 
 // kickoff starts, on the first run, the demo's morning (demo.Morning): the night's failures of

@@ -99,7 +99,7 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			// and in the app, and once on Slack and on Teams.
 			dead := 0
 			for _, s := range demo.Morning() {
-				if s.Fate == demo.DeadLetter {
+				if s.Fate == demo.DeadLetter || s.Fate == demo.PeriodClosed {
 					dead++
 				}
 			}
@@ -190,6 +190,29 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			if link := regexp.MustCompile(`href="([^"]*)" data-testid="execution-deliveries-link"`).FindStringSubmatch(page); link == nil ||
 				link[1] != "/notifications/deliveries?executionId="+list.Items[0].ID {
 				t.Errorf("the execution page's link to its deliveries: %v", link)
+			}
+			// The kickoff's late September statement of the client whose September the demo
+			// office closed: its posting is not sent; the item is validation / period_closed,
+			// and its page says who closed September and offers what to do instead (issue 23).
+			closed := demo.ClosedPeriods()[0]
+			var late struct {
+				Items []struct{ ID, ErrorType, FailedStepId, Period, Client string }
+			}
+			for deadline := time.Now().Add(30 * time.Second); len(late.Items) == 0; time.Sleep(300 * time.Millisecond) {
+				q := url.Values{"client": {closed.Client}, "period": {closed.Period}}
+				if err := json.Unmarshal([]byte(get("/api/v1/dlq?"+q.Encode())), &late); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no dead letter in the closed period")
+				}
+			}
+			if it := late.Items[0]; len(late.Items) != 1 || it.ErrorType != "validation" || it.FailedStepId != "post_ledger" {
+				t.Errorf("the closed period's item: %+v", late.Items)
+			}
+			if item := get("/dlq/" + late.Items[0].ID); !strings.Contains(item, `data-testid="period-closed"`) || !strings.Contains(item, "2026-09") ||
+				!strings.Contains(item, `data-testid="period-closed-reopen"`) || !strings.Contains(item, `data-testid="period-closed-edit"`) {
+				t.Errorf("the item page does not show the closed period and what to do: %.3000s", item)
 			}
 			// The kickoff's bank import for Piekarnia Zielińscy fails at its 4th step (the report)
 			// and rolls back: steps 3, 2 and 1 undone in that order, in the API and on the page

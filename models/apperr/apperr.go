@@ -16,6 +16,9 @@ const (
 	EFORBIDDEN    = "forbidden"
 	EUNAUTHORIZED = "unauthorized"
 	EINTERNAL     = "internal"
+	// EPERIODCLOSED: the action would post into a period the office has closed (a conflict:
+	// it may succeed once the period is reopened or the input moved to an open one).
+	EPERIODCLOSED = "period_closed"
 )
 
 // Error is an error with a code and a message safe to show to the user. Fields holds

@@ -26,7 +26,7 @@ var events = []string{
 	"circuit.half_opened", "circuit.fallback", "compensation.completed", "compensation.failed", "compensation.retried",
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
 	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
-	"credential.deleted",
+	"credential.deleted", "period.closed", "period.reopened",
 	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked",
 	"organization.rules_updated", "poison.quarantined", "poison.released",
 	"organization.escalation_updated", "dlq.group_escalated",
@@ -36,7 +36,7 @@ var events = []string{
 var entityTypes = []string{
 	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
 	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job", "dlq_group",
-	"notification_delivery", "notification_settings", "credential", "held_value",
+	"notification_delivery", "notification_settings", "credential", "held_value", "closed_period",
 }
 
 // Events returns every event Record accepts.

@@ -97,6 +97,25 @@ type Step struct {
 	// the handler succeeds; without it the execution ends PARTIAL.
 	Handler bool   `json:"handler,omitempty"`
 	Next    string `json:"next,omitempty"`
+	// PostsToPeriod marks a step that posts to the ledger or files a declaration for the
+	// execution's period (settings.period, required with it): while the office has that
+	// period closed (services/periods) for the execution's client or every client, the step
+	// is not run. A manual replay that would run it is refused (409 period_closed); an
+	// attempt due for it fails unsent, classified validation / period_closed, and the
+	// execution goes to the DLQ without further retries.
+	PostsToPeriod bool `json:"postsToPeriod,omitempty"`
+}
+
+// PostsToPeriod returns the first step marked postsToPeriod that a run from step i goes
+// through (step i, then each step After it), or -1: a replay from step i that would run it
+// is refused while the execution's period is closed.
+func (d *Definition) PostsToPeriod(i int) int {
+	for j, n := i, 0; j >= 0 && j < len(d.Steps) && n <= len(d.Steps); j, n = d.After(j), n+1 {
+		if d.Steps[j].PostsToPeriod {
+			return j
+		}
+	}
+	return -1
 }
 
 // Breaker is the effective breaker configuration of step i.
@@ -263,6 +282,9 @@ func (d *Definition) Validate(reg *steps.Registry) map[string]string {
 		}
 		if s.Compensation != nil {
 			validateCompensation(s.Compensation, p+".compensation", errs)
+		}
+		if s.PostsToPeriod && d.Settings.Period == "" {
+			errs[p+".postsToPeriod"] = "needs settings.period: a closed period is checked against the execution's period"
 		}
 		t, ok := reg.Get(s.Type)
 		if !ok {

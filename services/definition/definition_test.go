@@ -37,6 +37,8 @@ func TestParse(t *testing.T) {
 		{"timeout out of range", `{"name": "x", "steps": [` + step(`, "timeoutMs": 5`) + `]}`, map[string]string{"steps[0].timeoutMs": "between"}},
 		{"http config", `{"name": "x", "steps": [{"id": "a", "type": "http", "config": {"url": "ftp://x", "method": "BREW", "headers": {"X": 1}}}]}`,
 			map[string]string{"steps[0].config.url": "http", "steps[0].config.method": "one of", "steps[0].config.headers.X": "string"}},
+		{"posts to period", `{"name": "x", "settings": {"period": "{{ input.period }}"}, "steps": [` + step(`, "postsToPeriod": true`) + `]}`, nil},
+		{"posts to period without a period", `{"name": "x", "steps": [` + step(`, "postsToPeriod": true`) + `]}`, map[string]string{"steps[0].postsToPeriod": "settings.period"}},
 		{"unknown errors setting", `{"name": "x", "settings": {"unknownErrors": "sometimes"}, "steps": [` + step(``) + `]}`, map[string]string{"settings.unknownErrors": "retry"}},
 		{"unknown key", `{"name": "x", "stepz": []}`, map[string]string{"definition": "stepz"}},
 		{"wrong type", `{"name": 5, "steps": []}`, map[string]string{"definition": "name"}},
@@ -136,6 +138,19 @@ func TestUsesCredentials(t *testing.T) {
 	for i, tt := range tests {
 		if got := tt.def.UsesCredentials(); got != tt.want {
 			t.Errorf("%d: UsesCredentials = %v", i, got)
+		}
+	}
+}
+
+// TestPostsToPeriod: the first step marked postsToPeriod a run from step i goes through,
+// along the normal sequence (a handler is not on it unless the run starts there).
+func TestPostsToPeriod(t *testing.T) {
+	d := definition.Definition{Steps: []definition.Step{
+		{ID: "fetch"}, {ID: "post", PostsToPeriod: true}, {ID: "notify"}, {ID: "h", Handler: true, PostsToPeriod: true},
+	}}
+	for i, want := range []int{1, 1, -1, 3} {
+		if got := d.PostsToPeriod(i); got != want {
+			t.Errorf("PostsToPeriod(%d) = %d, want %d", i, got, want)
 		}
 	}
 }

@@ -136,6 +136,9 @@ type step struct {
 	Handler bool `json:"handler,omitempty"`
 	// FallbackStepID: a handler step that runs instead of this one while its breaker is open.
 	FallbackStepID string `json:"fallbackStepId,omitempty"`
+	// PostsToPeriod: the step posts to the ledger or files a declaration for the
+	// execution's period; it does not run while the office has that period closed.
+	PostsToPeriod bool `json:"postsToPeriod,omitempty"`
 }
 
 type compensation struct {
@@ -223,6 +226,7 @@ func bankImport(base string) definition {
 		"matched":     "{{ steps.match_invoices.output.matched }}",
 	}, 15_000)
 	post.RetryPolicy = &retryPolicy{MaxRetries: 2, InitialDelayMs: 2000, MaxDelayMs: 10_000, BackoffType: "linear"}
+	post.PostsToPeriod = true
 
 	// When a step fails for good the completed ones are undone, last first (3, 2, 1).
 	importStep.Compensation = undo(base, "statement", map[string]any{"statementId": "{{ step.output.statementId }}"})
@@ -279,6 +283,7 @@ func vat(base string) definition {
 		"purchaseTotal": "{{ input.purchaseTotal }}",
 		"vatDue":        "{{ steps.validate_jpk.output.vatDue }}",
 	}, 20_000)
+	submit.PostsToPeriod = true
 
 	mail := httpStep(base, "notify_client", "Powiadomienie klienta e-mailem", "/mail/send", map[string]any{
 		"to":      "{{ input.clientEmail }}",

@@ -187,7 +187,7 @@ func TestDefinitionsFormat(t *testing.T) {
 			for i, s := range list {
 				id, _ := s["id"].(string)
 				where := fmt.Sprintf("step %d (%s)", i, id)
-				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler", "fallbackStepId")
+				onlyKeys(t, where, s, "id", "name", "type", "config", "retryPolicy", "timeoutMs", "circuitBreaker", "compensation", "handler", "fallbackStepId", "postsToPeriod")
 				if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(id) {
 					t.Errorf("%s: id %q is not a plain identifier", where, id)
 				}

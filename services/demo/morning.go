@@ -7,7 +7,9 @@ type Start struct {
 	Workflow string
 	Input    map[string]any
 	// Fate is how it ends when started on a fresh demo: "succeeds", "dead-letter" (at
-	// FailedStep) or "handled" (its failure at FailedStep handed to an on-failure handler).
+	// FailedStep), "handled" (its failure at FailedStep handed to an on-failure handler) or
+	// "period-closed" (dead-lettered at FailedStep, which posts to a period the office has
+	// closed: the step is not sent).
 	Fate       string
 	FailedStep string
 }
@@ -17,6 +19,9 @@ const (
 	Succeeds   = "succeeds"
 	DeadLetter = "dead-letter"
 	Handled    = "handled"
+	// PeriodClosed: the step at FailedStep would post into a period of [ClosedPeriods]; it
+	// is not sent, and the execution waits in the DLQ (validation / period_closed).
+	PeriodClosed = "period-closed"
 )
 
 // Morning returns what the demo starts when it is first seeded: the office's night, so that
@@ -37,6 +42,10 @@ const (
 //     Credentials) and someone retries them;
 //   - a VAT filing whose NIP lost a digit: the tax office refuses it and its on-failure
 //     handler sends it back to the preparer as a task (the execution ends partly done);
+//   - a late September statement of a client whose September the office has already closed
+//     ([ClosedPeriods]): the import and matching go through, the posting into the closed
+//     period is not sent, the import is rolled back, and the item offers moving it to an
+//     open period, asking an admin to reopen September, or closing it with a note;
 //   - and a bank import that goes through.
 //
 // Which statements hold a late invoice and which clients are over their quota is the
@@ -71,8 +80,11 @@ func Morning() []Start {
 		c := byName[name]
 		return Start{KSeF, map[string]any{"clientName": c.name, "clientNip": c.NIP(), "period": "2026-10"}, DeadLetter, "fetch_invoices"}
 	}
+	late := bank(lateClient, right, office, PeriodClosed, "post_ledger")
+	late.Input["period"] = "2026-09"
 	return []Start{
 		bank("Kowalski Sp. z o.o.", right, office, Succeeds, ""),
+		late,
 		bank("Nowak i Wspólnicy Sp. j.", lose(4), office, DeadLetter, "import_statement"),
 		bank("Piekarnia Zielińscy s.c.", right, noAt, DeadLetter, "send_report"),
 		bank("Studio Graficzne Pixel Wójcik", right, office, DeadLetter, "match_invoices"),

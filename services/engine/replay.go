@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -149,6 +150,21 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 	if err != nil {
 		fields["modifiedInput"] = err.Error()
 	}
+	// What the execution is about once it runs again: an edited input may move it to another
+	// period (issue 23: out of a closed one).
+	var about models.About
+	if err == nil {
+		var aboutFields map[string]string
+		if about, aboutFields, err = e.replayAbout(ctx, ex, def, input, inputChanged || r.Mode == ReplayFull); err != nil {
+			return nil, err
+		}
+		maps.Copy(fields, aboutFields)
+	}
+	// The first step the replay runs: a skip goes on with the step after the skipped one.
+	runsFrom := index
+	if r.Mode == ReplaySkipFailed {
+		runsFrom = def.After(index)
+	}
 	if len(fields) > 0 {
 		return nil, apperr.Invalid("replay.invalid", fields)
 	}
@@ -161,6 +177,9 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 			return nil, err
 		}
 		st := stateTx{tx: tx, now: now}
+		if err := refuseClosedPeriod(tx, ex.OrganizationID, def, runsFrom, about); err != nil {
+			return nil, err
+		}
 		if r.approval != nil { // the request first: of two approvals, the second is told so
 			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved); err != nil {
 				return nil, err
@@ -179,6 +198,12 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 		}
 		plan := &replayPlan{dl: dl, ex: ex, wf: wf, def: def, index: index, mode: r.Mode, input: input, inputChanged: inputChanged,
 			output: output, override: override, actor: r.Actor, res: res}
+		if inputChanged {
+			plan.about = &about
+			if err := st.deadLetters().RecordAbout(dl, about); err != nil {
+				return nil, err
+			}
+		}
 		var jobs []Job
 		var err error
 		if r.Mode == ReplayFull {
@@ -250,6 +275,8 @@ type replayPlan struct {
 	override     models.JSON
 	actor        audit.Actor
 	res          *ReplayResult
+	// about is what the execution is about after an edited input (nil: unchanged).
+	about *models.About
 }
 
 // replayInPlace runs the execution again from step index (the failed step, or an earlier one),
@@ -266,6 +293,9 @@ func (e *recovery) replayInPlace(st stateTx, p *replayPlan) ([]Job, error) {
 			return nil, err
 		}
 		upd["input"] = models.JSON(sealed)
+		if p.about != nil {
+			maps.Copy(upd, p.about.Columns())
+		}
 		if len(ex.OriginalInput) == 0 { // the first edit keeps what the execution started with
 			orig, err := e.open(ex.Input, tableExecutions, ex.ID, "input")
 			if err != nil {

@@ -205,6 +205,9 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		if !ok {
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
+		if err := e.periodGate(ctx, ex, step); err != nil {
+			return nil, err
+		}
 		if *envp == nil {
 			env, err := e.env(ctx, ex, attempts, a.StepIndex, def.UsesCredentials())
 			if err != nil {
@@ -319,7 +322,10 @@ func (s *storeError) Unwrap() error { return s.err }
 // retries permanent errors): the step's destination or type cannot be used at all, nor a
 // database connection that reaches Lifeline's own servers or logs in as a privileged role.
 var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINATION_DENIED": true, "STEP_TYPE": true, CodeCircuitOpen: true, CodeQuarantined: true,
-	"OWN_SERVER": true, "PRIVILEGED_ROLE": true}
+	"OWN_SERVER": true, "PRIVILEGED_ROLE": true,
+	// A closed period (the office's, or the service's lock date) stays closed until someone
+	// reopens it or moves the input to an open one: a retry would only post into it later.
+	classify.CodePeriodClosed: true}
 
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).
 const dueTolerance = 50 * time.Millisecond

@@ -120,6 +120,21 @@ type RecoveryVM struct {
 	// NeedsApproval: the workflow moves money: the accountant's edited input waits for an
 	// admin's approval. Waiting: an input change of the item waits now.
 	NeedsApproval, Waiting bool
+	// PeriodClosed: the item's period is closed by the office (issue 23): a retry that would
+	// post into it is refused; nil when it is open.
+	PeriodClosed *PeriodClosedVM
+}
+
+// PeriodClosedVM says which period closes an item, for whom, who closed it and when, and
+// offers what to do instead.
+type PeriodClosedVM struct {
+	Period string
+	// Client is the client's key; "" when closed for every client.
+	Client, ClosedBy, Note string
+	// ClosedAt and ClosedAtText are when (ISO, display).
+	ClosedAt, ClosedAtText string
+	// ReopenURL is the closed periods' page at its row (admins); "" for others, who ask.
+	ReopenURL string
 }
 
 // RecoveryForm holds what was submitted when it is shown again with errors (422, 409) or a

@@ -84,7 +84,9 @@ func escalationTransitions() []transitionCase {
 			f.db.Conn(f.ctx).Model(&models.Group{}).Where("id = ?", *dl.GroupID).Update("escalation_level", 2)
 			f.db.Conn(f.ctx).Model(&models.ExecutionError{}).Where("id = ?", dl.ErrorID).Update("status", models.ErrEscalated)
 			if !lost {
+				// Expired as retention expires it: the item and its group's counts.
 				f.db.Conn(f.ctx).Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("status", models.DLQExpired)
+				f.db.Conn(f.ctx).Exec("UPDATE dlq_groups SET pending_count = pending_count - 1, open_count = open_count - 1, closed_count = closed_count + 1 WHERE id = ?", *dl.GroupID)
 			}
 			w, err := f.in(func(st stateTx) (bool, error) { return st.groups().ResolveGroupIfDone(*dl.GroupID) })
 			return w, f.escalationState(*dl.GroupID, dl.ErrorID), err

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/engine"
+	"lifeline/services/notify/email"
 )
 
 // inbox counts the in-app notifications of kind for the organization's users of role.
@@ -338,6 +340,135 @@ func TestReopen(t *testing.T) {
 		}
 		if r := api("POST", reopen, rs.token, `{"notes": "x"}`); r.status != 409 || !strings.Contains(r.body, "replay") {
 			t.Errorf("reopen an item a replay closed: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestDecisionToldToRequester: when an admin approves or rejects an accountant's input
+// change on a workflow that moves money, the accountant who asked (and no one else) gets an
+// inbox entry in her language with the admin's note and a link to the item, and an email
+// (the settings' channels include email); with email off in the settings, only the inbox.
+// Both databases.
+func TestDecisionToldToRequester(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ca := newCanaryApp(t, db, io.Discard)
+		a, ctx := ca.app, context.Background()
+		rs := a.recoverySetup("Biuro Decyzji")
+		rs.wf = a.moneyWorkflow(rs)
+		setLang := func(lang string) {
+			t.Helper()
+			if err := db.Conn(ctx).Model(&models.User{}).Where("LOWER(email) = ?", strings.ToLower(rs.accountant.email)).Update("language", lang).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		setLang("pl")
+		acc, accCSRF := a.browser(rs.accountant)
+		admin, adminCSRF := a.browser(rs.tenant)
+		edited := `{"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}`
+		// request: the accountant edits the input on the page; it waits as a request.
+		request := func(dl string) string {
+			t.Helper()
+			if r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl+"/actions", url.Values{"action": {"edit"}, "input": {edited}}); r.status != http.StatusSeeOther {
+				t.Fatalf("accountant's edit: %d %.300s", r.status, r.body)
+			}
+			var ch models.InputChangeRequest
+			if err := db.Conn(ctx).Where("dead_letter_id = ? AND status = ?", dl, models.ChangePending).First(&ch).Error; err != nil {
+				t.Fatal(err)
+			}
+			return ch.ID
+		}
+		dispatch := func() {
+			t.Helper()
+			if _, err := ca.ns.Dispatch(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mailsTo := func(to string) []email.Read {
+			var out []email.Read
+			for _, m := range ca.sink.Messages() {
+				if r := m.Read(); strings.EqualFold(r.To, to) {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		entries := func(c *http.Client) []listDoc {
+			return parseListDoc(t, do(t, c, "GET", a.srv.URL+"/notifications", "", nil).body).testID("notify-item")
+		}
+		decided := func(c *http.Client, kind string) []listDoc {
+			var out []listDoc
+			for _, it := range entries(c) {
+				if len(it.testID("notify-kind")) == 1 && strings.Contains(it.testID("notify-kind")[0].text(), kind) {
+					out = append(out, it)
+				}
+			}
+			return out
+		}
+
+		// Approved: in Polish (the organization's language), with the note and a link.
+		_, dl := a.failed(rs, "Kowalski")
+		req := request(dl)
+		dispatch()
+		before := len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl+"/changes/"+req+"/approve", url.Values{"notes": {"Zgodne z umową"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("approve: %d %.300s", r.status, r.body)
+		}
+		dispatch()
+		got := decided(acc, "Zmiana zatwierdzona")
+		if len(got) != 1 || !strings.Contains(got[0].text(), "Zatwierdzono Twoją zmianę danych: Kowalski") ||
+			!strings.Contains(got[0].text(), "Notatka administratora: Zgodne z umową") || !strings.Contains(got[0].text(), rs.tenant.email) {
+			t.Fatalf("the accountant's inbox after the approval: %d entries %v", len(got), texts(entries(acc)))
+		}
+		// Unread, the link goes through "open" (which marks it read) to the item's page.
+		if links := got[0].testID("notify-link"); len(links) != 1 || !strings.Contains(links[0].attr("href"), url.QueryEscape("/dlq/"+dl)) {
+			t.Errorf("the entry does not link to the item /dlq/%s", dl)
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "change_approved"); n != 0 {
+			t.Errorf("the admins were told of their own decision: %d", n)
+		}
+		mails := mailsTo(rs.accountant.email)
+		if len(mails) != before+1 || !strings.Contains(mails[len(mails)-1].Subject, "Zatwierdzono zmianę danych: Kowalski") ||
+			!strings.Contains(mails[len(mails)-1].Text, "Zgodne z umową") || !strings.Contains(mails[len(mails)-1].Text, "http://lifeline.test/dlq/"+dl) {
+			t.Fatalf("the accountant's emails: %d (before %d) %+v", len(mails), before, mails)
+		}
+
+		// Rejected, read in English (her own language now): the inbox says it in English.
+		setLang("en")
+		_, dl2 := a.failed(rs, "Nowak")
+		req2 := request(dl2)
+		dispatch()
+		before = len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl2+"/changes/"+req2+"/reject", url.Values{"notes": {"NIP nie zgadza się z umową"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reject: %d %.300s", r.status, r.body)
+		}
+		dispatch()
+		acc, accCSRF = a.browser(rs.accountant) // a new session reads her language
+		got = decided(acc, "Change rejected")
+		if len(got) != 1 || !strings.Contains(got[0].text(), "Your data change was rejected: Nowak") || !strings.Contains(got[0].text(), "NIP nie zgadza się z umową") {
+			t.Fatalf("the accountant's inbox after the rejection: %d entries", len(got))
+		}
+		mails = mailsTo(rs.accountant.email)
+		if len(mails) != before+1 || !strings.Contains(mails[len(mails)-1].Subject, "Data change rejected: Nowak") {
+			t.Fatalf("the rejection's email: %d (before %d) %+v", len(mails), before, mails)
+		}
+
+		// Email off in the organization's settings: the inbox only.
+		if _, err := ca.ns.SaveOrgSettings(ctx, rs.org, actorSystem, []byte(`{"channels": ["app"]}`)); err != nil {
+			t.Fatal(err)
+		}
+		_, dl3 := a.failed(rs, "Zając")
+		req3 := request(dl3)
+		before = len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl3+"/changes/"+req3+"/reject", url.Values{"notes": {"Nie"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reject: %d", r.status)
+		}
+		dispatch()
+		if n := len(mailsTo(rs.accountant.email)); n != before {
+			t.Errorf("an email with email off: %d, want %d", n, before)
+		}
+		if got := decided(acc, "Change rejected"); len(got) != 2 {
+			t.Errorf("inbox entries of rejections: %d, want 2", len(got))
 		}
 	})
 }

@@ -162,7 +162,7 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 		}
 		st := stateTx{tx: tx, now: now}
 		if r.approval != nil { // the request first: of two approvals, the second is told so
-			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved); err != nil {
+			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved, r.approval.notice); err != nil {
 				return nil, err
 			}
 		}

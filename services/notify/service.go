@@ -96,6 +96,8 @@ type Config struct {
 	ExecutionPath func(id string) string
 	// GroupPath builds the path of a failure group's page (default "/dlq/groups/{id}").
 	GroupPath func(id string) string
+	// ItemPath builds the path of a dead letter's page (default "/dlq/{id}").
+	ItemPath func(id string) string
 	// FailuresPath builds the path of the list of exactly the failures a digest or a
 	// group's follow-up (delivery id) stands for (default "/notifications/{id}/failures").
 	FailuresPath func(deliveryID string) string
@@ -142,6 +144,9 @@ func New(db *models.DB, cfg Config) *Service {
 	}
 	if cfg.GroupPath == nil {
 		cfg.GroupPath = func(id string) string { return "/dlq/groups/" + id }
+	}
+	if cfg.ItemPath == nil {
+		cfg.ItemPath = func(id string) string { return "/dlq/" + id }
 	}
 	if cfg.FailuresPath == nil {
 		cfg.FailuresPath = func(id string) string { return "/notifications/" + id + "/failures" }
@@ -260,6 +265,9 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 		ev.At = s.now()
 	}
 	ev.At = ev.At.UTC()
+	if decisionKind(ev.Kind) && ev.OrganizationID != "" {
+		return s.emitDecision(tx, ev)
+	}
 	if !slices.Contains(Kinds, ev.Kind) || ev.OrganizationID == "" {
 		return nil
 	}

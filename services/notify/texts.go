@@ -77,6 +77,9 @@ func (s *Service) link(executionID string) string {
 
 // render builds the message of an event for a recipient.
 func (s *Service) render(ev Event, rc recipientCtx) Message {
+	if decisionKind(ev.Kind) {
+		return s.renderDecision(ev, rc)
+	}
 	l := s.lang(rc.Lang)
 	tr := s.tr
 	name := ev.WorkflowName

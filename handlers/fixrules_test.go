@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -470,5 +471,104 @@ func TestDecisionToldToRequester(t *testing.T) {
 		if got := decided(acc, "Change rejected"); len(got) != 2 {
 			t.Errorf("inbox entries of rejections: %d, want 2", len(got))
 		}
+	})
+}
+
+// TestWorkflowMovesMoneyField: the workflow's page offers admins a "moves money" checkbox
+// with its help; saving it makes a new version, audited with the setting's old and new
+// value, and from then an accountant's edited input waits for an approval (and no longer
+// once it is unticked). Accountants see the value in words and are refused the form (403);
+// a value other than "true" is a 422 with the field's message and nothing stored; another
+// organization's workflow is 404. Both databases.
+func TestWorkflowMovesMoneyField(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Pieniędzy")
+		other := a.tenant("Biuro Obce")
+		admin, adminCSRF := a.browser(rs.tenant)
+		acc, accCSRF := a.browser(rs.accountant)
+		page := a.srv.URL + "/workflows/" + rs.wf
+		save := page + "/money"
+		version := func() int {
+			t.Helper()
+			wf, err := db.GetWorkflow(ctx, rs.org, rs.wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wf.Version
+		}
+		edit := `{"action": "retry_modified", "modifiedInput": {"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}, "resolutionNotes": "NIP"}`
+
+		doc := parseListDoc(t, do(t, admin, "GET", page, "", nil).body)
+		box := doc.byID("workflow-moves-money")
+		if box == nil || hasAttr(box, "checked") || len(doc.testID("money-form")) != 1 ||
+			!strings.Contains(doc.testID("money-card")[0].text(), "an accountant's change of the data waits for an admin's approval") {
+			t.Fatal("the admin's page has no unticked \"moves money\" checkbox with its help")
+		}
+		if f := doc.formKey(t, "workflow-moves-money"); f != "movesMoney" {
+			t.Fatalf("the checkbox sends %q", f)
+		}
+		accDoc := parseListDoc(t, do(t, acc, "GET", page, "", nil).body)
+		if len(accDoc.testID("money-form")) != 0 || len(accDoc.testID("money-value")) != 1 || accDoc.testID("money-value")[0].attr("data-moves-money") != "false" {
+			t.Error("the accountant's page: a form, or no value")
+		}
+		if r := postForm(t, acc, accCSRF, save, url.Values{"movesMoney": {"true"}}); r.status != http.StatusForbidden {
+			t.Errorf("the accountant saves: %d", r.status)
+		}
+		v0 := version()
+		if r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"maybe"}}); r.status != http.StatusUnprocessableEntity ||
+			len(parseListDoc(t, r.body).testID("field-error")) != 1 {
+			t.Errorf("a bad value: %d", r.status)
+		}
+		if version() != v0 {
+			t.Fatal("a refused form stored a version")
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, a.srv.URL+"/workflows/"+rs.wf+"/money", url.Values{"movesMoney": {"true"}}); r.status != http.StatusNotFound {
+			t.Errorf("another organization's workflow: %d", r.status)
+		}
+
+		// Ticked: a new version, audited; the accountant's edit waits for an approval.
+		r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"true"}})
+		if r.status != http.StatusSeeOther || version() != v0+1 {
+			t.Fatalf("save: %d, version %d (was %d)", r.status, version(), v0)
+		}
+		doc = parseListDoc(t, do(t, admin, "GET", page+"?done=money", "", nil).body)
+		if box := doc.byID("workflow-moves-money"); box == nil || !hasAttr(box, "checked") || len(doc.testID("money-saved")) != 1 {
+			t.Error("the saved page does not show the box ticked")
+		}
+		var details []string
+		if err := db.Conn(ctx).Raw("SELECT CAST(details AS TEXT) FROM audit_log WHERE organization_id = ? AND action = ? AND entity_id = ?",
+			rs.org, "workflow.updated", rs.wf).Scan(&details).Error; err != nil {
+			t.Fatal(err)
+		}
+		var entry struct {
+			MovesMoney *struct{ From, To bool } `json:"movesMoney"`
+		}
+		if len(details) != 1 || json.Unmarshal([]byte(details[0]), &entry) != nil || entry.MovesMoney == nil || entry.MovesMoney.From || !entry.MovesMoney.To {
+			t.Errorf("audit: %v", details)
+		}
+		_, dl := a.failed(rs, "Kowalski")
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+dl+"/actions", edit, bearer(rs.accountantToken)); r.status != http.StatusAccepted ||
+			r.json(t)["status"] != "awaiting_approval" {
+			t.Errorf("the accountant's edit on a money-moving workflow: %d %s", r.status, r.body)
+		}
+		// Saved again as it is: nothing stored.
+		if r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"true"}}); r.status != http.StatusSeeOther || version() != v0+1 {
+			t.Errorf("an unchanged save: %d, version %d", r.status, version())
+		}
+
+		// Unticked (the box sends nothing): the accountant's edit runs at once.
+		if r := postForm(t, admin, adminCSRF, save, url.Values{}); r.status != http.StatusSeeOther || version() != v0+2 {
+			t.Fatalf("untick: %d, version %d", r.status, version())
+		}
+		_, dl2 := a.failed(rs, "Nowak")
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+dl2+"/actions", edit, bearer(rs.accountantToken)); r.status != http.StatusAccepted ||
+			r.json(t)["status"] != models.DLQProcessing {
+			t.Errorf("the accountant's edit once unticked: %d %s", r.status, r.body)
+		}
+		a.dlqStatus(rs.token, dl2)
 	})
 }

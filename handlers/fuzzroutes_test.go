@@ -72,6 +72,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /workflows":                {form: map[string]string{"definition": `{"name": "x", "steps": [{"id": "a", "type": "delay", "config": {"ms": 1}}]}`}},
 		"GET /workflows/:id":             {},
 		"POST /workflows/:id/executions": {form: map[string]string{"input": `{"nip": "1"}`}},
+		"POST /workflows/:id/money":      {form: map[string]string{"movesMoney": "true"}},
 		"GET /executions":                {query: listExec},
 		"GET /executions/:id":            {},
 		"GET /dlq":                       {query: listDLQ},

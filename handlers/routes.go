@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
 	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
+	app.POST("/workflows/:id/money", wfs.SaveMoney, requireRole(models.RoleAdmin)).Name = "workflow.money"
 	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)

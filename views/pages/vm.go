@@ -78,6 +78,16 @@ type WorkflowVM struct {
 	ExecutionsURL  string
 	WebhookURL     string // empty = no webhook trigger
 	BreakersURL    string // the breakers page filtered by this workflow
+	Money          WorkflowMoneyVM
+}
+
+// WorkflowMoneyVM is the workflow's "moves money" setting: shown to everyone, a form for
+// admins (Action set).
+type WorkflowMoneyVM struct {
+	MovesMoney bool
+	Action     string // "" when the reader may not change it
+	Error      string // the form's message (422)
+	Saved      bool
 }
 
 // StepDefRow is one step of a workflow definition.

@@ -60,6 +60,7 @@ type approvals interface {
 type fixRules interface {
 	Rules(ctx context.Context, orgID string) (fixrules.Rules, error)
 	AskAdmin(ctx context.Context, a fixrules.Ask) (fixrules.Asked, error)
+	AskAdminGroup(ctx context.Context, a fixrules.GroupAsk) (fixrules.Asked, error)
 }
 
 var (

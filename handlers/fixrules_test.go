@@ -15,6 +15,8 @@ import (
 	"lifeline/models/modeltest"
 	"lifeline/services/engine"
 	"lifeline/services/notify/email"
+
+	"golang.org/x/net/html"
 )
 
 // inbox counts the in-app notifications of kind for the organization's users of role.
@@ -570,5 +572,111 @@ func TestWorkflowMovesMoneyField(t *testing.T) {
 			t.Errorf("the accountant's edit once unticked: %d %s", r.status, r.body)
 		}
 		a.dlqStatus(rs.token, dl2)
+	})
+}
+
+// TestBulkCloseAdminOnly: with the organization's rule off, the DLQ list's bulk bar, the
+// Problems page and a group's page offer an accountant no resolve, skip or correction that
+// would be refused: they say an admin can close, and the group's page asks an admin (one
+// inbox entry per admin while the ask is open); the API still refuses a bulk or group close
+// with 403 and a message that says why. Admins keep every action; with the rule on the
+// accountant does too. Both databases.
+func TestBulkCloseAdminOnly(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Zamykania")
+		other := a.tenant("Biuro Obce Zamykania")
+		_, dl := a.failed(rs, "Kowalski")
+		var item models.DeadLetter
+		if err := db.Conn(ctx).First(&item, "id = ?", dl).Error; err != nil || item.GroupID == nil {
+			t.Fatalf("the item has no group: %v", err)
+		}
+		group := *item.GroupID
+		acc, accCSRF := a.browser(rs.accountant)
+		admin, _ := a.browser(rs.tenant)
+		options := func(c *http.Client) []string {
+			var out []string
+			for _, o := range parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/items", "", nil).body).all(func(n *html.Node) bool {
+				return n.Data == "option" && n.Parent != nil && listAttr(n.Parent, "id") == "bulk-action"
+			}) {
+				out = append(out, listAttr(o, "value"))
+			}
+			return out
+		}
+		groupPage := func(c *http.Client) listDoc {
+			return parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		}
+
+		// On (the default): the accountant is offered closing.
+		if got := strings.Join(options(acc), ","); got != "retry,retry_full,resolve,skip" {
+			t.Errorf("rule on, the accountant's bulk actions: %s", got)
+		}
+		if d := groupPage(acc); len(d.testID("group-resolve")) != 1 || len(d.testID("group-admin-only")) != 0 {
+			t.Error("rule on: the group's page refuses the accountant closing")
+		}
+
+		if r := do(t, http.DefaultClient, "PATCH", a.srv.URL+"/api/v1/organization/settings", `{"accountantsMayFix": false}`, bearer(rs.token)); r.status != 200 {
+			t.Fatalf("turn off: %d", r.status)
+		}
+		// Off: the list's bar offers retries only and says who can close.
+		if got := strings.Join(options(acc), ","); got != "retry,retry_full" {
+			t.Errorf("rule off, the accountant's bulk actions: %s", got)
+		}
+		list := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/items", "", nil).body)
+		if n := list.testID("bulk-admin-only"); len(n) != 1 || !strings.Contains(n[0].text(), "An admin can close these") {
+			t.Error("the bulk bar does not say who can close")
+		}
+		if got := strings.Join(options(admin), ","); got != "retry,retry_full,resolve,skip" {
+			t.Errorf("the admin's bulk actions: %s", got)
+		}
+		if len(parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/dlq/items", "", nil).body).testID("bulk-admin-only")) != 0 {
+			t.Error("the admin is told an admin can close")
+		}
+		// The Problems page: no "fix the data" for a validation problem, an ask instead.
+		probs := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq", "", nil).body)
+		if n := len(probs.testID("problem-admin-only")); len(probs.testID("problem-fix")) != 0 || n == 0 || len(probs.testID("problem-ask")) != n {
+			t.Errorf("Problems: fix %d, admin-only %d, ask %d", len(probs.testID("problem-fix")), len(probs.testID("problem-admin-only")), len(probs.testID("problem-ask")))
+		}
+		// The group's page: no resolve, skip or correction; who can, and ask an admin.
+		d := groupPage(acc)
+		if len(d.testID("group-resolve")) != 0 || len(d.testID("group-skip")) != 0 || len(d.testID("group-edit")) != 0 ||
+			len(d.testID("group-admin-only")) != 1 || len(d.testID("group-ask")) != 1 || len(d.testID("group-retry")) != 1 {
+			t.Error("rule off: the group's page offers the accountant what would be refused, or no ask")
+		}
+		if d := groupPage(admin); len(d.testID("group-resolve")) != 1 || len(d.testID("group-ask")) != 0 {
+			t.Error("the admin's group page lost closing")
+		}
+		ask := a.srv.URL + "/dlq/groups/" + group + "/ask"
+		if r := postForm(t, acc, accCSRF, ask, url.Values{"note": {"Proszę zamknąć: klient zapłacił"}}); r.status != http.StatusSeeOther ||
+			!strings.HasSuffix(r.header.Get("Location"), "?done=asked") {
+			t.Fatalf("ask: %d %s", r.status, r.header.Get("Location"))
+		}
+		if r := postForm(t, acc, accCSRF, ask, url.Values{}); r.status != http.StatusSeeOther || !strings.HasSuffix(r.header.Get("Location"), "?done=already") {
+			t.Errorf("ask again: %d %s", r.status, r.header.Get("Location"))
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "admin_request"); n != 1 {
+			t.Errorf("admin inbox: %d entries, want 1", n)
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, ask, url.Values{}); r.status != http.StatusNotFound {
+			t.Errorf("another organization asks about the group: %d", r.status)
+		}
+		viewer, viewerCSRF := a.browser(rs.viewer)
+		if r := postForm(t, viewer, viewerCSRF, ask, url.Values{}); r.status != http.StatusForbidden {
+			t.Errorf("a viewer asks: %d", r.status)
+		}
+
+		// The API still refuses, with a message that says why.
+		for _, c := range []struct{ path, body string }{
+			{"/api/v1/dlq/bulk", `{"action": "skip", "ids": ["` + dl + `"], "resolutionNotes": "x"}`},
+			{"/api/v1/dlq/groups/" + group + "/actions", `{"action": "resolve", "resolutionNotes": "x"}`},
+		} {
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+c.path, c.body, map[string]string{"Authorization": "Bearer " + rs.accountantToken, "Idempotency-Key": models.NewID()})
+			if r.status != http.StatusForbidden || !strings.Contains(r.body, "only an admin") {
+				t.Errorf("%s: %d %s", c.path, r.status, r.body)
+			}
+		}
 	})
 }

@@ -81,6 +81,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /dlq/items":                 {query: listDLQ},
 		"GET /dlq/groups/:id":            {query: []string{"cursor", "done"}},
 		"POST /dlq/groups/:id/mute":      {form: map[string]string{"until": "2030-01-01T00:00:00Z", "at": ""}},
+		"POST /dlq/groups/:id/ask":       {form: map[string]string{"note": "Proszę zamknąć"}},
 		"POST /dlq/:id/split":            {fresh: "dlq"},
 		"POST /dlq/:id/actions": {fresh: "dlq", form: map[string]string{"action": "resolve", "notes": "naprawione ręcznie"},
 			forms: []map[string]string{{"action": "edit", "input": `{"nip": "2"}`, "output": "{}", "notes": "n", "retryPolicy": "", "fromStepId": "", "version": "", "mode": "", "preview": "1"}}},

@@ -14,6 +14,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
@@ -70,6 +71,11 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 	}
 	steps, now := stepsOf(wfs), h.Now()
 	vm := pages.ProblemsVM{ListURL: h.url("dlq"), RefreshURL: h.url("dlq.problems"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	if vm.CanAct {
+		if vm.AdminOnly, err = adminOnly(c, h.rules); err != nil {
+			return err
+		}
+	}
 	for i := range list {
 		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
 	}
@@ -357,6 +363,9 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	}
 	list := &DLQHandler{chrome: h.chrome, Now: h.Now}
 	vm := pages.GroupVM{Group: h.problem(l, g, nil, steps, now), CSRF: csrfToken(c), ProblemsURL: h.url("dlq.problems"), Done: c.QueryParam("done")}
+	if vm.Done != "muted" && vm.Done != "asked" && vm.Done != "already" {
+		vm.Done = ""
+	}
 	vm.Group.URL = "" // the card is this page: its title links nowhere
 	vm.Table.ProblemsURL = vm.ProblemsURL
 	for i := range rows {
@@ -376,6 +385,9 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 				return err
 			}
 			vm.CanFix = r.AccountantsMayFix
+		}
+		if !vm.CanFix { // who can, and "ask an admin" (as on one item)
+			vm.AskURL = h.url("dlq.group.ask", g.ID)
 		}
 		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
 		if !vm.CanFix {
@@ -443,6 +455,31 @@ func (h *GroupsHandler) Mute(c echo.Context) error {
 }
 
 var errNoTime = errors.New("no time")
+
+// Ask: POST /dlq/groups/{id}/ask (accountants), "ask an admin" about a group whose items the
+// organization keeps to its admins to close or correct, with an optional note: the group's
+// page again, saying it was sent (or when the open ask was made).
+func (h *GroupsHandler) Ask(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	g, err := h.svc.Get(ctx, p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	asked, err := h.rules.AskAdminGroup(ctx, fixrules.GroupAsk{OrganizationID: p.OrganizationID, GroupID: g.ID, Note: c.FormValue("note"),
+		Actor: actorOf(p), Title: l.Text(g.Title), Link: h.url("dlq.group", g.ID)})
+	if err != nil {
+		return err
+	}
+	done := "asked"
+	if asked.Already {
+		done = "already"
+	}
+	return redirect(c, h.url("dlq.group", g.ID)+"?done="+done)
+}
 
 // Split: POST /dlq/{id}/split from the item's page: the item moves to a group of its own,
 // whose page answers.

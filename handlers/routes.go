@@ -40,7 +40,7 @@ func (s *Server) routes() {
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
-	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows)
+	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows, rules)
 	// "Kolejka DLQ" leads with the problems (failure groups); the item list is one click
 	// away at /dlq/items. Without groups, /dlq is the item list as before.
 	app.GET("/dlq/items", dlqList.List).Name = "dlq"
@@ -58,6 +58,7 @@ func (s *Server) routes() {
 		app.GET("/dlq/problems", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, s.url("dlq.problems")) })
 		app.GET("/dlq/groups/:id", groupsUI.Show).Name = "dlq.group"
 		app.POST("/dlq/groups/:id/mute", groupsUI.Mute, requireRole(models.RoleAccountant)).Name = "dlq.group.mute"
+		app.POST("/dlq/groups/:id/ask", groupsUI.Ask, requireRole(models.RoleAccountant)).Name = "dlq.group.ask"
 		app.POST("/dlq/:id/split", groupsUI.Split, requireRole(models.RoleAccountant)).Name = "dlq.split"
 	} else {
 		app.GET("/dlq", dlqList.List)

@@ -8,9 +8,12 @@ type ProblemsVM struct {
 	ListURL string
 	// CanAct (accountants and above) shows each group's action; BulkURL and CSRF go with it
 	// (the bulk confirmation of the DLQ list).
-	CanAct  bool
-	BulkURL string
-	CSRF    string
+	CanAct bool
+	// AdminOnly: the organization keeps closing and correcting items to its admins and the
+	// reader is not one (each group says so where it would offer a correction).
+	AdminOnly bool
+	BulkURL   string
+	CSRF      string
 	// RefreshURL is this page, which the live refresh asks for again.
 	RefreshURL string
 }
@@ -89,13 +92,15 @@ type GroupVM struct {
 	CanAct bool
 	// CanFix: resolve, skip and correct too (admins; accountants unless the organization's
 	// rule keeps them to admins).
-	CanFix      bool
+	CanFix bool
+	// AskURL, when the reader may not close or correct: "ask an admin" about the group.
+	AskURL      string
 	BulkURL     string
 	MuteURL     string
 	MutePresets []Option
 	Edits       []GroupEdit
 	CSRF        string
-	// Done says what was just done ("muted"), if anything.
+	// Done says what was just done ("muted", "asked", "already"), if anything.
 	Done string
 }
 

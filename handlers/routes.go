@@ -38,6 +38,7 @@ func (s *Server) routes() {
 	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
+	recovery.running = execs.runningStep
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
 	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows, rules)

@@ -19,7 +19,7 @@ type DLQItemVM struct {
 	// Running, while a replay runs, is the replay's step that runs or waits for its next
 	// attempt, as the execution's page shows it ("Attempt 2 of 5 · next at 08:14:07 · in
 	// 12 s"); nil before the replay's first step starts.
-	Running *StepVM
+	Running    *StepVM
 	RefreshURL string
 	ReplayURL  string
 	// Set once resolved or skipped.

@@ -99,6 +99,12 @@ func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []
 		ItemsURL:  h.url("dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode(),
 		ItemsText: l.N("problems.items", g.Counts.Pending+g.Counts.Processing+g.Counts.Closed),
 		Spark:     spark(l, g.Arrivals24h)}
+	switch rolled := g.RolledBackPending; {
+	case rolled > 0 && rolled >= g.Counts.Pending:
+		out.FullFirst = true
+	case rolled > 0: // as the bulk confirmation counts them
+		out.Refusals = []string{l.N("bulk.confirm.rolledback", rolled), l.T("problems.refusals.full")}
+	}
 	if g.ResolvedBefore != nil && g.ReopenedAt != nil {
 		out.CameBack = l.T("problems.cameback", "When", displayTime(l, *g.ResolvedBefore))
 	}

@@ -32,6 +32,11 @@ type ProblemGroup struct {
 	// the data on the group's page, and a plain retry comes second. Not for permanent errors:
 	// some are cured by time (an invoice not yet in KSeF), not by editing.
 	FixData bool
+	// FullFirst: every pending item's execution was rolled back, so a retry from the failed
+	// step would refuse them all: the action is "retry the whole workflow" (retry_full).
+	// Refusals, for a group with some rolled back, says how many each retry would refuse.
+	FullFirst bool
+	Refusals  []string
 	// State is open, fixing, muted or resolved; StateText says it, Badge is its badge's class.
 	State     string
 	StateText string

@@ -641,6 +641,8 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 	vm.Channels = joinOrDash(chans)
 	vm.Recipients = joinOrDash(recipients)
 	vm.Events = joinOrDash(events)
+	vm.NotifyPerValue = cmp.Or(st.NotifyPer, notify.PerGroup)
+	vm.NotifyPer = l.T("notifications.card.notifyPer." + vm.NotifyPerValue)
 	if p.Can(models.RoleAdmin) {
 		vm.SettingsURL = h.url("notifications.settings")
 		vm.EditURL = h.url("workflow.notifications.edit", wf.ID) // "" without the workflows service

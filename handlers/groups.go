@@ -374,8 +374,16 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	}
 	vm.Group.URL = "" // the card is this page: its title links nowhere
 	vm.Table.ProblemsURL = vm.ProblemsURL
+	maySplit := p.Can(models.RoleAccountant) && h.url("dlq.split", g.ID) != ""
+	if maySplit {
+		vm.Table.SplitCSRF = vm.CSRF
+	}
 	for i := range rows {
-		vm.Table.Rows = append(vm.Table.Rows, list.row(l, &rows[i], steps))
+		row := list.row(l, &rows[i], steps)
+		if maySplit && rows[i].Status == models.DLQPending { // as the item's page offers it
+			row.SplitURL = h.url("dlq.split", rows[i].ID)
+		}
+		vm.Table.Rows = append(vm.Table.Rows, row)
 	}
 	if next != "" {
 		vm.Table.NextURL = h.url("dlq.group", g.ID) + "?" + url.Values{"cursor": {next}}.Encode()

@@ -629,3 +629,70 @@ func TestRolledBackGroupLeadsWithFullRetry(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupPageRowsSplit: each pending item on a group's page offers accountants and admins
+// "split out" with a confirmation; it moves the item to a group of its own (the existing
+// split), whose page answers; the old group no longer lists it. Viewers get no such column,
+// a closed item no button, and another organization's item is 404. Both databases.
+func TestGroupPageRowsSplit(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Podziału")
+		other := a.tenant("Biuro Obce Podziału")
+		var items []string
+		for _, client := range []string{"Kowalski", "Nowak", "Zając"} {
+			_, dl := a.failed(rs, client)
+			items = append(items, dl)
+		}
+		var dl models.DeadLetter
+		if err := db.Conn(ctx).First(&dl, "id = ?", items[0]).Error; err != nil || dl.GroupID == nil {
+			t.Fatalf("no group: %v", err)
+		}
+		group := *dl.GroupID
+		// One of them closed: no split for it.
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+items[2]+"/actions", `{"action": "resolve", "resolutionNotes": "Złożono ręcznie"}`, bearer(rs.token)); r.status != 200 {
+			t.Fatalf("resolve: %d %s", r.status, r.body)
+		}
+		acc, accCSRF := a.browser(rs.accountant)
+		rowsOf := func(c *http.Client, g string) map[string]listDoc {
+			out := map[string]listDoc{}
+			for _, r := range parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/groups/"+g, "", map[string]string{"Accept-Language": "pl"}).body).testID("dlq-row") {
+				out[r.attr("data-id")] = r
+			}
+			return out
+		}
+		rows := rowsOf(acc, group)
+		for _, id := range items[:2] {
+			b := rows[id].testID("row-split-submit")
+			if len(b) != 1 || b[0].text() != "Wydziel" || !strings.HasPrefix(b[0].attr("data-confirm"), "Wydzielić") ||
+				rows[id].testID("row-split")[0].attr("action") != "/dlq/"+id+"/split" {
+				t.Errorf("pending item %s: no split with a confirmation", id)
+			}
+		}
+		if len(rows[items[2]].testID("row-split-submit")) != 0 {
+			t.Error("a closed item offers a split")
+		}
+		viewer, _ := a.browser(rs.viewer)
+		if v := parseListDoc(t, do(t, viewer, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body); len(v.testID("row-split")) != 0 {
+			t.Error("a viewer is offered a split")
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, a.srv.URL+"/dlq/"+items[0]+"/split", url.Values{}); r.status != http.StatusNotFound {
+			t.Errorf("another organization splits: %d", r.status)
+		}
+		// The row's form: the item goes to a group of its own.
+		r := postForm(t, acc, accCSRF, a.srv.URL+rows[items[0]].testID("row-split")[0].attr("action"), url.Values{})
+		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/dlq/groups/") || strings.HasSuffix(r.header.Get("Location"), group) {
+			t.Fatalf("split: %d %s", r.status, r.header.Get("Location"))
+		}
+		newGroup := strings.TrimPrefix(r.header.Get("Location"), "/dlq/groups/")
+		if _, ok := rowsOf(acc, group)[items[0]]; ok {
+			t.Error("the old group still lists the split item")
+		}
+		if _, ok := rowsOf(acc, newGroup)[items[0]]; !ok {
+			t.Error("the new group does not list the split item")
+		}
+	})
+}

@@ -293,6 +293,9 @@ type DLQVM struct {
 	ProblemsURL string
 	// Sort is each sortable column's header link, by column: subject, retries, age, expires.
 	Sort map[string]SortLink
+	// SplitCSRF, on a group's page for those who may split, adds a column whose rows with a
+	// SplitURL offer "split out" (with a confirmation).
+	SplitCSRF string
 }
 
 // SortLink is a sortable column's header: the list in the column's next order (filters
@@ -356,6 +359,8 @@ type DLQRow struct {
 	Age          string // "3 days ago" (CreatedAtText in the tooltip)
 	ExpiresIn    string // "in 27 days" (ExpiresAtText in the tooltip); "" once handled
 	Expiring     bool   // still open and expires within 3 days: flagged
+	// SplitURL, on a group's page, splits the item out of the group ("" when it may not).
+	SplitURL string
 }
 
 // ErrorVM feeds Error.

@@ -642,7 +642,8 @@ func TestBulkCloseAdminOnly(t *testing.T) {
 		// The group's page: no resolve, skip or correction; who can, and ask an admin.
 		d := groupPage(acc)
 		if len(d.testID("group-resolve")) != 0 || len(d.testID("group-skip")) != 0 || len(d.testID("group-edit")) != 0 ||
-			len(d.testID("group-admin-only")) != 1 || len(d.testID("group-ask")) != 1 || len(d.testID("group-retry")) != 1 {
+			len(d.testID("group-admin-only")) != 1 || len(d.testID("group-ask")) != 1 || len(d.testID("group-retry")) != 1 ||
+			len(d.testID("group-fix-hint")) != 0 {
 			t.Error("rule off: the group's page offers the accountant what would be refused, or no ask")
 		}
 		if d := groupPage(admin); len(d.testID("group-resolve")) != 1 || len(d.testID("group-ask")) != 0 {

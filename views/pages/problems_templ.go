@@ -1535,7 +1535,7 @@ func Group(p layouts.Page, vm GroupVM) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if vm.Group.FixData {
+				if vm.Group.FixData && vm.AskURL == "" {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 132, "<p class=\"problem-fix-hint muted\" data-testid=\"group-fix-hint\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

@@ -39,13 +39,15 @@ type DLQHandler struct {
 	*chrome
 	store dlqStore
 	wfs   workflowLister
+	// rules say whether accountants may close items (the bulk bar's resolve and skip).
+	rules rulesReader
 	// Now is the clock of ages, expiries and the expiring flag.
 	Now func() time.Time
 }
 
 // newDLQHandler returns the handler.
-func newDLQHandler(ch *chrome, store dlqStore, wfs workflowLister) *DLQHandler {
-	return &DLQHandler{chrome: ch, store: store, wfs: wfs, Now: time.Now}
+func newDLQHandler(ch *chrome, store dlqStore, wfs workflowLister, rules rulesReader) *DLQHandler {
+	return &DLQHandler{chrome: ch, store: store, wfs: wfs, rules: rules, Now: time.Now}
 }
 
 // errorTypes are the classifier's nine error types (seed 000).
@@ -134,7 +136,11 @@ func (h *DLQHandler) List(c echo.Context) error {
 	vf.Active = countSet(vf.WorkflowID, vf.Status, vf.ErrorType, vf.StepID, vf.From, vf.To, vf.Q)
 	vm.Sort = sortLinks(h.url("dlq"), dlqQuery(f, vf.From, vf.To), vf.Sort, dlqColumns)
 	if ferr == nil && h.url("dlq.bulk.start") != "" && p.Can(models.RoleAccountant) {
-		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: p.Can(models.RoleAccountant)}
+		only, err := adminOnly(c, h.rules)
+		if err != nil {
+			return err
+		}
+		vm.Bulk = &pages.BulkBar{Action: h.url("dlq.bulk.start"), CSRF: csrfToken(c), CanSettle: !only, AdminOnly: only}
 		for k, vals := range dlqQuery(f, vf.From, vf.To) {
 			if k != "limit" && k != "status" && k != "sort" {
 				vm.Bulk.Fields = append(vm.Bulk.Fields, pages.HiddenField{Name: k, Value: vals[0]})

@@ -20,6 +20,7 @@ import (
 	"lifeline/services/fixrules"
 	"lifeline/services/retry"
 	"lifeline/services/workflows"
+	"lifeline/views/pages"
 )
 
 // recoverer is what the DLQ actions need from the engine.
@@ -60,6 +61,7 @@ type approvals interface {
 type fixRules interface {
 	Rules(ctx context.Context, orgID string) (fixrules.Rules, error)
 	AskAdmin(ctx context.Context, a fixrules.Ask) (fixrules.Asked, error)
+	AskAdminGroup(ctx context.Context, a fixrules.GroupAsk) (fixrules.Asked, error)
 }
 
 var (
@@ -81,6 +83,9 @@ type DLQActionsHandler struct {
 	audit auditHistory // a dead letter's history
 	chg   approvals
 	rules fixRules
+	// running, set by the routes, is the step a replay runs or waits on (the execution
+	// page's view of it): the item page shows it while the replay runs.
+	running func(c echo.Context, executionID string) (*pages.StepVM, error)
 	// groupTitle is a failure group's title (nil without groups).
 	groupTitle func(ctx context.Context, orgID, id string) (string, error)
 	// poison checks an item's input values, and flags shows those that break runs or are

@@ -124,8 +124,15 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	}
 	if r.Status == models.DLQProcessing {
 		vm.Processing = true
+		replay := r.ExecutionID
 		if r.ReplayExecutionID != nil {
 			vm.ReplayURL = h.url("execution", *r.ReplayExecutionID)
+			replay = *r.ReplayExecutionID
+		}
+		if h.running != nil { // the current attempt, as the execution's page shows it
+			if vm.Running, err = h.running(c, replay); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if vm.Closed == "dlq.closed.succeeded" && r.ReplayExecutionID != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/definition"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
@@ -205,6 +206,26 @@ func (h *ExecutionsHandler) Show(c echo.Context) error {
 		return render(c, http.StatusOK, pages.ExecutionBody(vm))
 	}
 	return render(c, http.StatusOK, pages.Execution(h.page(c, title, "executions"), vm))
+}
+
+// runningStep is the step of execution id that runs or waits for its next attempt, as the
+// execution's page shows it (nil: none yet, or the execution is not the organization's):
+// what a dead letter's page shows while its replay runs.
+func (h *ExecutionsHandler) runningStep(c echo.Context, id string) (*pages.StepVM, error) {
+	d, err := h.execs.Detail(c.Request().Context(), principal(c).OrganizationID, id)
+	if models.IsNotFound(err) || apperr.ErrorCode(err) == apperr.ENOTFOUND {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	vm := h.executionVM(localizer(c), d)
+	for i := range vm.Steps {
+		if st := vm.Steps[i]; st.NextRetryAtText != "" || st.Status == models.StepRunning || (st.Status == models.StepPending && len(st.Attempts) > 0) {
+			return &st, nil
+		}
+	}
+	return nil, nil
 }
 
 func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail) pages.ExecutionVM {

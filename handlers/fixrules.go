@@ -31,6 +31,26 @@ type rulesStore interface {
 
 var _ rulesStore = (*fixrules.Service)(nil)
 
+// rulesReader reads the organization's rules (fixrules.Service).
+type rulesReader interface {
+	Rules(ctx context.Context, orgID string) (fixrules.Rules, error)
+}
+
+// adminOnly reports whether the organization keeps closing (resolve, skip) and correcting
+// items to its admins and the principal is not one: a list then offers neither and says
+// who can. Without rules (nil), accountants may.
+func adminOnly(c echo.Context, rules rulesReader) (bool, error) {
+	p := principal(c)
+	if rules == nil || p.Can(models.RoleAdmin) {
+		return false, nil
+	}
+	r, err := rules.Rules(c.Request().Context(), p.OrganizationID)
+	if err != nil {
+		return false, err
+	}
+	return !r.AccountantsMayFix, nil
+}
+
 // RulesHandler serves the organization's rules: its settings page and the API.
 type RulesHandler struct {
 	*chrome

@@ -2,7 +2,9 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +14,9 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/engine"
+	"lifeline/services/notify/email"
+
+	"golang.org/x/net/html"
 )
 
 // inbox counts the in-app notifications of kind for the organization's users of role.
@@ -338,6 +343,341 @@ func TestReopen(t *testing.T) {
 		}
 		if r := api("POST", reopen, rs.token, `{"notes": "x"}`); r.status != 409 || !strings.Contains(r.body, "replay") {
 			t.Errorf("reopen an item a replay closed: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestDecisionToldToRequester: when an admin approves or rejects an accountant's input
+// change on a workflow that moves money, the accountant who asked (and no one else) gets an
+// inbox entry in her language with the admin's note and a link to the item, and an email
+// (the settings' channels include email); with email off in the settings, only the inbox.
+// Both databases.
+func TestDecisionToldToRequester(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ca := newCanaryApp(t, db, io.Discard)
+		a, ctx := ca.app, context.Background()
+		rs := a.recoverySetup("Biuro Decyzji")
+		rs.wf = a.moneyWorkflow(rs)
+		setLang := func(lang string) {
+			t.Helper()
+			if err := db.Conn(ctx).Model(&models.User{}).Where("LOWER(email) = ?", strings.ToLower(rs.accountant.email)).Update("language", lang).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		setLang("pl")
+		acc, accCSRF := a.browser(rs.accountant)
+		admin, adminCSRF := a.browser(rs.tenant)
+		edited := `{"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}`
+		// request: the accountant edits the input on the page; it waits as a request.
+		request := func(dl string) string {
+			t.Helper()
+			if r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/"+dl+"/actions", url.Values{"action": {"edit"}, "input": {edited}}); r.status != http.StatusSeeOther {
+				t.Fatalf("accountant's edit: %d %.300s", r.status, r.body)
+			}
+			var ch models.InputChangeRequest
+			if err := db.Conn(ctx).Where("dead_letter_id = ? AND status = ?", dl, models.ChangePending).First(&ch).Error; err != nil {
+				t.Fatal(err)
+			}
+			return ch.ID
+		}
+		dispatch := func() {
+			t.Helper()
+			if _, err := ca.ns.Dispatch(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mailsTo := func(to string) []email.Read {
+			var out []email.Read
+			for _, m := range ca.sink.Messages() {
+				if r := m.Read(); strings.EqualFold(r.To, to) {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		entries := func(c *http.Client) []listDoc {
+			return parseListDoc(t, do(t, c, "GET", a.srv.URL+"/notifications", "", nil).body).testID("notify-item")
+		}
+		decided := func(c *http.Client, kind string) []listDoc {
+			var out []listDoc
+			for _, it := range entries(c) {
+				if len(it.testID("notify-kind")) == 1 && strings.Contains(it.testID("notify-kind")[0].text(), kind) {
+					out = append(out, it)
+				}
+			}
+			return out
+		}
+
+		// Approved: in Polish (the organization's language), with the note and a link.
+		_, dl := a.failed(rs, "Kowalski")
+		req := request(dl)
+		dispatch()
+		before := len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl+"/changes/"+req+"/approve", url.Values{"notes": {"Zgodne z umową"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("approve: %d %.300s", r.status, r.body)
+		}
+		dispatch()
+		got := decided(acc, "Zmiana zatwierdzona")
+		if len(got) != 1 || !strings.Contains(got[0].text(), "Zatwierdzono Twoją zmianę danych: Kowalski") ||
+			!strings.Contains(got[0].text(), "Notatka administratora: Zgodne z umową") || !strings.Contains(got[0].text(), rs.tenant.email) {
+			t.Fatalf("the accountant's inbox after the approval: %d entries %v", len(got), texts(entries(acc)))
+		}
+		// Unread, the link goes through "open" (which marks it read) to the item's page.
+		if links := got[0].testID("notify-link"); len(links) != 1 || !strings.Contains(links[0].attr("href"), url.QueryEscape("/dlq/"+dl)) {
+			t.Errorf("the entry does not link to the item /dlq/%s", dl)
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "change_approved"); n != 0 {
+			t.Errorf("the admins were told of their own decision: %d", n)
+		}
+		mails := mailsTo(rs.accountant.email)
+		if len(mails) != before+1 || !strings.Contains(mails[len(mails)-1].Subject, "Zatwierdzono zmianę danych: Kowalski") ||
+			!strings.Contains(mails[len(mails)-1].Text, "Zgodne z umową") || !strings.Contains(mails[len(mails)-1].Text, "http://lifeline.test/dlq/"+dl) {
+			t.Fatalf("the accountant's emails: %d (before %d) %+v", len(mails), before, mails)
+		}
+
+		// Rejected, read in English (her own language now): the inbox says it in English.
+		setLang("en")
+		_, dl2 := a.failed(rs, "Nowak")
+		req2 := request(dl2)
+		dispatch()
+		before = len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl2+"/changes/"+req2+"/reject", url.Values{"notes": {"NIP nie zgadza się z umową"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reject: %d %.300s", r.status, r.body)
+		}
+		dispatch()
+		acc, accCSRF = a.browser(rs.accountant) // a new session reads her language
+		got = decided(acc, "Change rejected")
+		if len(got) != 1 || !strings.Contains(got[0].text(), "Your data change was rejected: Nowak") || !strings.Contains(got[0].text(), "NIP nie zgadza się z umową") {
+			t.Fatalf("the accountant's inbox after the rejection: %d entries", len(got))
+		}
+		mails = mailsTo(rs.accountant.email)
+		if len(mails) != before+1 || !strings.Contains(mails[len(mails)-1].Subject, "Data change rejected: Nowak") {
+			t.Fatalf("the rejection's email: %d (before %d) %+v", len(mails), before, mails)
+		}
+
+		// Email off in the organization's settings: the inbox only.
+		if _, err := ca.ns.SaveOrgSettings(ctx, rs.org, actorSystem, []byte(`{"channels": ["app"]}`)); err != nil {
+			t.Fatal(err)
+		}
+		_, dl3 := a.failed(rs, "Zając")
+		req3 := request(dl3)
+		before = len(mailsTo(rs.accountant.email))
+		if r := postForm(t, admin, adminCSRF, a.srv.URL+"/dlq/"+dl3+"/changes/"+req3+"/reject", url.Values{"notes": {"Nie"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("reject: %d", r.status)
+		}
+		dispatch()
+		if n := len(mailsTo(rs.accountant.email)); n != before {
+			t.Errorf("an email with email off: %d, want %d", n, before)
+		}
+		if got := decided(acc, "Change rejected"); len(got) != 2 {
+			t.Errorf("inbox entries of rejections: %d, want 2", len(got))
+		}
+	})
+}
+
+// TestWorkflowMovesMoneyField: the workflow's page offers admins a "moves money" checkbox
+// with its help; saving it makes a new version, audited with the setting's old and new
+// value, and from then an accountant's edited input waits for an approval (and no longer
+// once it is unticked). Accountants see the value in words and are refused the form (403);
+// a value other than "true" is a 422 with the field's message and nothing stored; another
+// organization's workflow is 404. Both databases.
+func TestWorkflowMovesMoneyField(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Pieniędzy")
+		other := a.tenant("Biuro Obce")
+		admin, adminCSRF := a.browser(rs.tenant)
+		acc, accCSRF := a.browser(rs.accountant)
+		page := a.srv.URL + "/workflows/" + rs.wf
+		save := page + "/money"
+		version := func() int {
+			t.Helper()
+			wf, err := db.GetWorkflow(ctx, rs.org, rs.wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return wf.Version
+		}
+		edit := `{"action": "retry_modified", "modifiedInput": {"client": "K", "period": "2026-10", "nip": "5260250274", "apiToken": "[REDACTED]"}, "resolutionNotes": "NIP"}`
+
+		doc := parseListDoc(t, do(t, admin, "GET", page, "", nil).body)
+		box := doc.byID("workflow-moves-money")
+		if box == nil || hasAttr(box, "checked") || len(doc.testID("money-form")) != 1 ||
+			!strings.Contains(doc.testID("money-card")[0].text(), "an accountant's change of the data waits for an admin's approval") {
+			t.Fatal("the admin's page has no unticked \"moves money\" checkbox with its help")
+		}
+		if f := doc.formKey(t, "workflow-moves-money"); f != "movesMoney" {
+			t.Fatalf("the checkbox sends %q", f)
+		}
+		accDoc := parseListDoc(t, do(t, acc, "GET", page, "", nil).body)
+		if len(accDoc.testID("money-form")) != 0 || len(accDoc.testID("money-value")) != 1 || accDoc.testID("money-value")[0].attr("data-moves-money") != "false" {
+			t.Error("the accountant's page: a form, or no value")
+		}
+		if r := postForm(t, acc, accCSRF, save, url.Values{"movesMoney": {"true"}}); r.status != http.StatusForbidden {
+			t.Errorf("the accountant saves: %d", r.status)
+		}
+		v0 := version()
+		if r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"maybe"}}); r.status != http.StatusUnprocessableEntity ||
+			len(parseListDoc(t, r.body).testID("field-error")) != 1 {
+			t.Errorf("a bad value: %d", r.status)
+		}
+		if version() != v0 {
+			t.Fatal("a refused form stored a version")
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, a.srv.URL+"/workflows/"+rs.wf+"/money", url.Values{"movesMoney": {"true"}}); r.status != http.StatusNotFound {
+			t.Errorf("another organization's workflow: %d", r.status)
+		}
+
+		// Ticked: a new version, audited; the accountant's edit waits for an approval.
+		r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"true"}})
+		if r.status != http.StatusSeeOther || version() != v0+1 {
+			t.Fatalf("save: %d, version %d (was %d)", r.status, version(), v0)
+		}
+		doc = parseListDoc(t, do(t, admin, "GET", page+"?done=money", "", nil).body)
+		if box := doc.byID("workflow-moves-money"); box == nil || !hasAttr(box, "checked") || len(doc.testID("money-saved")) != 1 {
+			t.Error("the saved page does not show the box ticked")
+		}
+		var details []string
+		if err := db.Conn(ctx).Raw("SELECT CAST(details AS TEXT) FROM audit_log WHERE organization_id = ? AND action = ? AND entity_id = ?",
+			rs.org, "workflow.updated", rs.wf).Scan(&details).Error; err != nil {
+			t.Fatal(err)
+		}
+		var entry struct {
+			MovesMoney *struct{ From, To bool } `json:"movesMoney"`
+		}
+		if len(details) != 1 || json.Unmarshal([]byte(details[0]), &entry) != nil || entry.MovesMoney == nil || entry.MovesMoney.From || !entry.MovesMoney.To {
+			t.Errorf("audit: %v", details)
+		}
+		_, dl := a.failed(rs, "Kowalski")
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+dl+"/actions", edit, bearer(rs.accountantToken)); r.status != http.StatusAccepted ||
+			r.json(t)["status"] != "awaiting_approval" {
+			t.Errorf("the accountant's edit on a money-moving workflow: %d %s", r.status, r.body)
+		}
+		// Saved again as it is: nothing stored.
+		if r := postForm(t, admin, adminCSRF, save, url.Values{"movesMoney": {"true"}}); r.status != http.StatusSeeOther || version() != v0+1 {
+			t.Errorf("an unchanged save: %d, version %d", r.status, version())
+		}
+
+		// Unticked (the box sends nothing): the accountant's edit runs at once.
+		if r := postForm(t, admin, adminCSRF, save, url.Values{}); r.status != http.StatusSeeOther || version() != v0+2 {
+			t.Fatalf("untick: %d, version %d", r.status, version())
+		}
+		_, dl2 := a.failed(rs, "Nowak")
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+dl2+"/actions", edit, bearer(rs.accountantToken)); r.status != http.StatusAccepted ||
+			r.json(t)["status"] != models.DLQProcessing {
+			t.Errorf("the accountant's edit once unticked: %d %s", r.status, r.body)
+		}
+		a.dlqStatus(rs.token, dl2)
+	})
+}
+
+// TestBulkCloseAdminOnly: with the organization's rule off, the DLQ list's bulk bar, the
+// Problems page and a group's page offer an accountant no resolve, skip or correction that
+// would be refused: they say an admin can close, and the group's page asks an admin (one
+// inbox entry per admin while the ask is open); the API still refuses a bulk or group close
+// with 403 and a message that says why. Admins keep every action; with the rule on the
+// accountant does too. Both databases.
+func TestBulkCloseAdminOnly(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Zamykania")
+		other := a.tenant("Biuro Obce Zamykania")
+		_, dl := a.failed(rs, "Kowalski")
+		var item models.DeadLetter
+		if err := db.Conn(ctx).First(&item, "id = ?", dl).Error; err != nil || item.GroupID == nil {
+			t.Fatalf("the item has no group: %v", err)
+		}
+		group := *item.GroupID
+		acc, accCSRF := a.browser(rs.accountant)
+		admin, _ := a.browser(rs.tenant)
+		options := func(c *http.Client) []string {
+			var out []string
+			for _, o := range parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/items", "", nil).body).all(func(n *html.Node) bool {
+				return n.Data == "option" && n.Parent != nil && listAttr(n.Parent, "id") == "bulk-action"
+			}) {
+				out = append(out, listAttr(o, "value"))
+			}
+			return out
+		}
+		groupPage := func(c *http.Client) listDoc {
+			return parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		}
+
+		// On (the default): the accountant is offered closing.
+		if got := strings.Join(options(acc), ","); got != "retry,retry_full,resolve,skip" {
+			t.Errorf("rule on, the accountant's bulk actions: %s", got)
+		}
+		if d := groupPage(acc); len(d.testID("group-resolve")) != 1 || len(d.testID("group-admin-only")) != 0 {
+			t.Error("rule on: the group's page refuses the accountant closing")
+		}
+
+		if r := do(t, http.DefaultClient, "PATCH", a.srv.URL+"/api/v1/organization/settings", `{"accountantsMayFix": false}`, bearer(rs.token)); r.status != 200 {
+			t.Fatalf("turn off: %d", r.status)
+		}
+		// Off: the list's bar offers retries only and says who can close.
+		if got := strings.Join(options(acc), ","); got != "retry,retry_full" {
+			t.Errorf("rule off, the accountant's bulk actions: %s", got)
+		}
+		list := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/items", "", nil).body)
+		if n := list.testID("bulk-admin-only"); len(n) != 1 || !strings.Contains(n[0].text(), "An admin can close these") {
+			t.Error("the bulk bar does not say who can close")
+		}
+		if got := strings.Join(options(admin), ","); got != "retry,retry_full,resolve,skip" {
+			t.Errorf("the admin's bulk actions: %s", got)
+		}
+		if len(parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/dlq/items", "", nil).body).testID("bulk-admin-only")) != 0 {
+			t.Error("the admin is told an admin can close")
+		}
+		// The Problems page: no "fix the data" for a validation problem, an ask instead.
+		probs := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq", "", nil).body)
+		if n := len(probs.testID("problem-admin-only")); len(probs.testID("problem-fix")) != 0 || n == 0 || len(probs.testID("problem-ask")) != n {
+			t.Errorf("Problems: fix %d, admin-only %d, ask %d", len(probs.testID("problem-fix")), len(probs.testID("problem-admin-only")), len(probs.testID("problem-ask")))
+		}
+		// The group's page: no resolve, skip or correction; who can, and ask an admin.
+		d := groupPage(acc)
+		if len(d.testID("group-resolve")) != 0 || len(d.testID("group-skip")) != 0 || len(d.testID("group-edit")) != 0 ||
+			len(d.testID("group-admin-only")) != 1 || len(d.testID("group-ask")) != 1 || len(d.testID("group-retry")) != 1 ||
+			len(d.testID("group-fix-hint")) != 0 {
+			t.Error("rule off: the group's page offers the accountant what would be refused, or no ask")
+		}
+		if d := groupPage(admin); len(d.testID("group-resolve")) != 1 || len(d.testID("group-ask")) != 0 {
+			t.Error("the admin's group page lost closing")
+		}
+		ask := a.srv.URL + "/dlq/groups/" + group + "/ask"
+		if r := postForm(t, acc, accCSRF, ask, url.Values{"note": {"Proszę zamknąć: klient zapłacił"}}); r.status != http.StatusSeeOther ||
+			!strings.HasSuffix(r.header.Get("Location"), "?done=asked") {
+			t.Fatalf("ask: %d %s", r.status, r.header.Get("Location"))
+		}
+		if r := postForm(t, acc, accCSRF, ask, url.Values{}); r.status != http.StatusSeeOther || !strings.HasSuffix(r.header.Get("Location"), "?done=already") {
+			t.Errorf("ask again: %d %s", r.status, r.header.Get("Location"))
+		}
+		if n := a.inbox(rs.org, models.RoleAdmin, "admin_request"); n != 1 {
+			t.Errorf("admin inbox: %d entries, want 1", n)
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, ask, url.Values{}); r.status != http.StatusNotFound {
+			t.Errorf("another organization asks about the group: %d", r.status)
+		}
+		viewer, viewerCSRF := a.browser(rs.viewer)
+		if r := postForm(t, viewer, viewerCSRF, ask, url.Values{}); r.status != http.StatusForbidden {
+			t.Errorf("a viewer asks: %d", r.status)
+		}
+
+		// The API still refuses, with a message that says why.
+		for _, c := range []struct{ path, body string }{
+			{"/api/v1/dlq/bulk", `{"action": "skip", "ids": ["` + dl + `"], "resolutionNotes": "x"}`},
+			{"/api/v1/dlq/groups/" + group + "/actions", `{"action": "resolve", "resolutionNotes": "x"}`},
+		} {
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+c.path, c.body, map[string]string{"Authorization": "Bearer " + rs.accountantToken, "Idempotency-Key": models.NewID()})
+			if r.status != http.StatusForbidden || !strings.Contains(r.body, "only an admin") {
+				t.Errorf("%s: %d %s", c.path, r.status, r.body)
+			}
 		}
 	})
 }

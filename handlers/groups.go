@@ -15,6 +15,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/services/poison"
 	"lifeline/views/i18n"
@@ -86,6 +87,11 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 	}
 	steps, now := stepsOf(wfs), h.Now()
 	vm := pages.ProblemsVM{ListURL: h.url("dlq"), RefreshURL: h.url("dlq.problems"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	if vm.CanAct {
+		if vm.AdminOnly, err = adminOnly(c, h.rules); err != nil {
+			return err
+		}
+	}
 	for i := range list {
 		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
 	}
@@ -109,6 +115,12 @@ func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []
 		ItemsURL:  h.url("dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode(),
 		ItemsText: l.N("problems.items", g.Counts.Pending+g.Counts.Processing+g.Counts.Closed),
 		Spark:     spark(l, g.Arrivals24h)}
+	switch rolled := g.RolledBackPending; {
+	case rolled > 0 && rolled >= g.Counts.Pending:
+		out.FullFirst = true
+	case rolled > 0: // as the bulk confirmation counts them
+		out.Refusals = []string{l.N("bulk.confirm.rolledback", rolled), l.T("problems.refusals.full")}
+	}
 	if g.ResolvedBefore != nil && g.ReopenedAt != nil {
 		out.CameBack = l.T("problems.cameback", "When", displayTime(l, *g.ResolvedBefore))
 	}
@@ -387,6 +399,9 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 	}
 	list := &DLQHandler{chrome: h.chrome, Now: h.Now}
 	vm := pages.GroupVM{Group: h.problem(l, g, nil, steps, now), CSRF: csrfToken(c), ProblemsURL: h.url("dlq.problems"), Done: c.QueryParam("done")}
+	if vm.Done != "muted" && vm.Done != "asked" && vm.Done != "already" {
+		vm.Done = ""
+	}
 	vm.Group.URL = "" // the card is this page: its title links nowhere
 	if g.EscalationLevel > 0 {
 		var ms []models.RoleMember
@@ -398,8 +413,16 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 		vm.Group.Escalation = escalationText(l, g, ms)
 	}
 	vm.Table.ProblemsURL = vm.ProblemsURL
+	maySplit := p.Can(models.RoleAccountant) && h.url("dlq.split", g.ID) != ""
+	if maySplit {
+		vm.Table.SplitCSRF = vm.CSRF
+	}
 	for i := range rows {
-		vm.Table.Rows = append(vm.Table.Rows, list.row(l, &rows[i], steps))
+		row := list.row(l, &rows[i], steps)
+		if maySplit && rows[i].Status == models.DLQPending { // as the item's page offers it
+			row.SplitURL = h.url("dlq.split", rows[i].ID)
+		}
+		vm.Table.Rows = append(vm.Table.Rows, row)
 	}
 	if next != "" {
 		vm.Table.NextURL = h.url("dlq.group", g.ID) + "?" + url.Values{"cursor": {next}}.Encode()
@@ -424,6 +447,9 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 				return err
 			}
 			vm.CanFix = r.AccountantsMayFix
+		}
+		if !vm.CanFix { // who can, and "ask an admin" (as on one item)
+			vm.AskURL = h.url("dlq.group.ask", g.ID)
 		}
 		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
 		if !vm.CanFix {
@@ -491,6 +517,31 @@ func (h *GroupsHandler) Mute(c echo.Context) error {
 }
 
 var errNoTime = errors.New("no time")
+
+// Ask: POST /dlq/groups/{id}/ask (accountants), "ask an admin" about a group whose items the
+// organization keeps to its admins to close or correct, with an optional note: the group's
+// page again, saying it was sent (or when the open ask was made).
+func (h *GroupsHandler) Ask(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "group"); err != nil {
+		return err
+	}
+	p, l, ctx := principal(c), localizer(c), c.Request().Context()
+	g, err := h.svc.Get(ctx, p.OrganizationID, id)
+	if err != nil {
+		return err
+	}
+	asked, err := h.rules.AskAdminGroup(ctx, fixrules.GroupAsk{OrganizationID: p.OrganizationID, GroupID: g.ID, Note: c.FormValue("note"),
+		Actor: actorOf(p), Title: l.Text(g.Title), Link: h.url("dlq.group", g.ID)})
+	if err != nil {
+		return err
+	}
+	done := "asked"
+	if asked.Already {
+		done = "already"
+	}
+	return redirect(c, h.url("dlq.group", g.ID)+"?done="+done)
+}
 
 // Split: POST /dlq/{id}/split from the item's page: the item moves to a group of its own,
 // whose page answers.

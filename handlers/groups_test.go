@@ -555,3 +555,144 @@ func TestGroupPage(t *testing.T) {
 		}
 	})
 }
+
+// TestRolledBackGroupLeadsWithFullRetry: a group whose pending items were all rolled back
+// leads, on Problems and on its page, with "retry the whole workflow" (a retry from the
+// failed step would be refused for every one) and offers no plain retry; once it also holds
+// an item that was not rolled back, it offers both and says how many a plain retry would
+// refuse, as the bulk confirmation counts them. Both databases.
+func TestRolledBackGroupLeadsWithFullRetry(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Wycofań")
+		var execs, items []string
+		for _, client := range []string{"Kowalski", "Nowak", "Zając"} {
+			ex, dl := a.failed(rs, client)
+			execs, items = append(execs, ex), append(items, dl)
+		}
+		// Their rollbacks ran (the rollback's own tests cover how): the executions say so.
+		if err := db.Conn(ctx).Model(&models.Execution{}).Where("id IN ?", execs).Update("rollback_status", models.RolledBack).Error; err != nil {
+			t.Fatal(err)
+		}
+		var dl models.DeadLetter
+		if err := db.Conn(ctx).First(&dl, "id = ?", items[0]).Error; err != nil || dl.GroupID == nil {
+			t.Fatalf("no group: %v", err)
+		}
+		group := *dl.GroupID
+		acc, accCSRF := a.browser(rs.accountant)
+		card := func() listDoc {
+			t.Helper()
+			for _, p := range parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq", "", nil).body).testID("problem") {
+				if p.attr("data-id") == group {
+					return p
+				}
+			}
+			t.Fatal("the group is not on Problems")
+			return listDoc{}
+		}
+		c := card()
+		if full := c.testID("problem-retry-full"); len(full) != 1 || len(c.testID("problem-retry")) != 0 || !strings.Contains(full[0].text(), "3 items") ||
+			len(c.testID("problem-rolledback")) != 1 {
+			t.Errorf("all rolled back: Problems does not lead with the whole workflow's retry: %q", c.text())
+		}
+		page := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		if full := page.testID("group-retry-full"); len(full) != 1 || len(page.testID("group-retry")) != 0 || !strings.Contains(listAttr(full[0].root, "class"), "btn-primary") {
+			t.Error("all rolled back: the group's page does not lead with the whole workflow's retry")
+		}
+		// Its action asks for the whole workflow's retry of exactly the group's three, refusing none.
+		form := url.Values{"scope": {"filter"}, "groupId": {group}, "action": {"retry_full"}}
+		r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/bulk", form)
+		if r.status != 200 || !strings.Contains(r.body, `data-testid="bulk-confirm"`) || strings.Contains(r.body, "rolled back") {
+			t.Errorf("the whole workflow's retry's confirmation: %d", r.status)
+		}
+
+		// Mixed: one more item, not rolled back: both retries, and how many each refuses.
+		a.failed(rs, "Wiśniewska")
+		c = card()
+		if len(c.testID("problem-retry")) != 1 || len(c.testID("problem-retry-full")) != 0 {
+			t.Errorf("mixed: the card's action")
+		}
+		refusals := strings.Join(texts(c.testID("problem-refusals")), " | ")
+		if !strings.Contains(refusals, "3 of them were rolled back") || !strings.Contains(refusals, "refuses none") {
+			t.Errorf("mixed: refusals read %q", refusals)
+		}
+		page = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body)
+		if len(page.testID("group-retry")) != 1 || len(page.testID("group-retry-full")) != 1 || len(page.testID("problem-refusals")) != 2 {
+			t.Error("mixed: the group's page does not offer both with the refusals")
+		}
+		// The plain retry's confirmation counts the same refusals.
+		form.Set("action", "retry")
+		if r := postForm(t, acc, accCSRF, a.srv.URL+"/dlq/bulk", form); r.status != 200 || !strings.Contains(r.body, "3 of them were rolled back") {
+			t.Errorf("the plain retry's confirmation: %d", r.status)
+		}
+	})
+}
+
+// TestGroupPageRowsSplit: each pending item on a group's page offers accountants and admins
+// "split out" with a confirmation; it moves the item to a group of its own (the existing
+// split), whose page answers; the old group no longer lists it. Viewers get no such column,
+// a closed item no button, and another organization's item is 404. Both databases.
+func TestGroupPageRowsSplit(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		ctx := context.Background()
+		rs := a.recoverySetup("Biuro Podziału")
+		other := a.tenant("Biuro Obce Podziału")
+		var items []string
+		for _, client := range []string{"Kowalski", "Nowak", "Zając"} {
+			_, dl := a.failed(rs, client)
+			items = append(items, dl)
+		}
+		var dl models.DeadLetter
+		if err := db.Conn(ctx).First(&dl, "id = ?", items[0]).Error; err != nil || dl.GroupID == nil {
+			t.Fatalf("no group: %v", err)
+		}
+		group := *dl.GroupID
+		// One of them closed: no split for it.
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+items[2]+"/actions", `{"action": "resolve", "resolutionNotes": "Złożono ręcznie"}`, bearer(rs.token)); r.status != 200 {
+			t.Fatalf("resolve: %d %s", r.status, r.body)
+		}
+		acc, accCSRF := a.browser(rs.accountant)
+		rowsOf := func(c *http.Client, g string) map[string]listDoc {
+			out := map[string]listDoc{}
+			for _, r := range parseListDoc(t, do(t, c, "GET", a.srv.URL+"/dlq/groups/"+g, "", map[string]string{"Accept-Language": "pl"}).body).testID("dlq-row") {
+				out[r.attr("data-id")] = r
+			}
+			return out
+		}
+		rows := rowsOf(acc, group)
+		for _, id := range items[:2] {
+			b := rows[id].testID("row-split-submit")
+			if len(b) != 1 || b[0].text() != "Wydziel" || !strings.HasPrefix(b[0].attr("data-confirm"), "Wydzielić") ||
+				rows[id].testID("row-split")[0].attr("action") != "/dlq/"+id+"/split" {
+				t.Errorf("pending item %s: no split with a confirmation", id)
+			}
+		}
+		if len(rows[items[2]].testID("row-split-submit")) != 0 {
+			t.Error("a closed item offers a split")
+		}
+		viewer, _ := a.browser(rs.viewer)
+		if v := parseListDoc(t, do(t, viewer, "GET", a.srv.URL+"/dlq/groups/"+group, "", nil).body); len(v.testID("row-split")) != 0 {
+			t.Error("a viewer is offered a split")
+		}
+		oc, ocCSRF := a.browser(other)
+		if r := postForm(t, oc, ocCSRF, a.srv.URL+"/dlq/"+items[0]+"/split", url.Values{}); r.status != http.StatusNotFound {
+			t.Errorf("another organization splits: %d", r.status)
+		}
+		// The row's form: the item goes to a group of its own.
+		r := postForm(t, acc, accCSRF, a.srv.URL+rows[items[0]].testID("row-split")[0].attr("action"), url.Values{})
+		if r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/dlq/groups/") || strings.HasSuffix(r.header.Get("Location"), group) {
+			t.Fatalf("split: %d %s", r.status, r.header.Get("Location"))
+		}
+		newGroup := strings.TrimPrefix(r.header.Get("Location"), "/dlq/groups/")
+		if _, ok := rowsOf(acc, group)[items[0]]; ok {
+			t.Error("the old group still lists the split item")
+		}
+		if _, ok := rowsOf(acc, newGroup)[items[0]]; !ok {
+			t.Error("the new group does not list the split item")
+		}
+	})
+}

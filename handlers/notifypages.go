@@ -426,6 +426,22 @@ func inboxItem(l *i18n.Localizer, n notify.InApp) pages.NotifyItem {
 	}
 	switch e.Kind {
 	case notify.FirstFailure, notify.RetryExhausted, notify.DLQ, notify.BreakerOpened:
+	case notify.ChangeApproved, notify.ChangeRejected:
+		// An admin's decision on the reader's input change: what, who decided, the note.
+		it.Kind, it.KindTone = l.T("notifications.event."+string(e.Kind)), "ok"
+		if e.Kind == notify.ChangeRejected {
+			it.KindTone = "warn"
+		}
+		it.Title = l.T("notifications.inbox."+string(e.Kind), "Subject", cmp.Or(e.Subject, e.WorkflowName, e.WorkflowID))
+		it.Facts = append(it.Facts, cmp.Or(e.WorkflowName, e.WorkflowID))
+		if e.DecidedBy != "" {
+			it.Facts = append(it.Facts, l.T("notifications.inbox.change.by", "Admin", e.DecidedBy))
+		}
+		it.Body = ""
+		if e.Notes != "" {
+			it.Body = l.T("notifications.inbox.change.note", "Notes", e.Notes)
+		}
+		return it
 	case notify.GroupOpened, notify.GroupFollowUp:
 		// A failure group's one entry: its title, where it fails, and how many executions
 		// it has now (counted in place as they come).
@@ -488,6 +504,8 @@ func (h *NotifyPagesHandler) inboxVM(c echo.Context) (pages.NotifyInboxVM, error
 	for _, n := range items {
 		it := inboxItem(l, n)
 		switch {
+		case n.Event != nil && n.Event.DeadLetterID != "": // about an item: its page
+			it.Link = h.url("dlq.item", n.Event.DeadLetterID)
 		case n.GroupID != "":
 			it.Link = cmp.Or(h.url("dlq.group", n.GroupID), h.url("dlq.problems")) // the group's page, once it exists
 		case n.ExecutionID != "":
@@ -623,6 +641,8 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 	vm.Channels = joinOrDash(chans)
 	vm.Recipients = joinOrDash(recipients)
 	vm.Events = joinOrDash(events)
+	vm.NotifyPerValue = cmp.Or(st.NotifyPer, notify.PerGroup)
+	vm.NotifyPer = l.T("notifications.card.notifyPer." + vm.NotifyPerValue)
 	if p.Can(models.RoleAdmin) {
 		vm.SettingsURL = h.url("notifications.settings")
 		vm.EditURL = h.url("workflow.notifications.edit", wf.ID) // "" without the workflows service

@@ -12,6 +12,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
+	"lifeline/services/notify"
 )
 
 // TestWorkflowNotificationSettings: an admin sets one workflow's notifications on its own
@@ -128,4 +129,87 @@ func anyStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// TestWorkflowCardNotifyPer: the workflow's notification card says in words whether it
+// notifies once per problem or on every failure (the organization's choice, or the
+// workflow's own), to every role; the workflow's settings form edits it (a 422 for a bad
+// value, nothing saved), and the notifications follow it. Both databases.
+func TestWorkflowCardNotifyPer(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newNotifApp(t, db)
+		nt := a.tenant("Biuro Karta")
+		ctx := context.Background()
+		wf, err := a.wfs.Create(ctx, nt.org, audit.System, []byte(`{"name": "Deklaracja VAT", "steps": [{"id": "t", "type": "transform", "config": {"output": 1}}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin, csrf := a.browser(nt.admin)
+		acc, _ := a.browser(nt.accountant)
+		card := func(c *http.Client, lang string) listDoc {
+			t.Helper()
+			r := do(t, c, "GET", a.srv.URL+"/workflows/"+wf.ID+"/notifications", "", map[string]string{"Accept-Language": lang})
+			per := parseListDoc(t, r.body).testID("notify-card-per")
+			if r.status != 200 || len(per) != 1 {
+				t.Fatalf("card: %d, %d notifyPer facts", r.status, len(per))
+			}
+			return per[0]
+		}
+		if per := card(acc, "pl"); per.attr("data-value") != "group" || per.text() != "raz na problem" {
+			t.Errorf("the default reads %q (%s)", per.text(), per.attr("data-value"))
+		}
+		// The organization's choice shows on the card.
+		if _, err := a.ns.SaveOrgSettings(ctx, nt.org, actorSystem, []byte(`{"notifyPer": "failure"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if per := card(acc, "pl"); per.text() != "o każdej awarii" {
+			t.Errorf("the organization's per failure reads %q", per.text())
+		}
+		if per := card(acc, "en"); per.text() != "on every failure" {
+			t.Errorf("in English it reads %q", per.text())
+		}
+		// The workflow's own, from its settings form.
+		page := a.srv.URL + "/workflows/" + wf.ID + "/notifications/edit"
+		doc := parseListDoc(t, do(t, admin, "GET", page, "", nil).body)
+		if len(doc.testID("notify-per-group")) != 1 || !hasAttr(doc.testID("notify-per-failure")[0].root, "checked") {
+			t.Fatal("the workflow's form has no notifyPer choice showing the one in effect")
+		}
+		form := url.Values{"_csrf": {csrf}, "enabled": {"true"}, "channels": {"email", "app"}, "recipients": {"role:admin"}, "notifyOnDLQ": {"true"}}
+		form.Set(doc.formKey(t, "notify-per-group"), "sometimes")
+		if r := do(t, admin, "POST", page, form.Encode(), formHdr(nil)); r.status != http.StatusUnprocessableEntity || len(parseListDoc(t, r.body).testID("notify-per")) != 1 {
+			t.Errorf("a bad choice: %d", r.status)
+		}
+		if per := card(admin, "pl"); per.text() != "o każdej awarii" {
+			t.Errorf("a refused form changed it: %q", per.text())
+		}
+		form.Set(doc.formKey(t, "notify-per-group"), "group")
+		if r := do(t, admin, "POST", page, form.Encode(), formHdr(nil)); r.status != http.StatusSeeOther {
+			t.Fatalf("save: %d %s", r.status, r.body)
+		}
+		if per := card(acc, "pl"); per.text() != "raz na problem" || per.attr("data-value") != "group" {
+			t.Errorf("the workflow's own reads %q", per.text())
+		}
+		got, err := db.GetWorkflow(ctx, nt.org, wf.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := a.ns.EffectiveSettings(ctx, nt.org, settingsOf(t, got.Definition)); err != nil || st.NotifyPer != notify.PerGroup {
+			t.Errorf("in effect for the workflow: %q %v", st.NotifyPer, err)
+		}
+	})
+}
+
+// settingsOf is a definition's settings.errorNotifications.
+func settingsOf(t *testing.T, def []byte) json.RawMessage {
+	t.Helper()
+	var d struct {
+		Settings struct {
+			ErrorNotifications json.RawMessage `json:"errorNotifications"`
+		} `json:"settings"`
+	}
+	if err := json.Unmarshal(def, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Settings.ErrorNotifications
 }

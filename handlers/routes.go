@@ -36,13 +36,15 @@ func (s *Server) routes() {
 	app.POST("/workflows", wfs.Create, requireRole(models.RoleAdmin)).Name = "workflows.create"
 	app.GET("/workflows/:id", wfs.Show).Name = "workflow"
 	app.POST("/workflows/:id/executions", wfs.Start, requireRole(models.RoleAccountant)).Name = "workflow.start"
+	app.POST("/workflows/:id/money", wfs.SaveMoney, requireRole(models.RoleAdmin)).Name = "workflow.money"
 	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	recovery.periods = periodsOf(s.Deps)
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
+	recovery.running = execs.runningStep
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
-	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows)
+	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows, rules)
 	// "Kolejka DLQ" leads with the problems (failure groups); the item list is one click
 	// away at /dlq/items. Without groups, /dlq is the item list as before.
 	app.GET("/dlq/items", dlqList.List).Name = "dlq"
@@ -60,6 +62,7 @@ func (s *Server) routes() {
 		app.GET("/dlq/problems", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, s.url("dlq.problems")) })
 		app.GET("/dlq/groups/:id", groupsUI.Show).Name = "dlq.group"
 		app.POST("/dlq/groups/:id/mute", groupsUI.Mute, requireRole(models.RoleAccountant)).Name = "dlq.group.mute"
+		app.POST("/dlq/groups/:id/ask", groupsUI.Ask, requireRole(models.RoleAccountant)).Name = "dlq.group.ask"
 		app.POST("/dlq/:id/split", groupsUI.Split, requireRole(models.RoleAccountant)).Name = "dlq.split"
 	} else {
 		app.GET("/dlq", dlqList.List)

@@ -35,6 +35,7 @@ type workflowService interface {
 	Get(ctx context.Context, orgID, id string) (*models.Workflow, error)
 	Create(ctx context.Context, orgID string, actor audit.Actor, raw []byte) (*models.Workflow, error)
 	Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error)
+	SetMovesMoney(ctx context.Context, orgID, id string, actor audit.Actor, v bool) (*models.Workflow, bool, error)
 }
 
 // workflowRuns is what the workflow page shows of how its steps run (their retry policies
@@ -166,7 +167,34 @@ func (h *WorkflowsHandler) Show(c echo.Context) error {
 	return h.renderShow(c, http.StatusOK, pages.StartForm{Input: "{}"})
 }
 
+// SaveMoney: POST /workflows/{id}/money (admins), the "moves money" checkbox: saved as the
+// workflow's next version, audited; unchanged, nothing is stored. A value other than
+// "true" or none is the page again with the field's message (422).
+func (h *WorkflowsHandler) SaveMoney(c echo.Context) error {
+	id := c.Param("id")
+	if err := checkID(id, "workflow"); err != nil {
+		return err
+	}
+	v := c.FormValue("movesMoney")
+	if v != "" && v != "true" {
+		return h.renderShowMoney(c, http.StatusUnprocessableEntity, pages.StartForm{Input: "{}"}, func(m *pages.WorkflowMoneyVM) {
+			m.Error = localizer(c).T("workflow.money.invalid")
+		})
+	}
+	p := principal(c)
+	if _, _, err := h.wfs.SetMovesMoney(c.Request().Context(), p.OrganizationID, id, actorOf(p), v == "true"); err != nil {
+		return err
+	}
+	return redirect(c, h.url("workflow", id)+"?done=money#money-card")
+}
+
 func (h *WorkflowsHandler) renderShow(c echo.Context, status int, start pages.StartForm) error {
+	return h.renderShowMoney(c, status, start, nil)
+}
+
+// renderShowMoney renders the workflow's page; money, when set, changes what its "moves
+// money" card says (a refused form).
+func (h *WorkflowsHandler) renderShowMoney(c echo.Context, status int, start pages.StartForm, money func(*pages.WorkflowMoneyVM)) error {
 	ctx, l := c.Request().Context(), localizer(c)
 	p := principal(c)
 	id := c.Param("id")
@@ -223,6 +251,11 @@ func (h *WorkflowsHandler) renderShow(c echo.Context, status int, start pages.St
 	vm.Start = start
 	if p.Can(models.RoleAdmin) {
 		vm.WebhookURL = strings.TrimRight(h.baseURL, "/") + h.url("webhook", wf.WebhookToken)
+		vm.Money.Action = h.url("workflow.money", wf.ID)
+	}
+	vm.Money.MovesMoney, vm.Money.Saved = def.Settings.MovesMoney, c.QueryParam("done") == "money"
+	if money != nil {
+		money(&vm.Money)
 	}
 	rows, _, err := h.runs.List(ctx, p.OrganizationID, models.ExecutionFilter{WorkflowID: wf.ID, Limit: 10})
 	if err != nil {

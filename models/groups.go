@@ -93,6 +93,9 @@ type GroupView struct {
 	Group
 	WorkflowName string
 	Counts       GroupCounts
+	// RolledBackPending counts its pending items whose executions were rolled back: a retry
+	// from the failed step refuses them (only a retry of the whole workflow takes them).
+	RolledBackPending int `json:"-"`
 	// Subjects are the clients its items are about, at most MaxGroupSubjects, sorted.
 	Subjects []string
 	// Arrivals24h counts the items that arrived in each hour of the last 24 (oldest first,
@@ -199,9 +202,10 @@ func (db *DB) GetGroup(ctx context.Context, orgID, id string) (*GroupView, error
 	return &views[0], nil
 }
 
-// groupViews adds to groups their workflows' names, counts (the group's own), subjects and
-// last 24 hours' arrivals: three queries for the page, whatever its length, none of which
-// reads more of a group's items than its last day's and MaxGroupSubjects index entries.
+// groupViews adds to groups their workflows' names, counts (the group's own), subjects,
+// last 24 hours' arrivals and how many of its pending items were rolled back: four queries
+// for the page, whatever its length, none of which reads more of a group's items than its
+// last day's, its rolled-back pending ones and MaxGroupSubjects index entries.
 func (db *DB) groupViews(ctx context.Context, orgID string, groups []Group, now time.Time) ([]GroupView, error) {
 	views := make([]GroupView, len(groups))
 	if len(groups) == 0 {
@@ -229,6 +233,19 @@ func (db *DB) groupViews(ctx context.Context, orgID string, groups []Group, now 
 		v.Subjects = append(v.Subjects, subject)
 	}); err != nil {
 		return nil, err
+	}
+	var rolled []struct {
+		GroupID string
+		N       int
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("dead_letter_queue.group_id, count(*) AS n").
+		Joins("JOIN workflow_executions ON workflow_executions.id = dead_letter_queue.execution_id AND workflow_executions.organization_id = dead_letter_queue.organization_id").
+		Where("dead_letter_queue.organization_id = ? AND dead_letter_queue.group_id IN ? AND dead_letter_queue.status = ? AND workflow_executions.rollback_status IS NOT NULL",
+			orgID, ids, DLQPending).Group("dead_letter_queue.group_id").Scan(&rolled).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rolled {
+		views[at[r.GroupID]].RolledBackPending = r.N
 	}
 	if err := db.arrivals24h(ctx, orgID, ids, now, func(groupID string, perHour []int) {
 		copy(views[at[groupID]].Arrivals24h, perHour)

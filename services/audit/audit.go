@@ -27,7 +27,7 @@ var events = []string{
 	"compensation.skipped", "compensation.confirmed", "connection.created", "connection.updated",
 	"connection.deleted", "notifications.updated", "notification.resent", "credential.created", "credential.replaced",
 	"credential.deleted", "period.closed", "period.reopened",
-	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked",
+	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked", "dlq.group_admin_asked",
 	"organization.rules_updated", "poison.quarantined", "poison.released",
 	"organization.escalation_updated", "dlq.group_escalated",
 }

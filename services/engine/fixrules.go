@@ -13,6 +13,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
+	"lifeline/services/notify"
 )
 
 // Who may fix what (issue 21): an accountant's edited input on a workflow that moves money
@@ -51,10 +52,12 @@ type Decision struct {
 	ActorName      string
 }
 
-// approval is the request an approved replay decides, in the replay's transaction.
+// approval is the request an approved replay decides, in the replay's transaction, and the
+// notice that tells its requester.
 type approval struct {
-	req *models.InputChangeRequest
-	d   Decision
+	req    *models.InputChangeRequest
+	d      Decision
+	notice notify.Event
 }
 
 // RequestInputChange stores r as a pending input-change request of a pending dead letter
@@ -178,14 +181,35 @@ func (e *recovery) ApproveInputChange(ctx context.Context, d Decision) (*ReplayR
 	if err != nil {
 		return nil, err
 	}
+	notice, err := e.decisionNotice(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	e.beforeTx(TransitionDecideInputChange, req.ExecutionID)
 	return e.Replay(ctx, ReplayRequest{OrganizationID: d.OrganizationID, DeadLetterID: req.DeadLetterID, Mode: req.Mode, Input: input,
-		Notes: d.Notes, Actor: d.Actor, approval: &approval{req: req, d: d}})
+		Notes: d.Notes, Actor: d.Actor, approval: &approval{req: req, d: d, notice: notice}})
+}
+
+// decisionNotice is what tells the requester of req of a decision on it (decide fills in
+// the kind, the admin, the note and the time): the item, its execution's subject and
+// workflow, and the workflow's notification settings. ENOTFOUND when the item is gone.
+func (e *recovery) decisionNotice(ctx context.Context, req *models.InputChangeRequest) (notify.Event, error) {
+	_, ex, err := e.deadLetterOf(ctx, req.OrganizationID, req.DeadLetterID)
+	if err != nil {
+		return notify.Event{}, err
+	}
+	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
+	if err != nil {
+		return notify.Event{}, err
+	}
+	return notify.Event{OrganizationID: req.OrganizationID, WorkflowID: ex.WorkflowID, WorkflowName: def.Name, ExecutionID: ex.ID,
+		Subject: deref(ex.Subject), DeadLetterID: req.DeadLetterID, To: deref(req.RequestedBy), Settings: def.Settings.ErrorNotifications}, nil
 }
 
 // decide records d on the request in tx: DecideInputChange to status, audited
-// (dlq.change_approved or dlq.change_rejected).
-func (e *recovery) decide(st stateTx, req *models.InputChangeRequest, d Decision, status string) error {
+// (dlq.change_approved or dlq.change_rejected); the accountant who asked is told (notice,
+// in the app and, as the workflow's notification settings say, by email).
+func (e *recovery) decide(st stateTx, req *models.InputChangeRequest, d Decision, status string, notice notify.Event) error {
 	fields := map[string]any{"decided_name": d.ActorName, "decision_notes": nullable(d.Notes), "decided_at": st.now}
 	if d.Actor.Type == audit.ActorUser && d.Actor.ID != "" {
 		fields["decided_by"] = d.Actor.ID
@@ -201,8 +225,20 @@ func (e *recovery) decide(st stateTx, req *models.InputChangeRequest, d Decision
 	if d.Notes != "" {
 		details["notes"] = d.Notes
 	}
-	return audit.Record(st.tx, audit.Entry{OrganizationID: req.OrganizationID, Actor: d.Actor, Action: action,
-		EntityType: "dead_letter_queue", EntityID: req.DeadLetterID, At: st.now, Details: details})
+	if err := audit.Record(st.tx, audit.Entry{OrganizationID: req.OrganizationID, Actor: d.Actor, Action: action,
+		EntityType: "dead_letter_queue", EntityID: req.DeadLetterID, At: st.now, Details: details}); err != nil {
+		return err
+	}
+	if notice.To == "" {
+		return nil // asked by a token, or by no one who can read an inbox
+	}
+	notice.Kind = notify.ChangeApproved
+	if status == models.ChangeRejected {
+		notice.Kind = notify.ChangeRejected
+	}
+	notice.DecidedBy, notice.Notes, notice.At = d.ActorName, d.Notes, st.now
+	notice.DedupKey = string(notice.Kind) + ":" + req.ID
+	return e.emit(st.tx, notice)
 }
 
 // RejectInputChange rejects a pending request with a note (required): the item stays
@@ -218,9 +254,13 @@ func (e *recovery) RejectInputChange(ctx context.Context, d Decision) (*models.I
 	if err != nil {
 		return nil, err
 	}
+	notice, err := e.decisionNotice(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	e.beforeTx(TransitionDecideInputChange, req.ExecutionID)
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		return nil, e.decide(stateTx{tx: tx, now: now}, req, d, models.ChangeRejected)
+		return nil, e.decide(stateTx{tx: tx, now: now}, req, d, models.ChangeRejected, notice)
 	})
 	if err != nil {
 		return nil, err

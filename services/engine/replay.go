@@ -181,7 +181,7 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 			return nil, err
 		}
 		if r.approval != nil { // the request first: of two approvals, the second is told so
-			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved); err != nil {
+			if err := e.decide(st, r.approval.req, r.approval.d, models.ChangeApproved, r.approval.notice); err != nil {
 				return nil, err
 			}
 		}

@@ -198,3 +198,58 @@ func (s *Service) AskAdmin(ctx context.Context, a Ask) (Asked, error) {
 	})
 	return out, err
 }
+
+// GroupAsk is an accountant's request to the admins about a failure group: to close (resolve
+// or skip) or correct its items, which the organization keeps to its admins.
+type GroupAsk struct {
+	OrganizationID string
+	GroupID        string
+	Note           string
+	Actor          audit.Actor
+	// Title and Link are what the inbox entry shows and links to (the group's page).
+	Title, Link string
+}
+
+// AskAdminGroup puts a request about a failure group in every admin's inbox, audited
+// (dlq.group_admin_asked), as AskAdmin does for one item: the ask stays open until the
+// group changes (a new item, a closure, a mute), and asking again while it is open adds
+// nothing and says when it was made. Errors: ENOTFOUND (not the organization's group),
+// EINVALID (note too long).
+func (s *Service) AskAdminGroup(ctx context.Context, a GroupAsk) (Asked, error) {
+	if utf8.RuneCountInString(a.Note) > MaxNote {
+		return Asked{}, apperr.Invalid("ask.invalid", map[string]string{"note": fmt.Sprintf("must be at most %d characters", MaxNote)})
+	}
+	var out Asked
+	err := s.DB.Tx(ctx, func(tx *gorm.DB) error {
+		var g models.Group
+		if err := tx.Select("id, updated_at").Where("organization_id = ? AND id = ?", a.OrganizationID, a.GroupID).First(&g).Error; err != nil {
+			if models.IsNotFound(err) {
+				return apperr.NotFound("group")
+			}
+			return err
+		}
+		var prev []models.AuditEntry
+		if err := tx.Where("organization_id = ? AND entity_type = ? AND entity_id = ? AND action = ? AND created_at >= ?",
+			a.OrganizationID, "dlq_group", g.ID, "dlq.group_admin_asked", g.UpdatedAt).Order("created_at").Limit(1).Find(&prev).Error; err != nil {
+			return err
+		}
+		if len(prev) > 0 {
+			out = Asked{Already: true, At: prev[0].CreatedAt}
+			return nil
+		}
+		now := s.now()
+		out.At = now
+		details := map[string]any{}
+		if note := strings.TrimSpace(a.Note); note != "" {
+			details["notes"] = note
+		}
+		if err := audit.Record(tx, audit.Entry{OrganizationID: a.OrganizationID, Actor: a.Actor, Action: "dlq.group_admin_asked",
+			EntityType: "dlq_group", EntityID: g.ID, At: now, Details: details}); err != nil {
+			return err
+		}
+		_, err := models.InboxAdmins(tx, models.AdminMessage{OrganizationID: a.OrganizationID, Kind: "admin_request", Title: a.Title,
+			Body: strings.TrimSpace(a.Note), Link: a.Link, DedupKey: fmt.Sprintf("askgroup:%s:%d", g.ID, g.UpdatedAt.UnixNano()), At: now})
+		return err
+	})
+	return out, err
+}

@@ -240,9 +240,10 @@ func (s *Service) renderGroup(d *models.NotificationDelivery, ev *models.Notific
 	if g == nil {
 		g = &GroupInfo{}
 	}
-	title := g.Title
+	// The title in the reader's language, as the inbox shows it (email, Slack, Teams alike).
+	title := s.serviceText(l, g.Title)
 	if title == "" {
-		title = firstLines(e.Reason)
+		title = firstLines(s.serviceText(l, e.Reason))
 	}
 	m := Message{Lang: l}
 	var intro string

@@ -66,6 +66,11 @@ const (
 	GroupFollowUp Kind = "group_followup"
 	// Test is the kind of a test message (Service.Test); never recorded.
 	Test Kind = "test"
+	// ChangeApproved and ChangeRejected tell an accountant that an admin approved or
+	// rejected her input-change request (Event.To, Event.DeadLetterID, Event.DecidedBy,
+	// Event.Notes); Emit records them for her alone (see emitDecision).
+	ChangeApproved Kind = "change_approved"
+	ChangeRejected Kind = "change_rejected"
 )
 
 // GroupInfo is what a DLQ event says of the failure group its dead letter joined.
@@ -112,6 +117,13 @@ type Event struct {
 	At time.Time
 	// Group, on a DLQ event, is the failure group the dead letter joined (nil: none).
 	Group *GroupInfo `json:",omitempty"`
+	// DeadLetterID is the item a decision on an input change is about (its page is the
+	// link); To is the user told of the decision (who asked), DecidedBy the admin who
+	// decided (as people read it) and Notes the admin's note.
+	DeadLetterID string `json:",omitempty"`
+	To           string `json:",omitempty"`
+	DecidedBy    string `json:",omitempty"`
+	Notes        string `json:",omitempty"`
 	// DedupKey, when set, makes Emit idempotent: a second Emit with the same key records
 	// nothing (e.g. the attempt id). Default: kind, execution, step, breaker and At.
 	DedupKey string `json:"-"`

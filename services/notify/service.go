@@ -99,6 +99,8 @@ type Config struct {
 	// ProblemsPath is the path of the Problems page, the failure groups to handle (default
 	// "/dlq"): an escalation of several groups links to it.
 	ProblemsPath func() string
+	// ItemPath builds the path of a dead letter's page (default "/dlq/{id}").
+	ItemPath func(id string) string
 	// FailuresPath builds the path of the list of exactly the failures a digest or a
 	// group's follow-up (delivery id) stands for (default "/notifications/{id}/failures").
 	FailuresPath func(deliveryID string) string
@@ -148,6 +150,9 @@ func New(db *models.DB, cfg Config) *Service {
 	}
 	if cfg.ProblemsPath == nil {
 		cfg.ProblemsPath = func() string { return "/dlq" }
+	}
+	if cfg.ItemPath == nil {
+		cfg.ItemPath = func(id string) string { return "/dlq/" + id }
 	}
 	if cfg.FailuresPath == nil {
 		cfg.FailuresPath = func(id string) string { return "/notifications/" + id + "/failures" }
@@ -266,6 +271,9 @@ func (s *Service) Emit(tx *gorm.DB, ev Event) error {
 		ev.At = s.now()
 	}
 	ev.At = ev.At.UTC()
+	if decisionKind(ev.Kind) && ev.OrganizationID != "" {
+		return s.emitDecision(tx, ev)
+	}
 	if !slices.Contains(Kinds, ev.Kind) || ev.OrganizationID == "" {
 		return nil
 	}

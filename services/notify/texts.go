@@ -25,6 +25,22 @@ type Texts interface {
 	Supported(lang string) bool
 }
 
+// ServiceTexts is what Texts may also do: say a service's text (an error's reason, a failure
+// group's title) in a language, as pages show it (views/i18n's Localizer.Text: Lifeline's
+// wrapper translated, the service's own words kept). Texts without it leave such texts as
+// they are.
+type ServiceTexts interface {
+	Translate(lang, s string) string
+}
+
+// serviceText is s, a service's text, in language l when the texts can say it.
+func (s *Service) serviceText(l, text string) string {
+	if t, ok := s.cfg.Texts.(ServiceTexts); ok {
+		return t.Translate(l, text)
+	}
+	return text
+}
+
 // idTexts stands in when no Texts are configured: every text is its id.
 type idTexts struct{}
 
@@ -77,6 +93,9 @@ func (s *Service) link(executionID string) string {
 
 // render builds the message of an event for a recipient.
 func (s *Service) render(ev Event, rc recipientCtx) Message {
+	if decisionKind(ev.Kind) {
+		return s.renderDecision(ev, rc)
+	}
 	l := s.lang(rc.Lang)
 	tr := s.tr
 	name := ev.WorkflowName

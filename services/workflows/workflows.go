@@ -72,6 +72,13 @@ func (s *Service) Create(ctx context.Context, orgID string, actor audit.Actor, r
 // Webhook URLs are shown masked (see MaskWebhooks): one sent back as it was shown keeps the
 // stored URL.
 func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte) (*models.Workflow, error) {
+	return s.update(ctx, orgID, id, actor, raw, 0, nil)
+}
+
+// update stores raw as the next version of workflow id: only while its version is still
+// version (0: any; else ECONFLICT workflow.conflict.version), audited as workflow.updated
+// with details added to the entry's.
+func (s *Service) update(ctx context.Context, orgID, id string, actor audit.Actor, raw []byte, version int, details map[string]any) (*models.Workflow, error) {
 	if strings.Contains(string(raw), models.MaskedWebhookMark) {
 		if cur, err := s.DB.GetWorkflow(ctx, orgID, id); err == nil {
 			raw = restoreWebhooks(raw, cur.Definition)
@@ -88,6 +95,9 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 				return apperr.NotFound("workflow")
 			}
 			return err
+		}
+		if version != 0 && wf.Version != version {
+			return &apperr.Error{Code: apperr.ECONFLICT, Message: "workflow.conflict.version"}
 		}
 		now := time.Now().UTC()
 		wf.Version++
@@ -106,13 +116,56 @@ func (s *Service) Update(ctx context.Context, orgID, id string, actor audit.Acto
 		if err := savePolicies(tx, &wf, def, now); err != nil {
 			return err
 		}
+		entry := map[string]any{"name": wf.Name, "version": wf.Version}
+		for k, v := range details {
+			entry[k] = v
+		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "workflow.updated", EntityType: "workflow",
-			EntityID: wf.ID, At: now, Details: map[string]any{"name": wf.Name, "version": wf.Version}})
+			EntityID: wf.ID, At: now, Details: entry})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &wf, nil
+}
+
+// SetMovesMoney marks workflow id as moving money or not (settings.movesMoney: an
+// accountant's edited input then waits for an admin's approval) as its next version,
+// audited (workflow.updated with {"movesMoney": {"from", "to"}}). It changes the version it
+// read (a save in between is ECONFLICT); when the setting is already v it stores nothing and
+// returns the workflow and false. Errors: ENOTFOUND; ECONFLICT.
+func (s *Service) SetMovesMoney(ctx context.Context, orgID, id string, actor audit.Actor, v bool) (*models.Workflow, bool, error) {
+	cur, err := s.DB.GetWorkflow(ctx, orgID, id)
+	if err != nil {
+		return nil, false, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(cur.Definition, &doc); err != nil {
+		return nil, false, err
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	if settings == nil {
+		settings = map[string]any{}
+	}
+	was := settings["movesMoney"] == true
+	if was == v {
+		return cur, false, nil
+	}
+	if v {
+		settings["movesMoney"] = true
+	} else {
+		delete(settings, "movesMoney")
+	}
+	doc["settings"] = settings
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, false, err
+	}
+	wf, err := s.update(ctx, orgID, id, actor, raw, cur.Version, map[string]any{"movesMoney": map[string]bool{"from": was, "to": v}})
+	if err != nil {
+		return nil, false, err
+	}
+	return wf, true, nil
 }
 
 func unknownSetting(def *definition.Definition) string {

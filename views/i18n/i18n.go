@@ -373,3 +373,7 @@ func (Catalog) Text(lang, id string, data ...any) string { return New(lang, nil)
 
 // Supported reports whether lang has messages.
 func (Catalog) Supported(lang string) bool { return Supported(lang) }
+
+// Translate returns a service's text (an error's reason, a failure group's title) in lang,
+// as pages show it (Localizer.Text).
+func (Catalog) Translate(lang, s string) string { return New(lang, nil).Text(s) }

@@ -53,8 +53,10 @@ type BulkItemVM struct {
 type BulkBar struct {
 	Action string
 	CSRF   string
-	// CanSettle: resolve and skip are offered (accountants and admins: seed 000 scenario 4).
+	// CanSettle: resolve and skip are offered (admins; accountants unless the organization
+	// keeps closing items to its admins: then AdminOnly says who can).
 	CanSettle bool
+	AdminOnly bool
 	// Fields are the list's filter as query keys, sent along for "every matching item"
 	// (rendered inside the table fragment, so a filter change updates them).
 	Fields []HiddenField

@@ -16,6 +16,10 @@ type DLQItemVM struct {
 	Steps                          []DLQStepVM
 	// Processing: a replay runs; the page refreshes itself (RefreshURL) and links to it.
 	Processing bool
+	// Running, while a replay runs, is the replay's step that runs or waits for its next
+	// attempt, as the execution's page shows it ("Attempt 2 of 5 · next at 08:14:07 · in
+	// 12 s"); nil before the replay's first step starts.
+	Running    *StepVM
 	RefreshURL string
 	ReplayURL  string
 	// Set once resolved or skipped.

@@ -129,13 +129,16 @@ type NotifyItem struct {
 
 // NotifyCardVM is the workflow page's card of effective notification settings.
 type NotifyCardVM struct {
-	Enabled     bool
-	Channels    string // "email, in-app"
-	Recipients  string
-	Events      string // "retries exhausted, dead-letter queue"
-	Overridden  []string
-	SettingsURL string // admins: the organization's settings
-	EditURL     string // admins: this workflow's own settings
+	Enabled    bool
+	Channels   string // "email, in-app"
+	Recipients string
+	Events     string // "retries exhausted, dead-letter queue"
+	NotifyPer  string // "once per problem" or "on every failure"
+	// NotifyPerValue is the setting's value (group, failure).
+	NotifyPerValue string
+	Overridden     []string
+	SettingsURL    string // admins: the organization's settings
+	EditURL        string // admins: this workflow's own settings
 }
 
 // deliveryTone colours a delivery status.

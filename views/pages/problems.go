@@ -8,9 +8,12 @@ type ProblemsVM struct {
 	ListURL string
 	// CanAct (accountants and above) shows each group's action; BulkURL and CSRF go with it
 	// (the bulk confirmation of the DLQ list).
-	CanAct  bool
-	BulkURL string
-	CSRF    string
+	CanAct bool
+	// AdminOnly: the organization keeps closing and correcting items to its admins and the
+	// reader is not one (each group says so where it would offer a correction).
+	AdminOnly bool
+	BulkURL   string
+	CSRF      string
 	// RefreshURL is this page, which the live refresh asks for again.
 	RefreshURL string
 }
@@ -29,6 +32,11 @@ type ProblemGroup struct {
 	// the data on the group's page, and a plain retry comes second. Not for permanent errors:
 	// some are cured by time (an invoice not yet in KSeF), not by editing.
 	FixData bool
+	// FullFirst: every pending item's execution was rolled back, so a retry from the failed
+	// step would refuse them all: the action is "retry the whole workflow" (retry_full).
+	// Refusals, for a group with some rolled back, says how many each retry would refuse.
+	FullFirst bool
+	Refusals  []string
 	// State is open, fixing, muted or resolved; StateText says it, Badge is its badge's class.
 	State     string
 	StateText string
@@ -94,13 +102,15 @@ type GroupVM struct {
 	CanAct bool
 	// CanFix: resolve, skip and correct too (admins; accountants unless the organization's
 	// rule keeps them to admins).
-	CanFix      bool
+	CanFix bool
+	// AskURL, when the reader may not close or correct: "ask an admin" about the group.
+	AskURL      string
 	BulkURL     string
 	MuteURL     string
 	MutePresets []Option
 	Edits       []GroupEdit
 	CSRF        string
-	// Done says what was just done ("muted"), if anything.
+	// Done says what was just done ("muted", "asked", "already"), if anything.
 	Done string
 	// Poison: values of its items' inputs that break runs, or are quarantined.
 	Poison []PoisonFlag

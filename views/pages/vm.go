@@ -80,6 +80,16 @@ type WorkflowVM struct {
 	ExecutionsURL  string
 	WebhookURL     string // empty = no webhook trigger
 	BreakersURL    string // the breakers page filtered by this workflow
+	Money          WorkflowMoneyVM
+}
+
+// WorkflowMoneyVM is the workflow's "moves money" setting: shown to everyone, a form for
+// admins (Action set).
+type WorkflowMoneyVM struct {
+	MovesMoney bool
+	Action     string // "" when the reader may not change it
+	Error      string // the form's message (422)
+	Saved      bool
 }
 
 // StepDefRow is one step of a workflow definition.
@@ -296,6 +306,9 @@ type DLQVM struct {
 	ProblemsURL string
 	// Sort is each sortable column's header link, by column: subject, retries, age, expires.
 	Sort map[string]SortLink
+	// SplitCSRF, on a group's page for those who may split, adds a column whose rows with a
+	// SplitURL offer "split out" (with a confirmation).
+	SplitCSRF string
 }
 
 // SortLink is a sortable column's header: the list in the column's next order (filters
@@ -361,6 +374,8 @@ type DLQRow struct {
 	Expiring     bool   // still open and expires within 3 days: flagged
 	// About is what its execution is about (client, period, due date, amount).
 	About components.AboutLine
+	// SplitURL, on a group's page, splits the item out of the group ("" when it may not).
+	SplitURL string
 }
 
 // ErrorVM feeds Error.

@@ -14,6 +14,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/deadlines"
 	"lifeline/services/groups"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
@@ -40,6 +41,8 @@ type GroupsHandler struct {
 	wfs   workflowLister
 	items dlqStore
 	rules fixRules
+	// deadlines orders the Problems page by urgency and says what is at risk (nil: neither).
+	deadlines urgencyOrderer
 	// money reports whether a workflow moves money (settings.movesMoney).
 	money func(c echo.Context, workflowID string) bool
 	// Now is the clock of the page's relative times.
@@ -70,8 +73,23 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 	}
 	steps, now := stepsOf(wfs), h.Now()
 	vm := pages.ProblemsVM{ListURL: h.url("dlq"), RefreshURL: h.url("dlq.problems"), CanAct: p.Can(models.RoleAccountant), BulkURL: h.url("dlq.bulk.start"), CSRF: csrfToken(c)}
+	// Urgent work first (issue 23): a follow-up sort of the groups ProblemGroups returned, by
+	// the urgency of their nearest due date, then their amounts.
+	var dues map[string]deadlines.GroupDue
+	if h.deadlines != nil {
+		if dues, err = h.deadlines.OrderByUrgency(ctx, p.OrganizationID, list); err != nil {
+			return err
+		}
+		if vm.Deadlines, err = deadlineAlerts(c, h.deadlines, h.url("dlq")); err != nil {
+			return err
+		}
+	}
 	for i := range list {
-		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
+		g := h.problem(l, &list[i], samples[list[i].ID], steps, now)
+		if d, ok := dues[list[i].ID]; ok {
+			g.DueText, g.DueUrgency = groupDueText(l, d), d.Urgency.String()
+		}
+		vm.Groups = append(vm.Groups, g)
 	}
 	return render(c, http.StatusOK, pages.Problems(h.page(c, "problems.title", "dlq"), vm))
 }

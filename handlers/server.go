@@ -22,6 +22,7 @@ import (
 	"lifeline/services/bulk"
 	"lifeline/services/credentials"
 	"lifeline/services/dbconn"
+	"lifeline/services/deadlines"
 	"lifeline/services/engine"
 	"lifeline/services/executions"
 	"lifeline/services/fixrules"
@@ -80,6 +81,8 @@ type Server struct {
 	groups *groups.Service
 	// rules are the organization's rules of who may fix what, and "ask an admin".
 	rules *fixrules.Service
+	// deadlines reads what is due and at risk (issue 23).
+	deadlines *deadlines.Service
 	// poison flags dead letters' poison input values.
 	poison   *poison.Service
 	e        *echo.Echo
@@ -114,7 +117,7 @@ func New(d Deps) *echo.Echo {
 		ch.unread = d.Notify
 	}
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
-		poison: &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
+		poison: &poison.Service{DB: d.DB}, deadlines: &deadlines.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

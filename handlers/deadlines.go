@@ -69,7 +69,7 @@ func deadlineAlerts(c echo.Context, r atRiskReader, listURL string) ([]pages.Dea
 		al := pages.DeadlineAlert{URL: listURL + "?" + q.Encode(), Urgency: a.Urgency.String()}
 		if a.Urgency == deadline.Overdue {
 			al.Text = l.N("deadlines.banner.overdue", a.Clients, "Obligation", a.Obligation, "Period", period, "Due", dueDate(l, a.Due),
-				"Days", l.N("deadlines.days", -a.WorkingDaysLeft))
+				"Days", l.N("deadlines.days.ago", -a.WorkingDaysLeft))
 			if p.Can(models.RoleAdmin) {
 				al.Hint = l.T("deadlines.banner.czynnyzal")
 			}
@@ -89,7 +89,7 @@ func groupDueText(l *i18n.Localizer, g deadlines.GroupDue) string {
 	}
 	left := g.DaysLeft
 	if g.Urgency == deadline.Overdue {
-		return l.T("deadlines.group.overdue", "Due", dueDate(l, g.Nearest), "Days", l.N("deadlines.days", -left))
+		return l.T("deadlines.group.overdue", "Due", dueDate(l, g.Nearest), "Days", l.N("deadlines.days.ago", -left))
 	}
 	return l.N("deadlines.group.due", g.AtRisk, "Due", dueDate(l, g.Nearest), "Days", l.N("deadlines.days", left))
 }

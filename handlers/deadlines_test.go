@@ -13,6 +13,9 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
+	"lifeline/services/deadlines"
+	"lifeline/services/notify"
+	"lifeline/views/i18n"
 )
 
 // TestDeadlineSettings: the ZUS day (15 or 20, default 20) and the at-risk working days
@@ -275,6 +278,95 @@ func TestDeadlineBannerAndAPI(t *testing.T) {
 		otherAdmin, _ := a.browser(other)
 		if n := len(page(otherAdmin, "/dlq/items").testID("deadline-alert")); n != 0 {
 			t.Errorf("another organization's banner has %d lines", n)
+		}
+	})
+}
+
+// TestDeadlineReminders: as the database clock crosses 3 (the organization's at-risk days),
+// 1 and 0 working days before JPK_V7M for 2026-12 is due (Mon 25 Jan 2027), one reminder per
+// threshold goes to the admins and the accountants (in-app and email), grouped in one
+// message for the obligation and due date, each in its recipient's language; a pass run
+// again, a day with the same threshold, a weekend and the day after send nothing more, and
+// another organization's work reminds only its own people.
+func TestDeadlineReminders(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		clock := modeltest.Clock(t, db)
+		clock.Set(warsaw(2027, time.January, 18, 9))
+		a := newApp(t, db)
+		rs, wf := a.jpkSetup("Biuro Przypomnień")
+		if err := db.Conn(ctx).Model(&models.Organization{}).Where("id = ?", rs.org).Update("default_language", "pl").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Conn(ctx).Model(&models.User{}).Where("email = ?", rs.accountant.email).Update("language", "en").Error; err != nil {
+			t.Fatal(err)
+		}
+		a.startJPK(rs.token, wf,
+			`{"nip": "5260250274", "period": "2026-12", "vat": "184230.50"}`,
+			`{"nip": "7010002137", "period": "2026-12", "vat": "0.10"}`,
+			`{"nip": "9512345678", "period": "2026-12", "vat": "300"}`,
+			`{"nip": "5260250274", "period": "2027-01", "vat": "10"}`) // due 25 Feb: no reminder yet
+		ns := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "http://lifeline.test"})
+		svc := &deadlines.Service{DB: db, Notify: ns, Link: func(o, d string) string { return "http://lifeline.test/dlq/items?obligation=" + o }}
+		for _, step := range []struct {
+			at   time.Time
+			want int
+		}{
+			{warsaw(2027, time.January, 18, 9), 0},  // Mon: 5 working days left
+			{warsaw(2027, time.January, 19, 9), 0},  // 4
+			{warsaw(2027, time.January, 20, 7), 1},  // 3: the at-risk reminder
+			{warsaw(2027, time.January, 20, 16), 0}, // again the same day
+			{warsaw(2027, time.January, 21, 9), 0},  // 2: still the threshold of 3, sent
+			{warsaw(2027, time.January, 22, 9), 1},  // 1
+			{warsaw(2027, time.January, 23, 12), 0}, // Saturday: 1 left, sent
+			{warsaw(2027, time.January, 25, 6), 1},  // 0: due today
+			{warsaw(2027, time.January, 26, 9), 0},  // overdue: no reminder
+		} {
+			clock.Set(step.at)
+			n, err := svc.Remind(ctx)
+			if err != nil || n != step.want {
+				t.Fatalf("%s: %d reminders, %v; want %d", step.at, n, err, step.want)
+			}
+		}
+		var byChannel []struct {
+			Channel string
+			N       int
+		}
+		if err := db.Conn(ctx).Raw("SELECT channel, COUNT(*) AS n FROM notification_deliveries WHERE organization_id = ? AND event_kind = ? GROUP BY channel ORDER BY channel",
+			rs.org, "deadline").Scan(&byChannel).Error; err != nil {
+			t.Fatal(err)
+		}
+		// Three reminders, each to the admin and the accountant, in the app and by email.
+		if got := fmt.Sprint(byChannel); got != "[{app 6} {email 6}]" {
+			t.Errorf("deliveries %s", got)
+		}
+		if _, err := ns.Dispatch(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var titles []struct {
+			Email, Title string
+		}
+		if err := db.Conn(ctx).Raw(`SELECT users.email, notifications.title FROM notifications JOIN users ON users.id = notifications.user_id
+			WHERE notifications.organization_id = ? AND notifications.kind = ? ORDER BY users.email, notifications.title`, rs.org, "deadline").Scan(&titles).Error; err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, x := range titles {
+			got = append(got, strings.SplitN(x.Email, ".", 2)[0]+": "+x.Title)
+		}
+		want := []string{
+			"accountant: JPK_V7M for 2026-12: 3 clients, due Mon 25 Jan, 0 working days left",
+			"accountant: JPK_V7M for 2026-12: 3 clients, due Mon 25 Jan, 1 working day left",
+			"accountant: JPK_V7M for 2026-12: 3 clients, due Mon 25 Jan, 3 working days left",
+		}
+		admin := strings.SplitN(rs.email, ".", 2)[0] + ": "
+		want = append(want, admin+"JPK_V7M za 2026-12: 3 klientów, termin pon. 25 sty, 0 dni roboczych",
+			admin+"JPK_V7M za 2026-12: 3 klientów, termin pon. 25 sty, 1 dzień roboczy",
+			admin+"JPK_V7M za 2026-12: 3 klientów, termin pon. 25 sty, 3 dni robocze")
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("in-app reminders:\n got %q\nwant %q", got, want)
 		}
 	})
 }

@@ -53,14 +53,14 @@ type AtRiskDue struct {
 
 // AtRiskDeadLetters returns the organization's dead letters still to handle (pending or
 // being processed) that are due on or before horizon (YYYY-MM-DD: overdue, due today and at
-// risk), per obligation, period and due date, the soonest first. It reads the range of the
-// due-date index (migration 00032) up to horizon.
+// risk), per obligation, period and due date, the soonest first (at most 50). It reads a
+// range of the index of open dead letters by due date (migration 00034) and nothing else.
 func (db *DB) AtRiskDeadLetters(ctx context.Context, orgID, horizon string) ([]AtRiskDue, error) {
 	var out []AtRiskDue
 	err := db.Conn(ctx).Table("dead_letter_queue").
 		Select("COALESCE(obligation, '') AS obligation, COALESCE(period, '') AS period, due_on, "+
 			"COUNT(DISTINCT COALESCE(client, '')) AS clients, COUNT(*) AS items").
-		Where("organization_id = ? AND COALESCE(due_on, '"+noDue+"') <= ? AND status IN ?", orgID, horizon, openDLQ).
+		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND status IN ('pending', 'processing')", orgID, horizon).
 		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
 	return out, err
 }

@@ -11,6 +11,9 @@ CREATE INDEX idx_dlq_urgency ON dead_letter_queue(organization_id,
 -- done, by due date.
 CREATE INDEX idx_executions_open_due ON workflow_executions(organization_id, due_on, obligation, period, currency, amount_minor, client)
     WHERE due_on IS NOT NULL AND status <> 'SUCCEEDED';
+-- The banner: dead letters still to handle by due date, with what it groups and counts.
+CREATE INDEX idx_dlq_open_due ON dead_letter_queue(organization_id, due_on, obligation, period, client)
+    WHERE due_on IS NOT NULL AND status IN ('pending', 'processing');
 -- The reminders sent: one per organization, obligation, due date and threshold (working
 -- days left), whatever the number of passes or processes that found it due.
 CREATE TABLE deadline_reminders (
@@ -26,5 +29,6 @@ CREATE TABLE deadline_reminders (
 
 -- +goose Down
 DROP TABLE deadline_reminders;
+DROP INDEX idx_dlq_open_due;
 DROP INDEX idx_executions_open_due;
 DROP INDEX idx_dlq_urgency;

@@ -279,7 +279,7 @@ func DLQ(p layouts.Page, vm DLQVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if vm.Filter.Sort != "" && vm.Filter.Sort != "age" {
+			if vm.Filter.Sort != "" && vm.Filter.Sort != "urgency" {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<input type=\"hidden\" name=\"sort\" value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

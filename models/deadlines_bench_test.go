@@ -35,7 +35,7 @@ func BenchmarkDeadlines(b *testing.B) {
 	// Periods 2026-01 … 2027-12 (the due date the 25th of the next month, as text: the
 	// benchmark needs the shape, not the working-day rule); 30% of executions not done.
 	about := `'NIP' || lpad((i % 5000)::text, 10, '0'), p, (ARRAY['JPK_V7M','ZUS','PIT_ADVANCE','CIT_ADVANCE'])[1 + i % 4],
-	  to_char(to_date(p, 'YYYY-MM') + interval '1 month' + interval '24 days', 'YYYY-MM-DD'), (i * 7919) % 100000000, 'PLN'`
+	  to_char(to_date(p, 'YYYY-MM') + interval '1 month' + interval '24 days', 'YYYY-MM-DD'), (i::bigint * 7919) % 100000000, 'PLN'`
 	period := `LATERAL (SELECT to_char(date '2026-01-01' + ((i / 7) % 24) * interval '1 month', 'YYYY-MM') AS p,
 	  now() - interval '30 days' + (i * (interval '30 days' / $2::int)) AS t) x`
 	for _, sql := range []string{

@@ -41,6 +41,8 @@ type DLQHandler struct {
 	wfs   workflowLister
 	// rules say whether accountants may close items (the bulk bar's resolve and skip).
 	rules rulesReader
+	// deadlines says what is at risk (the banner; nil: no banner).
+	deadlines atRiskReader
 	// Now is the clock of ages, expiries and the expiring flag.
 	Now func() time.Time
 }
@@ -85,7 +87,7 @@ func dlqQuery(f models.DLQFilter, from, to string) url.Values {
 		set(q, "to", to)
 	}
 	set(q, "q", f.Q)
-	if f.Sort != models.DLQSorts[0] {
+	if f.Sort != models.DLQUrgency { // the page's default
 		set(q, "sort", f.Sort)
 	}
 	if f.Limit > 0 {
@@ -104,6 +106,9 @@ func (h *DLQHandler) List(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
 	v := c.QueryParams()
 	f, ferr := DLQFilterOf(l, v)
+	if v.Get("sort") == "" {
+		f.Sort = models.DLQUrgency // the page puts urgent work first (the API's default stays "age")
+	}
 	vf := pages.DLQFilter{Action: h.url("dlq"), WorkflowID: f.WorkflowID, Status: f.Status, ErrorType: f.ErrorType, StepID: f.StepID,
 		From: queryOf(l, v).shown("from"), To: queryOf(l, v).shown("to"), Q: f.Q}
 	vm := pages.DLQVM{Filtered: f != (models.DLQFilter{Cursor: f.Cursor, Limit: f.Limit, Sort: f.Sort}), ProblemsURL: h.url("dlq.problems")}
@@ -155,6 +160,9 @@ func (h *DLQHandler) List(c echo.Context) error {
 	}
 	counts, err := h.store.DLQStatusCounts(ctx, p.OrganizationID)
 	if err != nil {
+		return err
+	}
+	if vm.Deadlines, err = deadlineAlerts(c, h.deadlines, h.url("dlq")); err != nil {
 		return err
 	}
 	for _, st := range models.DLQStatuses {

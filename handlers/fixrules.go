@@ -74,7 +74,8 @@ func (h *RulesHandler) Show(c echo.Context) error {
 
 func (h *RulesHandler) vm(c echo.Context, r fixrules.Rules) pages.RulesVM {
 	return pages.RulesVM{Action: h.url("organization.rules.save"), CSRF: csrfToken(c), AccountantsMayFix: r.AccountantsMayFix,
-		BulkRate: strconv.Itoa(r.BulkRate), BulkRateMin: models.BulkRateMin, BulkRateMax: models.BulkRateMax}
+		BulkRate: strconv.Itoa(r.BulkRate), BulkRateMin: models.BulkRateMin, BulkRateMax: models.BulkRateMax,
+		ZUSDay: strconv.Itoa(r.ZUSDay), RiskWorkingDays: strconv.Itoa(r.RiskWorkingDays), RiskDaysMax: models.RiskDaysMax}
 }
 
 func (h *RulesHandler) render(c echo.Context, status int, vm pages.RulesVM) error {
@@ -82,8 +83,9 @@ func (h *RulesHandler) render(c echo.Context, status int, vm pages.RulesVM) erro
 	return render(c, status, pages.Rules(h.page(c, l.T("rules.title"), "rules"), vm))
 }
 
-// Save: POST /settings/rules (admins), the form's checkbox and bulk rate (left out: kept).
-// A bulk rate out of range is the form again with its message (422), nothing stored.
+// Save: POST /settings/rules (admins), the form's checkbox, bulk rate, ZUS day and at-risk
+// working days (each number left out: kept). A number out of range is the form again with
+// its message (422), nothing stored.
 func (h *RulesHandler) Save(c echo.Context) error {
 	p, ctx := principal(c), c.Request().Context()
 	v := c.FormValue("accountantsMayFix")
@@ -94,20 +96,43 @@ func (h *RulesHandler) Save(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	next := fixrules.Rules{AccountantsMayFix: v == "true", BulkRate: cur.BulkRate}
-	rawRate, sent := c.Request().PostForm["bulkRate"]
-	if sent {
-		raw := strings.TrimSpace(strings.Join(rawRate, ""))
-		n, err := strconv.Atoi(raw)
-		if msg := fixrules.ValidBulkRate(n); err != nil || msg != "" {
-			l := localizer(c)
-			vm := h.vm(c, next)
-			vm.BulkRate = raw
-			vm.Error = l.T("rules.invalid")
-			vm.Errors = map[string]string{"bulkRate": l.Text(fixrules.ValidBulkRate(0))}
-			return h.render(c, http.StatusUnprocessableEntity, vm)
+	next := cur
+	next.AccountantsMayFix = v == "true"
+	// The numbers as typed; each left out is kept.
+	typed := map[string]string{}
+	errs := map[string]string{}
+	for _, f := range []struct {
+		name  string
+		into  *int
+		valid func(int) string
+	}{{"bulkRate", &next.BulkRate, fixrules.ValidBulkRate}, {"zusDay", &next.ZUSDay, fixrules.ValidZUSDay},
+		{"riskWorkingDays", &next.RiskWorkingDays, fixrules.ValidRiskDays}} {
+		raw, sent := c.Request().PostForm[f.name]
+		if !sent {
+			continue
 		}
-		next.BulkRate = n
+		typed[f.name] = strings.TrimSpace(strings.Join(raw, ""))
+		n, err := strconv.Atoi(typed[f.name])
+		if msg := f.valid(n); err != nil || msg != "" {
+			errs[f.name] = localizer(c).Text(f.valid(-1))
+			continue
+		}
+		*f.into = n
+	}
+	if len(errs) > 0 {
+		vm := h.vm(c, next)
+		for name, raw := range typed {
+			switch name {
+			case "bulkRate":
+				vm.BulkRate = raw
+			case "zusDay":
+				vm.ZUSDay = raw
+			case "riskWorkingDays":
+				vm.RiskWorkingDays = raw
+			}
+		}
+		vm.Error, vm.Errors = localizer(c).T("rules.invalid"), errs
+		return h.render(c, http.StatusUnprocessableEntity, vm)
 	}
 	if _, err := h.rules.SaveRules(ctx, p.OrganizationID, actorOf(p), next); err != nil {
 		return err
@@ -124,7 +149,8 @@ func (h *RulesHandler) APIGet(c echo.Context) error {
 	return c.JSON(http.StatusOK, r)
 }
 
-// APIPatch: PATCH /api/v1/organization/settings {"accountantsMayFix": bool} (admins); 422
+// APIPatch: PATCH /api/v1/organization/settings {"accountantsMayFix": bool, "bulkRate",
+// "zusDay" (15 or 20), "riskWorkingDays" (0-30)} (admins); 422
 // with a message per field on an unknown key or a value of the wrong type.
 func (h *RulesHandler) APIPatch(c echo.Context) error {
 	p := principal(c)

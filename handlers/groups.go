@@ -15,6 +15,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/deadlines"
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
 	"lifeline/services/poison"
@@ -43,6 +44,8 @@ type GroupsHandler struct {
 	wfs   workflowLister
 	items dlqStore
 	rules fixRules
+	// deadlines orders the Problems page by urgency and says what is at risk (nil: neither).
+	deadlines urgencyOrderer
 	// money reports whether a workflow moves money (settings.movesMoney).
 	money func(c echo.Context, workflowID string) bool
 	// Now is the clock of the page's relative times.
@@ -92,8 +95,23 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 			return err
 		}
 	}
+	// Urgent work first (issue 23): a follow-up sort of the groups ProblemGroups returned, by
+	// the urgency of their nearest due date, then their amounts.
+	var dues map[string]deadlines.GroupDue
+	if h.deadlines != nil {
+		if dues, err = h.deadlines.OrderByUrgency(ctx, p.OrganizationID, list); err != nil {
+			return err
+		}
+		if vm.Deadlines, err = deadlineAlerts(c, h.deadlines, h.url("dlq")); err != nil {
+			return err
+		}
+	}
 	for i := range list {
-		vm.Groups = append(vm.Groups, h.problem(l, &list[i], samples[list[i].ID], steps, now))
+		g := h.problem(l, &list[i], samples[list[i].ID], steps, now)
+		if d, ok := dues[list[i].ID]; ok {
+			g.DueText, g.DueUrgency = groupDueText(l, d), d.Urgency.String()
+		}
+		vm.Groups = append(vm.Groups, g)
 	}
 	return render(c, http.StatusOK, pages.Problems(h.page(c, "problems.title", "dlq"), vm))
 }

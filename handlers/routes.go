@@ -45,12 +45,14 @@ func (s *Server) routes() {
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
 	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows, rules)
+	dlqList.deadlines = s.deadlines
 	// "Kolejka DLQ" leads with the problems (failure groups); the item list is one click
 	// away at /dlq/items. Without groups, /dlq is the item list as before.
 	app.GET("/dlq/items", dlqList.List).Name = "dlq"
 	var groupsUI *GroupsHandler
 	if s.groups != nil {
 		groupsUI = newGroupsHandler(s.chrome, s.groups, s.Workflows, s.reads, rules, recovery.movesMoney)
+		groupsUI.deadlines = s.deadlines
 		recovery.groupTitle = func(ctx context.Context, orgID, id string) (string, error) {
 			g, err := s.groups.Get(ctx, orgID, id)
 			if err != nil {
@@ -184,6 +186,7 @@ func (s *Server) routes() {
 	api.GET("/executions/:id", execs.APIGet).Name = "api.execution"
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	api.GET("/clients/:key", clientPages.API).Name = "api.client"
+	api.GET("/deadlines", (&DeadlinesHandler{svc: s.deadlines}).API).Name = "api.deadlines"
 	if s.groups != nil {
 		// Failure groups (issue 22): everyone reads them; accountants act, as on one item.
 		api.GET("/dlq/groups", groupsUI.APIList).Name = "api.dlq.groups"

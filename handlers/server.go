@@ -23,6 +23,7 @@ import (
 	"lifeline/services/clients"
 	"lifeline/services/credentials"
 	"lifeline/services/dbconn"
+	"lifeline/services/deadlines"
 	"lifeline/services/engine"
 	"lifeline/services/escalation"
 	"lifeline/services/executions"
@@ -85,6 +86,8 @@ type Server struct {
 	rules *fixrules.Service
 	// escalation is the organization's escalation policy.
 	escalation *escalation.Service
+	// deadlines reads what is due and at risk (issue 23).
+	deadlines *deadlines.Service
 	// poison flags dead letters' poison input values.
 	poison   *poison.Service
 	e        *echo.Echo
@@ -119,7 +122,7 @@ func New(d Deps) *echo.Echo {
 		ch.unread = d.Notify
 	}
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
-		escalation: &escalation.Service{DB: d.DB},
+		escalation: &escalation.Service{DB: d.DB}, deadlines: &deadlines.Service{DB: d.DB},
 		poison:     &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}

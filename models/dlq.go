@@ -39,13 +39,16 @@ var dlqSorts = append([]listSort{
 	{name: "-retries", keys: []sortKey{{"dead_letter_queue.retry_count", keyInt}, {"dead_letter_queue.created_at", keyTime}}, desc: true},
 	{name: "subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}},
 	{name: "-subject", keys: []sortKey{{"COALESCE(dead_letter_queue.subject, '')", keyText}}, desc: true},
-}, aboutSorts("dead_letter_queue")...)
+}, append(aboutSorts("dead_letter_queue"), urgencySort)...)
 
 // DLQSorts are the names of the dead-letter list's orders, the default first.
 var DLQSorts = sortNames(dlqSorts)
 
 // dlqKeys are a dead letter's values of sort s's keys.
 func dlqKeys(s listSort, r *DLQRow) []any {
+	if s.name == urgencySort.name {
+		return r.About.urgencyValues(r.CreatedAt)
+	}
 	if v, ok := r.About.sortValue(s); ok {
 		return []any{v}
 	}

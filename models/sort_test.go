@@ -97,6 +97,11 @@ func (f *sortFixture) expectedDLQ(sort string, keep func(models.DeadLetter) bool
 	// "-" is the other way round; "age" ascending is youngest first: created_at descending.
 	desc := strings.HasPrefix(sort, "-") != (name == "age" || name == "amount")
 	key := func(a, b models.DeadLetter) int {
+		if name == models.DLQUrgency { // soonest due, largest amount, newest, last id
+			c, _ := aboutOrder("due", a.About, b.About)
+			am, _ := aboutOrder("amount", a.About, b.About)
+			return cmp.Or(c, -am, b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
+		}
 		if c, ok := aboutOrder(name, a.About, b.About); ok {
 			return c
 		}

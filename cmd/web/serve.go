@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/dbconn"
+	"lifeline/services/deadlines"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
 	"lifeline/services/notify"
@@ -84,9 +86,17 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	}
 	registerNotify, dispatch := jobs.NotifyJobs(notifier, 0)
 	jcfg.Periodic = append(jcfg.Periodic, dispatch...)
+	// Deadline reminders (issue 23): a periodic pass on the database clock, linking to the
+	// dead letters of the obligation due by then.
+	reminders := &deadlines.Service{DB: db, Notify: notifier, Link: func(obligation, dueOn string) string {
+		return cfg.BaseURL + "/dlq/items?" + url.Values{"obligation": {obligation}, "dueBefore": {dueOn}}.Encode()
+	}}
+	registerDeadlines, remind := jobs.DeadlineJobs(reminders)
+	jcfg.Periodic = append(jcfg.Periodic, remind)
 	jcfg.Register = func(w *river.Workers) {
 		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})
 		registerNotify(w)
+		registerDeadlines(w)
 	}
 	runner, err := jobs.New(db, eng, queue, jcfg, log)
 	if err != nil {

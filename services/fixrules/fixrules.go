@@ -50,6 +50,42 @@ type Rules struct {
 	// (models.BulkRateMin–BulkRateMax, default 20); a target's circuit breaker slows or
 	// pauses them further.
 	BulkRate int `json:"bulkRate"`
+	// ZUSDay is the day of the month ZUS contributions are due (15 or 20; issue 23).
+	ZUSDay int `json:"zusDay"`
+	// RiskWorkingDays is how many working days before its due date open work is at risk
+	// (0–models.RiskDaysMax, default 3): the lists put it first, the banner names it and the
+	// reminders go out at this many, 1 and 0 working days left.
+	RiskWorkingDays int `json:"riskWorkingDays"`
+}
+
+// ValidZUSDay returns a field message when v is not a ZUS day, or "".
+func ValidZUSDay(v int) string {
+	if v != 15 && v != 20 {
+		return "must be one of 15, 20"
+	}
+	return ""
+}
+
+// ValidRiskDays returns a field message when v is not a number of at-risk working days, or "".
+func ValidRiskDays(v int) string {
+	if v < 0 || v > models.RiskDaysMax {
+		return fmt.Sprintf("must be between %d and %d", 0, models.RiskDaysMax)
+	}
+	return ""
+}
+
+// check returns the field messages of r's values out of range (nil when none is).
+func (r Rules) check() map[string]string {
+	fields := map[string]string{}
+	for k, msg := range map[string]string{"bulkRate": ValidBulkRate(r.BulkRate), "zusDay": ValidZUSDay(r.ZUSDay), "riskWorkingDays": ValidRiskDays(r.RiskWorkingDays)} {
+		if msg != "" {
+			fields[k] = msg
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return fields
 }
 
 // ValidBulkRate returns a field message when v is not a bulk rate, or "".
@@ -67,7 +103,11 @@ func (s *Service) Rules(ctx context.Context, orgID string) (Rules, error) {
 		return Rules{}, err
 	}
 	rate, err := s.DB.BulkRate(ctx, orgID)
-	return Rules{AccountantsMayFix: v, BulkRate: rate}, err
+	if err != nil {
+		return Rules{}, err
+	}
+	d, err := s.DB.DeadlineRules(ctx, orgID)
+	return Rules{AccountantsMayFix: v, BulkRate: rate, ZUSDay: d.ZUSDay, RiskWorkingDays: d.RiskWorkingDays}, err
 }
 
 // ParsePatch reads a change of the rules (a JSON object whose keys are Rules' fields, each
@@ -99,6 +139,18 @@ func ParsePatch(cur Rules, raw []byte) (Rules, error) {
 				break
 			}
 			cur.BulkRate = int(i)
+		case "zusDay", "riskWorkingDays":
+			i, ok := jsonInt(v)
+			p := &cur.ZUSDay
+			valid := ValidZUSDay
+			if k == "riskWorkingDays" {
+				p, valid = &cur.RiskWorkingDays, ValidRiskDays
+			}
+			if msg := valid(i); !ok || msg != "" {
+				fields[k] = valid(-1)
+				break
+			}
+			*p = i
 		default:
 			fields[k] = "is not a setting of the organization"
 		}
@@ -109,11 +161,26 @@ func ParsePatch(cur Rules, raw []byte) (Rules, error) {
 	return cur, nil
 }
 
+// jsonInt reads a JSON whole number (not a string, not null, not a fraction).
+func jsonInt(v json.RawMessage) (int, bool) {
+	var n json.Number
+	t := bytes.TrimSpace(v)
+	if len(t) == 0 || (t[0] != '-' && (t[0] < '0' || t[0] > '9')) || json.Unmarshal(t, &n) != nil {
+		return 0, false
+	}
+	i, err := n.Int64()
+	if err != nil || i < -1<<31 || i > 1<<31-1 {
+		return 0, false
+	}
+	return int(i), true
+}
+
 // SaveRules stores the organization's rules, audited (organization.rules_updated) when they
-// change. Errors: EINVALID (bulkRate out of range); nothing is stored then.
+// change. Errors: EINVALID with a message per field out of range (bulkRate, zusDay,
+// riskWorkingDays); nothing is stored then.
 func (s *Service) SaveRules(ctx context.Context, orgID string, actor audit.Actor, r Rules) (Rules, error) {
-	if msg := ValidBulkRate(r.BulkRate); msg != "" {
-		return r, apperr.Invalid("rules.invalid", map[string]string{"bulkRate": msg})
+	if fields := r.check(); fields != nil {
+		return r, apperr.Invalid("rules.invalid", fields)
 	}
 	cur, err := s.Rules(ctx, orgID)
 	if err != nil || cur == r {
@@ -126,9 +193,13 @@ func (s *Service) SaveRules(ctx context.Context, orgID string, actor audit.Actor
 		if err := models.SetBulkRate(tx, orgID, r.BulkRate); err != nil {
 			return err
 		}
+		if err := models.SetDeadlineRules(tx, orgID, models.DeadlineRules{ZUSDay: r.ZUSDay, RiskWorkingDays: r.RiskWorkingDays}); err != nil {
+			return err
+		}
 		return audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "organization.rules_updated",
 			EntityType: "organization", EntityID: orgID, At: s.now(),
-			Details: map[string]any{"accountantsMayFix": r.AccountantsMayFix, "bulkRate": r.BulkRate}})
+			Details: map[string]any{"accountantsMayFix": r.AccountantsMayFix, "bulkRate": r.BulkRate,
+				"zusDay": r.ZUSDay, "riskWorkingDays": r.RiskWorkingDays}})
 	})
 	return r, err
 }

@@ -230,6 +230,16 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 			return m, models.Notification{}, Permanentf("the event is not readable: %v", err)
 		}
 		m = s.renderEscalation(esc, rc)
+	case d.EventKind == string(Deadline) && d.EventID != nil:
+		var ev models.NotificationEvent
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND id = ?", d.OrganizationID, *d.EventID).First(&ev).Error; err != nil {
+			return m, models.Notification{}, fmt.Errorf("notify: the delivery's event: %w", err)
+		}
+		var r DeadlineReminder
+		if err := json.Unmarshal(ev.Payload, &r); err != nil {
+			return m, models.Notification{}, Permanentf("the reminder is not readable: %v", err)
+		}
+		m = s.renderDeadline(r, rc)
 	case d.EventKind == string(Test) || d.EventID == nil:
 		m = s.render(Event{Kind: Test, At: d.CreatedAt}, rc)
 	default:

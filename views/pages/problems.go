@@ -3,7 +3,9 @@ package pages
 // ProblemsVM feeds Problems: the organization's failure groups with items to handle, the
 // most of them first (issue 22).
 type ProblemsVM struct {
-	Groups []ProblemGroup
+	// Deadlines is the banner of obligations at risk (issue 23).
+	Deadlines []DeadlineAlert
+	Groups    []ProblemGroup
 	// ListURL is the list of every item, one group at a time or all.
 	ListURL string
 	// CanAct (accountants and above) shows each group's action; BulkURL and CSRF go with it
@@ -47,10 +49,13 @@ type ProblemGroup struct {
 	ProcessingText              string
 	ClosedText                  string
 	Subjects                    []string
-	FirstSeen, FirstSeenTitle   string // relative, and in the user's zone
-	FirstSeenAt                 string // ISO
-	LastSeen, LastSeenTitle     string
-	LastSeenAt                  string
+	// DueText is the nearest due date of the items to handle and how many are at risk ("" when
+	// none has a due date); DueUrgency its urgency (overdue, due_today, at_risk, later).
+	DueText, DueUrgency       string
+	FirstSeen, FirstSeenTitle string // relative, and in the user's zone
+	FirstSeenAt               string // ISO
+	LastSeen, LastSeenTitle   string
+	LastSeenAt                string
 	// CameBack says when the group was resolved before it came back ("" if it did not).
 	CameBack string
 	// MutedUntil says until when it is muted ("" unless muted).

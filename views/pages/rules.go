@@ -8,6 +8,9 @@ type RulesVM struct {
 	// BulkRate is the bulk actions' rate as typed (items a second), with its bounds.
 	BulkRate                 string
 	BulkRateMin, BulkRateMax int
+	// ZUSDay (15 or 20) and RiskWorkingDays (0–RiskDaysMax) as typed: the deadline rules.
+	ZUSDay, RiskWorkingDays string
+	RiskDaysMax             int
 	// Error and Errors: why the form was refused (422), per field.
 	Error  string
 	Errors map[string]string

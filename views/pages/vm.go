@@ -292,11 +292,13 @@ type AttemptVM struct {
 
 // DLQVM feeds DLQ (the dead-letter list).
 type DLQVM struct {
-	Filter   DLQFilter
-	Counts   []StatusCount // one per status, in DLQ status order
-	Rows     []DLQRow
-	NextURL  string
-	Filtered bool // picks the empty-state wording
+	// Deadlines is the banner of obligations at risk (issue 23).
+	Deadlines []DeadlineAlert
+	Filter    DLQFilter
+	Counts    []StatusCount // one per status, in DLQ status order
+	Rows      []DLQRow
+	NextURL   string
+	Filtered  bool // picks the empty-state wording
 	// Error and FieldErrors say why the filter was refused (422), in place of rows.
 	Error       string
 	FieldErrors map[string]string

@@ -1,0 +1,184 @@
+package models
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// DLQUrgency is the dead-letter list's order by urgency (issue 23): overdue first, then due
+// today, at risk, later and none, and within a due date the largest amount first, then the
+// newest. The bands follow from the due date itself (due dates are working days: overdue <
+// today ≤ the at-risk horizon < later), so the order needs no clock and pages on one index
+// (migration 00034): the due date as a number, negated, so every key runs the same way.
+const DLQUrgency = "urgency"
+
+// urgencyDueKey is the due date as a negated number (2026-11-25 → -20261125; none the
+// smallest, so last in a descending order).
+const urgencyDueKey = "(-CAST(REPLACE(COALESCE(dead_letter_queue.due_on, '" + noDue + "'), '-', '') AS INTEGER))"
+
+var urgencySort = listSort{name: DLQUrgency, desc: true, keys: []sortKey{
+	{urgencyDueKey, keyBig},
+	{"COALESCE(dead_letter_queue.amount_minor, " + strconv.Itoa(noAmount) + ")", keyBig},
+	{"dead_letter_queue.created_at", keyTime},
+}}
+
+// urgencyValues are a's values of the urgency order's keys, for a row made at created.
+func (a About) urgencyValues(created time.Time) []any {
+	due := noDue
+	if a.DueOn != nil && *a.DueOn != "" {
+		due = *a.DueOn
+	}
+	n, _ := strconv.ParseInt(strings.ReplaceAll(due, "-", ""), 10, 64)
+	amount := int64(noAmount)
+	if a.AmountMinor != nil {
+		amount = *a.AmountMinor
+	}
+	return []any{-n, amount, created}
+}
+
+// openDLQ are the statuses of the dead letters still to handle.
+var openDLQ = []string{DLQPending, DLQProcessing}
+
+// AtRiskDue is the open work of one obligation, period and due date.
+type AtRiskDue struct {
+	Obligation, Period, DueOn string
+	// Clients counts the distinct clients (work without a client counts as one); Items the
+	// rows.
+	Clients, Items int
+}
+
+// AtRiskDeadLetters returns the organization's dead letters still to handle (pending or
+// being processed) that are due on or before horizon (YYYY-MM-DD: overdue, due today and at
+// risk), per obligation, period and due date, the soonest first (at most 50). It reads a
+// range of the index of open dead letters by due date (migration 00034) and nothing else.
+func (db *DB) AtRiskDeadLetters(ctx context.Context, orgID, horizon string) ([]AtRiskDue, error) {
+	var out []AtRiskDue
+	err := db.Conn(ctx).Table("dead_letter_queue").
+		Select("COALESCE(obligation, '') AS obligation, COALESCE(period, '') AS period, due_on, "+
+			"COUNT(DISTINCT COALESCE(client, '')) AS clients, COUNT(*) AS items").
+		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND status IN ('pending', 'processing')", orgID, horizon).
+		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
+	return out, err
+}
+
+// GroupDue is what a failure group's items still to handle say of deadlines.
+type GroupDue struct {
+	GroupID string
+	// NearestDue is the soonest due date of its items (YYYY-MM-DD; "" when none has one).
+	NearestDue string
+	// AtRisk counts its items due on or before the horizon.
+	AtRisk int
+	// Amount sums its items' amounts in minor units (of whatever currency: an order, not a
+	// figure to show).
+	Amount int64
+}
+
+// GroupsDue returns, for each of the organization's groups ids that has items still to
+// handle, their nearest due date, how many are due on or before horizon (YYYY-MM-DD), and
+// their amounts' sum: one query for the page of groups.
+func (db *DB) GroupsDue(ctx context.Context, orgID string, ids []string, horizon string) (map[string]GroupDue, error) {
+	out := make(map[string]GroupDue, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		GroupID    string
+		NearestDue *string
+		AtRisk     int
+		Amount     *int64
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").
+		Select("group_id, MIN(due_on) AS nearest_due, SUM(CASE WHEN due_on <= ? THEN 1 ELSE 0 END) AS at_risk, CAST(SUM(amount_minor) AS BIGINT) AS amount", horizon).
+		Where("organization_id = ? AND group_id IN ? AND status IN ?", orgID, ids, openDLQ).
+		Group("group_id").Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		g := GroupDue{GroupID: r.GroupID, NearestDue: deref(r.NearestDue), AtRisk: r.AtRisk}
+		if r.Amount != nil {
+			g.Amount = *r.Amount
+		}
+		out[r.GroupID] = g
+	}
+	return out, nil
+}
+
+// MaxDeadlineClients bounds the client keys OpenDeadlines lists per due date.
+const MaxDeadlineClients = 10
+
+// DueOpen is the open work (executions not done: not succeeded) of one obligation and due
+// date.
+type DueOpen struct {
+	Obligation, DueOn string
+	// Open counts the executions; Clients the distinct clients among them, ClientKeys the
+	// first MaxDeadlineClients of them in key order; Periods the periods they are for.
+	Open, Clients int
+	ClientKeys    []string
+	Periods       []string
+	// Amounts sums the amounts per currency, in minor units as exact decimal text (summed by
+	// the database: never a float).
+	Amounts map[string]string
+}
+
+// OpenDeadlines returns the organization's open work per obligation and due date, due from
+// from to to (YYYY-MM-DD, inclusive), the soonest first: four grouped queries over the
+// index of open executions by due date (migration 00034), whatever the number of rows.
+func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueOpen, error) {
+	const open = "organization_id = ? AND due_on IS NOT NULL AND status <> '" + ExecSucceeded + "' AND due_on >= ? AND due_on <= ?"
+	q := func() *gorm.DB { return db.Conn(ctx).Table("workflow_executions").Where(open, orgID, from, to) }
+	var heads []struct {
+		Obligation, DueOn string
+		Open, Clients     int
+	}
+	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COUNT(*) AS open, COUNT(DISTINCT client) AS clients").
+		Group("obligation, due_on").Order("due_on, obligation").Limit(1000).Scan(&heads).Error; err != nil {
+		return nil, err
+	}
+	out := make([]DueOpen, len(heads))
+	at := make(map[[2]string]int, len(heads))
+	for i, h := range heads {
+		out[i] = DueOpen{Obligation: h.Obligation, DueOn: h.DueOn, Open: h.Open, Clients: h.Clients, Amounts: map[string]string{}}
+		at[[2]string{h.Obligation, h.DueOn}] = i
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	var sums []struct{ Obligation, DueOn, Currency, Total string }
+	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COALESCE(currency, 'PLN') AS currency, CAST(SUM(amount_minor) AS TEXT) AS total").
+		Where("amount_minor IS NOT NULL").Group("obligation, due_on, currency").Scan(&sums).Error; err != nil {
+		return nil, err
+	}
+	for _, s := range sums {
+		if i, ok := at[[2]string{s.Obligation, s.DueOn}]; ok {
+			out[i].Amounts[s.Currency] = s.Total
+		}
+	}
+	var periods []struct{ Obligation, DueOn, Period string }
+	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, period").Where("period IS NOT NULL").
+		Group("obligation, due_on, period").Order("period").Scan(&periods).Error; err != nil {
+		return nil, err
+	}
+	for _, p := range periods {
+		if i, ok := at[[2]string{p.Obligation, p.DueOn}]; ok {
+			out[i].Periods = append(out[i].Periods, p.Period)
+		}
+	}
+	var clients []struct{ Obligation, DueOn, Client string }
+	if err := db.Conn(ctx).Raw(`SELECT obligation, due_on, client FROM (
+  SELECT obligation, due_on, client, ROW_NUMBER() OVER (PARTITION BY obligation, due_on ORDER BY client) AS n
+  FROM (SELECT DISTINCT COALESCE(obligation, '') AS obligation, due_on, client FROM workflow_executions
+        WHERE `+open+` AND client IS NOT NULL) d) s
+WHERE n <= ? ORDER BY client`, orgID, from, to, MaxDeadlineClients).Scan(&clients).Error; err != nil {
+		return nil, err
+	}
+	for _, c := range clients {
+		if i, ok := at[[2]string{c.Obligation, c.DueOn}]; ok {
+			out[i].ClientKeys = append(out[i].ClientKeys, c.Client)
+		}
+	}
+	return out, nil
+}

@@ -327,14 +327,24 @@ func TestAuditEventsHaveLabels(t *testing.T) {
 			}
 		}
 		c, _ := a.browser(tn)
+		// Every page of the log (more events than one page holds), following "older".
 		body := do(t, c, "GET", a.srv.URL+"/audit", "", nil).body
-		doc := parseListDoc(t, body)
+		first := body
 		labels := map[string]string{}
-		for _, row := range doc.testID("audit-row") {
-			if l := row.testID("audit-label"); len(l) == 1 {
-				labels[row.attr("data-event")] = l[0].text()
+		for page := 0; page < 20; page++ {
+			doc := parseListDoc(t, body)
+			for _, row := range doc.testID("audit-row") {
+				if l := row.testID("audit-label"); len(l) == 1 {
+					labels[row.attr("data-event")] = l[0].text()
+				}
 			}
+			more := doc.testID("load-more")
+			if len(more) == 0 {
+				break
+			}
+			body = do(t, c, "GET", a.srv.URL+more[0].attr("href"), "", nil).body
 		}
+		body = first
 		for _, ev := range events {
 			if !strings.Contains(body, fmt.Sprintf(`<option value="%s"`, ev)) {
 				t.Errorf("the event filter does not offer %s", ev)

@@ -123,7 +123,7 @@ func New(d Deps) *echo.Echo {
 	}
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
 		escalation: &escalation.Service{DB: d.DB}, deadlines: &deadlines.Service{DB: d.DB},
-		poison:     &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
+		poison: &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}

@@ -162,7 +162,10 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 		}
 	}
 	// The same page in English, with its fields open, for axe; then back to Polish.
-	step("in English", chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] main`), loaded,
+	// From a page that does not refresh itself (the first item's page may still be following
+	// its replay and swap the node being clicked): the second item's, pending.
+	step("in English", chromedp.Navigate(base+"/dlq/"+second.ID), chromedp.WaitVisible(`[data-testid=lang-en]`), loaded,
+		chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] main`), loaded,
 		chromedp.Navigate(base+"/dlq/"+second.ID), chromedp.WaitVisible(nip), loaded)
 	if b, _ := chromedp.Run(ctx, chromedp.Text(`[data-testid=edit-section] [data-testid=jsonform-toggle]`)); strings.TrimSpace(b) != "Show JSON" {
 		t.Errorf("the JSON view's button in English: %q", b)

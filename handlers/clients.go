@@ -2,9 +2,9 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -168,10 +168,10 @@ func aboutLine(lk links, l *i18n.Localizer, a models.About, title string, now ti
 	return out
 }
 
-// dayText shows a civil date with its weekday: "śr. 25 lis 2026" / "Wed 25 Nov 2026".
+// dayText shows a civil date with its weekday and year: the banner's date (dueDate) and the
+// year, "śr. 25 lis 2026" / "Wed 25 Nov 2026".
 func dayText(l *i18n.Localizer, d time.Time) string {
-	return l.T("about.date", "Weekday", l.T("weekday.short."+d.Weekday().String()), "Day", d.Day(),
-		"Month", l.T(fmt.Sprintf("month.short.%d", int(d.Month()))), "Year", d.Year())
+	return dueDate(l, d) + " " + strconv.Itoa(d.Year())
 }
 
 // daysLeftText says how far a due date is in working days: "dziś", "za 3 dni robocze", "2 dni
@@ -183,6 +183,6 @@ func daysLeftText(l *i18n.Localizer, today, due time.Time) string {
 	case due.Before(today):
 		return l.N("about.left.overdue", max(-n, 1))
 	default:
-		return l.N("about.left.days", n)
+		return l.N("deadlines.days", n)
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -46,7 +47,7 @@ func (h *TodayHandler) Page(c echo.Context) error {
 	}
 	vm := pages.TodayVM{Date: l.T("today.date", "Weekday", l.T("weekday.long."+t.Day.Weekday().String()), "Day", t.Day.Day(),
 		"Month", l.T(fmt.Sprintf("month.genitive.%d", int(t.Day.Month()))), "Year", t.Day.Year()),
-		RiskDays: l.N("about.left.days", t.RiskWorkingDays), DLQURL: h.url("dlq"), ProblemsURL: h.url("dlq.problems")}
+		RiskDays: l.N("deadlines.days", t.RiskWorkingDays), DLQURL: h.url("dlq"), ProblemsURL: h.url("dlq.problems")}
 	for _, g := range t.Due {
 		due, _ := time.Parse(time.DateOnly, g.DueOn)
 		row := pages.TodayDue{Obligation: g.Obligation, Period: g.Period, Due: dayText(l, due), DueISO: g.DueOn,
@@ -67,7 +68,7 @@ func (h *TodayHandler) Page(c echo.Context) error {
 			Pending: l.N("today.pending", g.Counts.Pending+g.Counts.Processing)})
 	}
 	for _, r := range t.Requests {
-		vm.Requests = append(vm.Requests, pages.TodayRequest{Title: cmpOrShort(r.Subject, r.DeadLetterID), URL: h.url("dlq.item", r.DeadLetterID),
+		vm.Requests = append(vm.Requests, pages.TodayRequest{Title: cmp.Or(deref(r.Subject), shortID(r.DeadLetterID)), URL: h.url("dlq.item", r.DeadLetterID),
 			What: l.T("today.request." + r.Kind), Status: l.TOr("today.request.status."+r.Kind+"."+r.Status, r.Status), Done: requestDone(r), At: l.Relative(r.At, now)})
 	}
 	return render(c, http.StatusOK, pages.Today(h.page(c, "today.title", "today"), vm))
@@ -80,11 +81,4 @@ func requestDone(r models.MyRequest) bool {
 		return r.Status != models.ChangePending
 	}
 	return r.Status != models.DLQPending
-}
-
-func cmpOrShort(subject *string, id string) string {
-	if subject != nil && *subject != "" {
-		return *subject
-	}
-	return shortID(id)
 }

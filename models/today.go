@@ -32,13 +32,29 @@ func (db *DB) DueBy(ctx context.Context, orgID, last string, limit int) ([]DueGr
 		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(limit).Scan(&groups).Error; err != nil {
 		return nil, err
 	}
-	for i := range groups {
-		g := &groups[i]
-		sums, err := db.StuckMoney(ctx, orgID, AboutFilter{Obligation: g.Obligation, Period: g.Period}, "")
-		if err != nil {
-			return nil, err
+	if len(groups) == 0 {
+		return groups, nil
+	}
+	// The money of every group's open failures in one query, per obligation, period and
+	// currency (the largest first, as StuckMoney orders them).
+	var sums []struct {
+		Obligation, Period string
+		CurrencySum
+	}
+	if err := db.Conn(ctx).Table("dead_letter_queue").
+		Select("obligation, period, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
+		Where("organization_id = ? AND status IN ? AND amount_minor IS NOT NULL AND obligation IS NOT NULL", orgID, []string{DLQPending, DLQProcessing}).
+		Group("obligation, period, currency").Order("minor DESC, currency").Scan(&sums).Error; err != nil {
+		return nil, err
+	}
+	at := make(map[[2]string]int, len(groups))
+	for i, g := range groups {
+		at[[2]string{g.Obligation, g.Period}] = i
+	}
+	for _, s := range sums {
+		if i, ok := at[[2]string{s.Obligation, s.Period}]; ok {
+			groups[i].Stuck = append(groups[i].Stuck, s.CurrencySum)
 		}
-		g.Stuck = sums
 	}
 	return groups, nil
 }

@@ -9,7 +9,6 @@ package deadlines
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
 
 	"lifeline/models"
@@ -99,7 +98,7 @@ func (s *Service) Deadlines(ctx context.Context, orgID string, from, to time.Tim
 			x.AtRisk = r.Open
 		}
 		for c, total := range r.Amounts {
-			x.Amount[c] = decimal(total, money.Decimals(c))
+			x.Amount[c] = money.DecimalText(total, c)
 		}
 		if x.Periods == nil {
 			x.Periods = []string{}
@@ -110,30 +109,6 @@ func (s *Service) Deadlines(ctx context.Context, orgID string, from, to time.Tim
 		out = append(out, x)
 	}
 	return out, nil
-}
-
-// decimal writes a whole number of minor units (decimal text of any length, as the database
-// summed it) with dec digits after the point: exact, never through a float.
-func decimal(minor string, dec int) string {
-	neg := strings.HasPrefix(minor, "-")
-	digits := strings.TrimLeft(strings.TrimPrefix(minor, "-"), "0")
-	if dec == 0 {
-		if digits == "" {
-			return "0"
-		}
-		if neg {
-			return "-" + digits
-		}
-		return digits
-	}
-	if len(digits) <= dec {
-		digits = strings.Repeat("0", dec-len(digits)+1) + digits
-	}
-	out := digits[:len(digits)-dec] + "." + digits[len(digits)-dec:]
-	if neg && strings.Trim(digits, "0") != "" {
-		out = "-" + out
-	}
-	return out
 }
 
 // AtRisk is one obligation, period and due date with dead letters still to handle that are

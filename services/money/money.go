@@ -165,21 +165,30 @@ func Format(minor int64, c, lang string) string {
 // Decimal writes minor units of currency c as a plain decimal ("184230.50"), as the API
 // carries amounts (a string, so no client reads it into a float by accident).
 func Decimal(minor int64, c string) string {
+	return DecimalText(strconv.FormatInt(minor, 10), c)
+}
+
+// DecimalText is Decimal for a whole number of minor units written in decimal digits, of any
+// length (a sum as the database returned it): exact, never through a float.
+func DecimalText(minor, c string) string {
 	dec := Decimals(c)
-	neg := minor < 0
-	if neg {
-		minor = -minor
+	neg := strings.HasPrefix(minor, "-")
+	digits := strings.TrimLeft(strings.TrimPrefix(minor, "-"), "0")
+	if dec == 0 {
+		if digits == "" {
+			return "0"
+		}
+		if neg {
+			return "-" + digits
+		}
+		return digits
 	}
-	digits := strconv.FormatInt(minor, 10)
 	if len(digits) <= dec {
 		digits = strings.Repeat("0", dec-len(digits)+1) + digits
 	}
-	s := digits
-	if dec > 0 {
-		s = digits[:len(digits)-dec] + "." + digits[len(digits)-dec:]
+	out := digits[:len(digits)-dec] + "." + digits[len(digits)-dec:]
+	if neg && strings.Trim(digits, "0") != "" {
+		out = "-" + out
 	}
-	if neg {
-		s = "-" + s
-	}
-	return s
+	return out
 }

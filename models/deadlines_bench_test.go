@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"lifeline/models"
-	"lifeline/models/modeltest"
 )
 
 // BenchmarkDeadlines measures issue 23's deadline queries on PostgreSQL at 1,000,000
@@ -28,40 +27,13 @@ func BenchmarkDeadlines(b *testing.B) {
 		n = v
 	}
 	ctx := context.Background()
-	db := modeltest.New(b, models.Postgres)
-	org := mkOrg(b, db, "Biuro Terminowe")
-	wf := mkWorkflow(b, db, org, "Wysyłka JPK")
-	start := time.Now()
-	// Periods 2026-01 … 2027-12 (the due date the 25th of the next month, as text: the
-	// benchmark needs the shape, not the working-day rule); 30% of executions not done.
-	about := `'NIP' || lpad((i % 5000)::text, 10, '0'), p, (ARRAY['JPK_V7M','ZUS','PIT_ADVANCE','CIT_ADVANCE'])[1 + i % 4],
-	  to_char(to_date(p, 'YYYY-MM') + interval '1 month' + interval '24 days', 'YYYY-MM-DD'), (i::bigint * 7919) % 100000000, 'PLN'`
-	period := `LATERAL (SELECT to_char(date '2026-01-01' + ((i / 7) % 24) * interval '1 month', 'YYYY-MM') AS p,
-	  now() - interval '30 days' + (i * (interval '30 days' / $2::int)) AS t) x`
-	for _, sql := range []string{
-		`INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
-		   search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
-		 SELECT gen_random_uuid(), $1::uuid, $3::uuid, 1, CASE WHEN i % 10 < 3 THEN 'DLQ_PENDING' ELSE 'SUCCEEDED' END, '{}', 'api', 'd' || i, '',
-		   ` + about + `, t, t FROM generate_series(1, $2::int) i, ` + period,
-		`INSERT INTO workflow_execution_errors (id, organization_id, execution_id, step_id, error_type, error_message, retry_count, max_retries, status, created_at, updated_at)
-		 SELECT gen_random_uuid(), $1::uuid, e.id, 'file', 'validation', 'x', 0, 0, 'dead_letter', e.created_at, e.created_at
-		 FROM workflow_executions e WHERE e.organization_id = $1::uuid AND $2::int > 0 AND $3::uuid IS NOT NULL`,
-		`INSERT INTO dead_letter_queue (id, organization_id, error_id, workflow_id, execution_id, original_input, step_states, failed_step_id,
-		   status, expires_at, error_type, reason, retry_count, search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
-		 SELECT gen_random_uuid(), $1::uuid, r.id, $3::uuid, e.id, '{}', '[]', 'file', CASE WHEN e.correlation_id::text LIKE '%7' THEN 'resolved' ELSE 'pending' END,
-		   e.created_at + interval '30 days', 'validation', 'x', 0, '', e.client, e.period, e.obligation, e.due_on, e.amount_minor, e.currency, e.created_at, e.created_at
-		 FROM workflow_executions e JOIN workflow_execution_errors r ON r.execution_id = e.id WHERE e.organization_id = $1::uuid AND $2::int > 0`,
-	} {
-		if err := db.Conn(ctx).Exec(sql, org, n, wf).Error; err != nil {
-			b.Fatal(err)
-		}
+	db, seeded := benchDB(b, "BENCH_DEADLINE_DB")
+	var org string
+	if seeded {
+		org, _ = seededOrg(b, db, "Biuro Terminowe")
+	} else {
+		org = seedDeadlines(b, db, n)
 	}
-	for _, t := range []string{"workflow_executions", "workflow_execution_errors", "dead_letter_queue"} {
-		if err := db.Conn(ctx).Exec("VACUUM (ANALYZE) " + t).Error; err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Logf("seeded %d executions and dead letters in %s", n, time.Since(start).Round(time.Second))
 	_, deep, err := db.ListDLQ(ctx, org, models.DLQFilter{Sort: models.DLQUrgency, Limit: 200})
 	if err != nil {
 		b.Fatal(err)
@@ -101,4 +73,44 @@ func BenchmarkDeadlines(b *testing.B) {
 			b.ReportMetric(ms[len(ms)*95/100], "p95-ms")
 		})
 	}
+}
+
+// seedDeadlines makes the organization of BenchmarkDeadlines with n executions and dead
+// letters, and returns its id.
+func seedDeadlines(b *testing.B, db *models.DB, n int) string {
+	ctx := context.Background()
+	org := mkOrg(b, db, "Biuro Terminowe")
+	wf := mkWorkflow(b, db, org, "Wysyłka JPK")
+	start := time.Now()
+	// Periods 2026-01 … 2027-12 (the due date the 25th of the next month, as text: the
+	// benchmark needs the shape, not the working-day rule); 30% of executions not done.
+	about := `'NIP' || lpad((i % 5000)::text, 10, '0'), p, (ARRAY['JPK_V7M','ZUS','PIT_ADVANCE','CIT_ADVANCE'])[1 + i % 4],
+	  to_char(to_date(p, 'YYYY-MM') + interval '1 month' + interval '24 days', 'YYYY-MM-DD'), (i::bigint * 7919) % 100000000, 'PLN'`
+	period := `LATERAL (SELECT to_char(date '2026-01-01' + ((i / 7) % 24) * interval '1 month', 'YYYY-MM') AS p,
+	  now() - interval '30 days' + (i * (interval '30 days' / $2::int)) AS t) x`
+	for _, sql := range []string{
+		`INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id,
+		   search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
+		 SELECT gen_random_uuid(), $1::uuid, $3::uuid, 1, CASE WHEN i % 10 < 3 THEN 'DLQ_PENDING' ELSE 'SUCCEEDED' END, '{}', 'api', 'd' || i, '',
+		   ` + about + `, t, t FROM generate_series(1, $2::int) i, ` + period,
+		`INSERT INTO workflow_execution_errors (id, organization_id, execution_id, step_id, error_type, error_message, retry_count, max_retries, status, created_at, updated_at)
+		 SELECT gen_random_uuid(), $1::uuid, e.id, 'file', 'validation', 'x', 0, 0, 'dead_letter', e.created_at, e.created_at
+		 FROM workflow_executions e WHERE e.organization_id = $1::uuid AND $2::int > 0 AND $3::uuid IS NOT NULL`,
+		`INSERT INTO dead_letter_queue (id, organization_id, error_id, workflow_id, execution_id, original_input, step_states, failed_step_id,
+		   status, expires_at, error_type, reason, retry_count, search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
+		 SELECT gen_random_uuid(), $1::uuid, r.id, $3::uuid, e.id, '{}', '[]', 'file', CASE WHEN e.correlation_id::text LIKE '%7' THEN 'resolved' ELSE 'pending' END,
+		   e.created_at + interval '30 days', 'validation', 'x', 0, '', e.client, e.period, e.obligation, e.due_on, e.amount_minor, e.currency, e.created_at, e.created_at
+		 FROM workflow_executions e JOIN workflow_execution_errors r ON r.execution_id = e.id WHERE e.organization_id = $1::uuid AND $2::int > 0`,
+	} {
+		if err := db.Conn(ctx).Exec(sql, org, n, wf).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, t := range []string{"workflow_executions", "workflow_execution_errors", "dead_letter_queue"} {
+		if err := db.Conn(ctx).Exec("VACUUM (ANALYZE) " + t).Error; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("seeded %d executions and dead letters in %s", n, time.Since(start).Round(time.Second))
+	return org
 }

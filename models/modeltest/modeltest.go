@@ -185,6 +185,10 @@ func postgresURL(t testing.TB) string {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
+		if os.Getenv("LIFELINE_TEST_KEEP_DB") != "" { // to look at a benchmark's data afterwards
+			t.Logf("kept database %s", name)
+			return
+		}
 		_ = adminExec(context.Background(), base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return withDB(base, name)

@@ -184,8 +184,8 @@ func BenchmarkDLQList(b *testing.B) {
 		{"search-polish-none-2", list(models.DLQFilter{Q: "Żółć"})},
 		{"search-folded", list(models.DLQFilter{Q: "KONCOWE"})},
 		// The Problems page (issue 22): the groups with most to handle, their counts,
-		// subjects and last day's arrivals per hour, and their newest items; and the groups
-		// list's first page.
+		// subjects and last day's arrivals per hour, what their items say of deadlines and
+		// money (issue 23's order), and their newest items; and the groups list's first page.
 		{"groups-problems", func(int) error {
 			gs, err := db.ProblemGroups(ctx, org)
 			if err != nil || len(gs) == 0 {
@@ -194,6 +194,9 @@ func BenchmarkDLQList(b *testing.B) {
 			ids := make([]string, len(gs))
 			for i, g := range gs {
 				ids[i] = g.ID
+			}
+			if _, err := db.GroupsDue(ctx, org, ids, time.Now().AddDate(0, 0, 5).Format(time.DateOnly)); err != nil {
+				return err
 			}
 			_, err = db.GroupSamples(ctx, org, ids, 5)
 			return err

@@ -53,6 +53,10 @@ type Group struct {
 	ProcessingCount int
 	ClosedCount     int
 	OpenCount       int
+	// OpenAmountMinor sums the amounts (minor units, of whatever currency: an order for the
+	// Problems page, not a figure to show) of its pending and processing items, kept with
+	// the counts (migration 00035).
+	OpenAmountMinor int64
 	FirstSeenAt     time.Time
 	LastSeenAt      time.Time
 	ResolvedAt      *time.Time
@@ -435,16 +439,18 @@ type GroupDrift struct {
 	GroupID         string
 	Kept, FromItems GroupCounts
 	KeptOpen        int
+	// KeptAmount is its OpenAmountMinor; AmountFromItems its open items' amounts summed.
+	KeptAmount, AmountFromItems int64
 }
 
 // GroupCountDrift recounts the items of every group of the organization by status and
 // returns the groups whose kept counts (PendingCount, ProcessingCount, ClosedCount,
-// OpenCount) differ: none, unless a writer changed an item's status or group without its
+// OpenCount, OpenAmountMinor) differ: none, unless a writer changed an item's status or group without its
 // transition. It reads every item of the organization: a check for tests and maintenance,
 // never for a page.
 func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, error) {
 	var groups []Group
-	if err := db.Conn(ctx).Select("id, pending_count, processing_count, closed_count, open_count").
+	if err := db.Conn(ctx).Select("id, pending_count, processing_count, closed_count, open_count, open_amount_minor").
 		Where("organization_id = ?", orgID).Find(&groups).Error; err != nil {
 		return nil, err
 	}
@@ -452,13 +458,17 @@ func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, 
 		GroupID string
 		Status  string
 		N       int
+		Amount  int64
 	}
-	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, status, count(*) AS n").
+	if err := db.Conn(ctx).Table("dead_letter_queue").Select("group_id, status, count(*) AS n, CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS amount").
 		Where("organization_id = ? AND group_id IS NOT NULL", orgID).Group("group_id, status").Scan(&counts).Error; err != nil {
 		return nil, err
 	}
-	items := map[string]*GroupCounts{}
+	items, amounts := map[string]*GroupCounts{}, map[string]int64{}
 	for _, c := range counts {
+		if c.Status == DLQPending || c.Status == DLQProcessing {
+			amounts[c.GroupID] += c.Amount
+		}
 		gc := items[c.GroupID]
 		if gc == nil {
 			gc = &GroupCounts{}
@@ -479,8 +489,9 @@ func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, 
 		if gc := items[g.ID]; gc != nil {
 			from = *gc
 		}
-		if kept != from || g.OpenCount != from.Pending+from.Processing {
-			drift = append(drift, GroupDrift{GroupID: g.ID, Kept: kept, FromItems: from, KeptOpen: g.OpenCount})
+		if kept != from || g.OpenCount != from.Pending+from.Processing || g.OpenAmountMinor != amounts[g.ID] {
+			drift = append(drift, GroupDrift{GroupID: g.ID, Kept: kept, FromItems: from, KeptOpen: g.OpenCount,
+				KeptAmount: g.OpenAmountMinor, AmountFromItems: amounts[g.ID]})
 		}
 	}
 	return drift, nil

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 	"time"
@@ -77,9 +78,21 @@ type GroupDue struct {
 	Amount int64
 }
 
+// groupsDueSQL is GroupsDue's one query, the same on both databases: per group, its nearest
+// due date is the first entry of its open items on idx_dlq_group_open_due (migration 00035)
+// and its items at risk a range of it, and its amount is its own (OpenAmountMinor): what
+// it reads of a group is its items at risk, whatever its size.
+const groupsDueSQL = `SELECT g.id AS group_id,
+  (SELECT MIN(d.due_on) FROM dead_letter_queue d WHERE d.organization_id = g.organization_id AND d.group_id = g.id
+     AND d.due_on IS NOT NULL AND d.status IN ('pending', 'processing')) AS nearest_due,
+  (SELECT COUNT(*) FROM dead_letter_queue d WHERE d.organization_id = g.organization_id AND d.group_id = g.id
+     AND d.due_on IS NOT NULL AND d.due_on <= @horizon AND d.status IN ('pending', 'processing')) AS at_risk,
+  g.open_amount_minor AS amount
+FROM dlq_groups g WHERE g.organization_id = @org AND g.id IN @ids AND g.open_count > 0`
+
 // GroupsDue returns, for each of the organization's groups ids that has items still to
 // handle, their nearest due date, how many are due on or before horizon (YYYY-MM-DD), and
-// their amounts' sum: one query for the page of groups.
+// their amounts' sum: one query for the page of groups (groupsDueSQL).
 func (db *DB) GroupsDue(ctx context.Context, orgID string, ids []string, horizon string) (map[string]GroupDue, error) {
 	out := make(map[string]GroupDue, len(ids))
 	if len(ids) == 0 {
@@ -89,20 +102,14 @@ func (db *DB) GroupsDue(ctx context.Context, orgID string, ids []string, horizon
 		GroupID    string
 		NearestDue *string
 		AtRisk     int
-		Amount     *int64
+		Amount     int64
 	}
-	if err := db.Conn(ctx).Table("dead_letter_queue").
-		Select("group_id, MIN(due_on) AS nearest_due, SUM(CASE WHEN due_on <= ? THEN 1 ELSE 0 END) AS at_risk, CAST(SUM(amount_minor) AS BIGINT) AS amount", horizon).
-		Where("organization_id = ? AND group_id IN ? AND status IN ?", orgID, ids, openDLQ).
-		Group("group_id").Scan(&rows).Error; err != nil {
+	if err := db.Conn(ctx).Raw(groupsDueSQL, sql.Named("org", orgID), sql.Named("ids", ids), sql.Named("horizon", horizon)).
+		Scan(&rows).Error; err != nil {
 		return nil, err
 	}
 	for _, r := range rows {
-		g := GroupDue{GroupID: r.GroupID, NearestDue: deref(r.NearestDue), AtRisk: r.AtRisk}
-		if r.Amount != nil {
-			g.Amount = *r.Amount
-		}
-		out[r.GroupID] = g
+		out[r.GroupID] = GroupDue{GroupID: r.GroupID, NearestDue: deref(r.NearestDue), AtRisk: r.AtRisk, Amount: r.Amount}
 	}
 	return out, nil
 }

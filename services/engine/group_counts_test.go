@@ -17,7 +17,8 @@ func noCountDrift(t *testing.T, f *fixture, org string) {
 		t.Fatal(err)
 	}
 	for _, d := range drift {
-		t.Errorf("group %s keeps %+v (open %d), its items are %+v", d.GroupID, d.Kept, d.KeptOpen, d.FromItems)
+		t.Errorf("group %s keeps %+v (open %d, amount %d), its items are %+v (amount %d)", d.GroupID, d.Kept, d.KeptOpen, d.KeptAmount,
+			d.FromItems, d.AmountFromItems)
 	}
 }
 
@@ -40,6 +41,7 @@ func (f *fixture) replayFails(dl *models.DeadLetter, step, typ, reason string) (
 	next.ExecutionID = f.execution(models.ExecDLQPending, nil).ID // a full retry's new execution, if it comes to a new item
 	next.ID, next.Reason, next.Status, next.GroupID = models.NewID(), reason, models.DLQPending, nil
 	next.FailedStepID, next.ErrorType = step, typ
+	next.AmountMinor = amountOf(next.ID) // as an edited input may change it
 	if _, err := f.in(func(st stateTx) (bool, error) {
 		if _, err := st.groups().JoinGroup(&next, "HTTP_400"); err != nil {
 			return false, err
@@ -171,6 +173,10 @@ func TestGroupCountsKept(t *testing.T) {
 			old := f.deadLetter(f.execution(models.ExecDLQPending, nil), status)
 			old.Reason, old.ErrorType = "token expired", "authorization"
 			old.FailedStepID = "fetch"
+			old.AmountMinor = amountOf(old.ID)
+			if err := db.Conn(f.ctx).Model(old).Update("amount_minor", *old.AmountMinor).Error; err != nil {
+				t.Fatal(err)
+			}
 			for i, want := range []bool{true, false} {
 				cp := *old
 				if w, err := f.in(func(st stateTx) (bool, error) { return st.groups().BackfillGroup(&cp, "HTTP_400") }); err != nil || w != want {
@@ -184,6 +190,15 @@ func TestGroupCountsKept(t *testing.T) {
 			t.Fatalf("token group: %+v", got)
 		}
 		noCountDrift(t, f, f.org)
+		// The token group's open amount: its three pending items'.
+		var open int64
+		if err := db.Conn(f.ctx).Model(&models.DeadLetter{}).Select("COALESCE(SUM(amount_minor), 0)").
+			Where("group_id = ? AND status = ?", *token.GroupID, models.DLQPending).Scan(&open).Error; err != nil || open == 0 {
+			t.Fatalf("token group's pending amounts: %d, %v", open, err)
+		}
+		if g := f.group(*token.GroupID); g.OpenAmountMinor != open {
+			t.Fatalf("token group keeps open amount %d, its pending items hold %d", g.OpenAmountMinor, open)
+		}
 
 		// The Problems page ranks by them: the token group (3 open), then the NIP group (2).
 		groups, err := db.ProblemGroups(f.ctx, f.org)
@@ -196,5 +211,50 @@ func TestGroupCountsKept(t *testing.T) {
 		if groups[2].StateNow != models.GroupFixing {
 			t.Fatalf("the split group (its item processing) is %s", groups[2].StateNow)
 		}
+	})
+}
+
+// TestGroupsDueFromKeptAmounts: what the Problems page orders groups by (issue 23) on both
+// databases: a group's nearest due date and its items due by the horizon are its open
+// items' (a closed item no longer counts), and its amount is the open amount its
+// transitions keep; a group with nothing open is left out.
+func TestGroupsDueFromKeptAmounts(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		f := newFixture(t, db)
+		due := func(dl *models.DeadLetter, on string) {
+			if err := db.Conn(f.ctx).Model(dl).Update("due_on", on).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		a1 := f.failure("send", "validation", "NIP 526104082 ma 9 cyfr")
+		a2 := f.failure("send", "validation", "NIP 701000213 ma 9 cyfr")
+		a3 := f.failure("send", "validation", "NIP 111111111 ma 9 cyfr")
+		b := f.failure("fetch", "authorization", "token expired")
+		c := f.failure("post", "permanent", "konto 201-0001 nie istnieje")
+		due(a1, "2026-11-25")
+		due(a2, "2026-11-20")
+		due(a3, "2026-12-28")
+		for _, dl := range []*models.DeadLetter{a2, c} { // settled: no longer open
+			if _, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.deadLetters().ClaimDeadLetter(dl, models.DLQResolved, nil))
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := db.GroupsDue(f.ctx, f.org, []string{*a1.GroupID, *b.GroupID, *c.GroupID}, "2026-11-30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got[*c.GroupID]; ok || len(got) != 2 {
+			t.Fatalf("groups with open items: %+v", got)
+		}
+		if g := got[*a1.GroupID]; g.NearestDue != "2026-11-25" || g.AtRisk != 1 || g.Amount != *a1.AmountMinor+*a3.AmountMinor {
+			t.Errorf("NIP group: %+v (amounts %d + %d)", g, *a1.AmountMinor, *a3.AmountMinor)
+		}
+		if g := got[*b.GroupID]; g.NearestDue != "" || g.AtRisk != 0 || g.Amount != *b.AmountMinor {
+			t.Errorf("token group: %+v (amount %d)", g, *b.AmountMinor)
+		}
+		noCountDrift(t, f, f.org)
 	})
 }

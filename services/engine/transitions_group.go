@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
 	"time"
 
 	"lifeline/models"
@@ -33,14 +34,17 @@ type GroupJoin struct {
 // fingerprint is made, or it counts one more arrival; a resolved group reopens (remembering
 // when it was resolved), a muted one whose time has passed opens.
 const joinGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
-  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, first_seen_at, last_seen_at, created_at, updated_at)
-VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @now, @now, @now, @now)
+  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
+  created_at, updated_at)
+VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
+  @now, @now)
 ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   arrivals = dlq_groups.arrivals + 1,
   pending_count = dlq_groups.pending_count + excluded.pending_count,
   processing_count = dlq_groups.processing_count + excluded.processing_count,
   closed_count = dlq_groups.closed_count + excluded.closed_count,
   open_count = dlq_groups.open_count + excluded.open_count,
+  open_amount_minor = dlq_groups.open_amount_minor + excluded.open_amount_minor,
   last_seen_at = CASE WHEN excluded.last_seen_at > dlq_groups.last_seen_at THEN excluded.last_seen_at ELSE dlq_groups.last_seen_at END,
   state = CASE WHEN dlq_groups.state = 'resolved' OR (dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at)
     THEN 'open' ELSE dlq_groups.state END,
@@ -70,6 +74,7 @@ func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error
 		"id": models.NewID(), "org": dl.OrganizationID, "fp": p.Hash, "version": p.Version, "wf": dl.WorkflowID,
 		"step": dl.FailedStepID, "type": dl.ErrorType, "code": code, "title": p.Template, "search": models.SearchText(p.Template), "now": s.now,
 		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
+		"amount": openAmount(c, dl.AmountMinor),
 	}).Scan(&row).Error
 	if err != nil {
 		return GroupJoin{}, err
@@ -128,14 +133,15 @@ func (s groupTx) EscalateGroup(orgID, groupID string, from, to int, who string) 
 // status to together (ExpireDeadLetters), in their groups, and resolves each group that has
 // nothing left to handle: one pass per group.
 func (s groupTx) closedInGroups(dlIDs []string, from, to string) error {
-	perGroup := map[string]int{}
+	perGroup, amounts := map[string]int{}, map[string]int64{}
 	var order []string
 	for start := 0; start < len(dlIDs); start += 500 {
 		var rows []struct {
 			GroupID string
 			N       int
+			Amount  int64
 		}
-		if err := s.tx.Model(&models.DeadLetter{}).Select("group_id, count(*) AS n").
+		if err := s.tx.Model(&models.DeadLetter{}).Select("group_id, count(*) AS n, CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS amount").
 			Where("id IN ? AND group_id IS NOT NULL", dlIDs[start:min(start+500, len(dlIDs))]).Group("group_id").Scan(&rows).Error; err != nil {
 			return err
 		}
@@ -144,10 +150,11 @@ func (s groupTx) closedInGroups(dlIDs []string, from, to string) error {
 				order = append(order, r.GroupID)
 			}
 			perGroup[r.GroupID] += r.N
+			amounts[r.GroupID] += r.Amount
 		}
 	}
 	for _, g := range order {
-		if err := s.countItems(g, from, to, perGroup[g]); err != nil {
+		if err := s.countItems(g, from, to, perGroup[g], amounts[g]); err != nil {
 			return err
 		}
 		if _, err := s.ResolveGroupIfDone(g); err != nil {
@@ -171,31 +178,57 @@ func statusCounts(status string, n int) models.GroupCounts {
 	}
 }
 
-// countItemsSQL changes a group's counts by deltas (pending, processing, closed, open); the
-// group is named by the clause after "WHERE id = ".
+// openAmount is an item's amount (minor units; nil for none) in its group's open amount
+// when c counts it: its amount when it counts as pending or processing, else 0.
+func openAmount(c models.GroupCounts, amount *int64) int64 {
+	if amount == nil || c.Pending+c.Processing == 0 {
+		return 0
+	}
+	return *amount
+}
+
+// countItemsSQL changes a group's counts by deltas (pending, processing, closed, open, open
+// amount); the group is named by the clause after "WHERE id = ".
 const countItemsSQL = `UPDATE dlq_groups SET pending_count = pending_count + ?, processing_count = processing_count + ?,
-  closed_count = closed_count + ?, open_count = open_count + ? WHERE id = `
+  closed_count = closed_count + ?, open_count = open_count + ?, open_amount_minor = open_amount_minor + %s WHERE id = `
 
-// countItems moves n items of the group groupID from status from to status to in its counts
-// ("" for no status: an item that joins the group, or leaves it). Nothing to write when both
-// are the same kind (resolved and skipped are both closed). It cannot lose: it adds to what
-// the row holds, under the row's lock.
-func (s groupTx) countItems(groupID, from, to string, n int) error {
-	return s.countWhere("?", groupID, from, to, n)
+// countItems moves n items of the group groupID, whose amounts sum to amount (minor units),
+// from status from to status to in its counts ("" for no status: an item that joins the
+// group, or leaves it). Nothing to write when both are the same kind (resolved and skipped
+// are both closed). It cannot lose: it adds to what the row holds, under the row's lock.
+func (s groupTx) countItems(groupID, from, to string, n int, amount int64) error {
+	return s.countWhere("?", groupID, from, to, n, "CAST(? AS BIGINT)", amount)
 }
 
-// countItemOf is countItems for the group of the dead letter dlID (nothing when it has none).
+// countItemOf is countItems for the group of the dead letter dlID (nothing when it has none),
+// with the amount the item holds.
 func (s groupTx) countItemOf(dlID, from, to string) error {
-	return s.countWhere("(SELECT group_id FROM dead_letter_queue WHERE id = ?)", dlID, from, to, 1)
+	return s.countWhere("(SELECT group_id FROM dead_letter_queue WHERE id = ?)", dlID, from, to, 1,
+		"(SELECT COALESCE(amount_minor, 0) FROM dead_letter_queue WHERE id = ?)", dlID)
 }
 
-func (s groupTx) countWhere(where string, arg any, from, to string, n int) error {
+// countWhere writes countItems' deltas to the group the clause where (with arg) names; the
+// open amount's change is ±(amountSQL with amountArg), by whether the items became open or
+// stopped being open.
+func (s groupTx) countWhere(where string, arg any, from, to string, n int, amountSQL string, amountArg any) error {
 	a, b := statusCounts(from, n), statusCounts(to, n)
 	d := models.GroupCounts{Pending: b.Pending - a.Pending, Processing: b.Processing - a.Processing, Closed: b.Closed - a.Closed}
 	if d == (models.GroupCounts{}) {
 		return nil
 	}
-	return s.tx.Exec(countItemsSQL+where, d.Pending, d.Processing, d.Closed, d.Pending+d.Processing, arg).Error
+	open := d.Pending + d.Processing
+	amount := "0"
+	switch {
+	case open > 0:
+		amount = amountSQL
+	case open < 0:
+		amount = "-(" + amountSQL + ")"
+	}
+	args := []any{d.Pending, d.Processing, d.Closed, open}
+	if open != 0 {
+		args = append(args, amountArg)
+	}
+	return s.tx.Exec(fmt.Sprintf(countItemsSQL, amount)+where, append(args, arg)...).Error
 }
 
 // MuteGroup mutes the organization's group until until: open or muted → muted (a muted
@@ -267,14 +300,18 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	dl.GroupID = &g.ID
 	// Counted by the status the item has now (the guarded update above holds its row): it
 	// may have changed since dl was read.
-	var status []string
-	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Pluck("status", &status).Error; err != nil || len(status) == 0 {
+	var cur []struct {
+		Status string
+		Amount int64
+	}
+	if err := s.tx.Model(&models.DeadLetter{}).Select("status, COALESCE(amount_minor, 0) AS amount").Where("id = ?", dl.ID).
+		Scan(&cur).Error; err != nil || len(cur) == 0 {
 		return "", cmp.Or(err, errLost)
 	}
-	if err := s.countItems(from, status[0], "", 1); err != nil {
+	if err := s.countItems(from, cur[0].Status, "", 1, cur[0].Amount); err != nil {
 		return "", err
 	}
-	if err := s.countItems(g.ID, "", status[0], 1); err != nil {
+	if err := s.countItems(g.ID, "", cur[0].Status, 1, cur[0].Amount); err != nil {
 		return "", err
 	}
 	if _, err := s.ResolveGroupIfDone(from); err != nil {
@@ -303,8 +340,14 @@ func (s groupTx) movedInGroup(dlID, from, to string) error {
 // resolved if it has nothing left to handle. ReturnDeadLetter is never called alone: this
 // keeps the counts.
 func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
-	var prev []string
-	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NOT NULL", id).Pluck("group_id", &prev).Error; err != nil {
+	// Its group and the amount it was counted with there, before its new failure (which an
+	// edited input may have given another amount) is written.
+	var prev []struct {
+		GroupID string
+		Amount  int64
+	}
+	if err := s.tx.Model(&models.DeadLetter{}).Select("group_id, COALESCE(amount_minor, 0) AS amount").
+		Where("id = ? AND group_id IS NOT NULL", id).Scan(&prev).Error; err != nil {
 		return false, err
 	}
 	returned, err := stateTx(s).deadLetters().ReturnDeadLetter(id, dl)
@@ -312,11 +355,11 @@ func (s groupTx) ReturnToGroup(id string, dl *models.DeadLetter) (bool, error) {
 		return returned, err
 	}
 	if len(prev) == 1 {
-		if err := s.countItems(prev[0], models.DLQProcessing, "", 1); err != nil {
+		if err := s.countItems(prev[0].GroupID, models.DLQProcessing, "", 1, prev[0].Amount); err != nil {
 			return true, err
 		}
-		if dl.GroupID == nil || prev[0] != *dl.GroupID {
-			_, err = s.ResolveGroupIfDone(prev[0])
+		if dl.GroupID == nil || prev[0].GroupID != *dl.GroupID {
+			_, err = s.ResolveGroupIfDone(prev[0].GroupID)
 		}
 	}
 	return true, err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"hash/crc32"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func (f *fixture) failure(step, typ, reason string) *models.DeadLetter {
 	dl := &models.DeadLetter{ID: models.NewID(), OrganizationID: f.org, ErrorID: rec.ID, WorkflowID: f.wf, ExecutionID: ex.ID,
 		OriginalInput: models.JSON(`{}`), StepStates: models.JSON(`[]`), FailedStepID: step, Status: models.DLQPending, ExpiresAt: f.at,
 		ErrorType: typ, Reason: reason, CreatedAt: f.at, UpdatedAt: f.at}
+	dl.AmountMinor = amountOf(dl.ID)
 	if _, err := f.in(func(st stateTx) (bool, error) {
 		if _, err := st.groups().JoinGroup(dl, "HTTP_400"); err != nil {
 			return false, err
@@ -30,6 +32,12 @@ func (f *fixture) failure(step, typ, reason string) *models.DeadLetter {
 		f.t.Fatal(err)
 	}
 	return dl
+}
+
+// amountOf is an amount in minor units (up to 1,000,000.00) that differs from item to item.
+func amountOf(id string) *int64 {
+	a := int64(crc32.ChecksumIEEE([]byte(id)) % 100_000_000)
+	return &a
 }
 
 func (f *fixture) group(id string) models.Group {

@@ -55,14 +55,16 @@ type AtRiskDue struct {
 // AtRiskDeadLetters returns the organization's dead letters still to handle (pending or
 // being processed) that are due on or before horizon (YYYY-MM-DD: overdue, due today and at
 // risk), per obligation, period and due date, the soonest first (at most 50). It reads a
-// range of the index of open dead letters by due date (migration 00034) and nothing else.
+// range of the index of open dead letters by due date (migration 00034) and nothing else,
+// grouped in the index's order (due date first), so nothing is sorted but each group's
+// clients.
 func (db *DB) AtRiskDeadLetters(ctx context.Context, orgID, horizon string) ([]AtRiskDue, error) {
 	var out []AtRiskDue
 	err := db.Conn(ctx).Table("dead_letter_queue").
 		Select("COALESCE(obligation, '') AS obligation, COALESCE(period, '') AS period, due_on, "+
 			"COUNT(DISTINCT COALESCE(client, '')) AS clients, COUNT(*) AS items").
 		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND status IN ('pending', 'processing')", orgID, horizon).
-		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
+		Group("due_on, obligation, period").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
 	return out, err
 }
 
@@ -142,7 +144,7 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 		Open, Clients     int
 	}
 	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COUNT(*) AS open, COUNT(DISTINCT client) AS clients").
-		Group("obligation, due_on").Order("due_on, obligation").Limit(1000).Scan(&heads).Error; err != nil {
+		Group("due_on, obligation").Order("due_on, obligation").Limit(1000).Scan(&heads).Error; err != nil {
 		return nil, err
 	}
 	out := make([]DueOpen, len(heads))
@@ -156,7 +158,7 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 	}
 	var sums []struct{ Obligation, DueOn, Currency, Total string }
 	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COALESCE(currency, 'PLN') AS currency, CAST(SUM(amount_minor) AS TEXT) AS total").
-		Where("amount_minor IS NOT NULL").Group("obligation, due_on, currency").Scan(&sums).Error; err != nil {
+		Where("amount_minor IS NOT NULL").Group("due_on, obligation, currency").Scan(&sums).Error; err != nil {
 		return nil, err
 	}
 	for _, s := range sums {
@@ -166,7 +168,7 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 	}
 	var periods []struct{ Obligation, DueOn, Period string }
 	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, period").Where("period IS NOT NULL").
-		Group("obligation, due_on, period").Order("period").Scan(&periods).Error; err != nil {
+		Group("due_on, obligation, period").Order("period").Scan(&periods).Error; err != nil {
 		return nil, err
 	}
 	for _, p := range periods {

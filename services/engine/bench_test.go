@@ -3,6 +3,7 @@ package engine_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +52,12 @@ type benchStack struct {
 
 func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	b.Helper()
+	return newBenchStackWith(b, dialect, def, engine.Config{})
+}
+
+// newBenchStackWith is newBenchStack with the engine configured by ecfg.
+func newBenchStackWith(b *testing.B, dialect, def string, ecfg engine.Config) *benchStack {
+	b.Helper()
 	if dialect == models.Postgres && os.Getenv("TEST_DATABASE_URL") == "" {
 		b.Skip("PostgreSQL: TEST_DATABASE_URL not set; `make bench` starts a throwaway server")
 	}
@@ -69,7 +76,7 @@ func newBenchStack(b *testing.B, dialect, def string) *benchStack {
 	b.Cleanup(func() { _ = db.Close() })
 	// The engine and queue as `lifeline serve` configures them (no test intervals).
 	reg := steps.Builtins(outbound.NewClient(outbound.Options{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	eng, runner, err := wire(db, testLogger(b), reg, engine.Config{}, q)
+	eng, runner, err := wire(db, testLogger(b), reg, ecfg, q)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,6 +157,12 @@ func (s *benchStack) startMany(b *testing.B, n int) []string {
 // benchmark's own queries from competing with the engine, without making the figure coarse.
 func (s *benchStack) waitAll(b *testing.B, ids []string) time.Time {
 	b.Helper()
+	return s.waitStatus(b, ids, models.ExecSucceeded)
+}
+
+// waitStatus is waitAll for executions that must all end with status want.
+func (s *benchStack) waitStatus(b *testing.B, ids []string, want string) time.Time {
+	b.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(5 * time.Minute)
 	final := []string{models.ExecSucceeded, models.ExecFailed, models.ExecDLQPending}
@@ -159,17 +172,17 @@ func (s *benchStack) waitAll(b *testing.B, ids []string) time.Time {
 			b.Fatal(err)
 		}
 		if done == int64(len(ids)) {
-			if err := s.db.Conn(ctx).Model(&models.Execution{}).Where("id IN ? AND status = ?", ids, models.ExecSucceeded).Count(&ok).Error; err != nil {
+			if err := s.db.Conn(ctx).Model(&models.Execution{}).Where("id IN ? AND status = ?", ids, want).Count(&ok).Error; err != nil {
 				b.Fatal(err)
 			}
 			if ok != done {
-				b.Fatalf("%d of %d executions did not succeed", done-ok, done)
+				b.Fatalf("%d of %d executions did not end %s", done-ok, done, want)
 			}
 			var last models.Execution
-			if err := s.db.Conn(ctx).Where("id IN ?", ids).Order("finished_at DESC").First(&last).Error; err != nil {
+			if err := s.db.Conn(ctx).Where("id IN ?", ids).Order("updated_at DESC").First(&last).Error; err != nil {
 				b.Fatal(err)
 			}
-			return *last.FinishedAt
+			return last.UpdatedAt
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d executions final after 5 minutes", done, len(ids))
@@ -476,5 +489,54 @@ func BenchmarkProcesses(b *testing.B) {
 			b.ResetTimer()
 			s.batches(b)
 		})
+	}
+}
+
+// BenchmarkFailureBranch measures what failure groups (issue 22) cost the step path's
+// failure branch: executions whose one http step gets a 422 from a service on loopback
+// (validation: dead-lettered at once, with its fingerprint, group upsert and notification
+// event), a batch of execBatch run to DLQ_PENDING, with the dead letters grouped (as
+// `lifeline serve` runs) and left out of groups (the baseline). The reasons name ten
+// different NIPs of one problem, so most failures join a group that exists. Target: grouped
+// keeps at least 95 % of the baseline's rate (scripts/bench-table.sh).
+func BenchmarkFailureBranch(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ N int }
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprintf(w, `{"error": "NIP %d must have 10 digits"}`, 526025027+in.N%10)
+	}))
+	b.Cleanup(srv.Close)
+	def := fmt.Sprintf(`{"name": "Wysyłka JPK", "settings": {"circuitBreaker": {"enabled": false}},
+	  "steps": [{"id": "send", "type": "http", "config": {"method": "POST", "url": %q, "body": {"n": "{{ input.n }}"}}}]}`, srv.URL)
+	for _, dialect := range modeltest.Dialects {
+		for _, grouped := range []bool{true, false} {
+			name := dialect + "/grouped"
+			cfg := engine.Config{}
+			if !grouped {
+				name, cfg = dialect+"/ungrouped", engine.Ungrouped(cfg)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := newBenchStackWith(b, dialect, def, cfg)
+				var elapsed time.Duration
+				for range b.N {
+					began, err := s.db.Now(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					ids := s.startMany(b, execBatch)
+					elapsed += s.waitStatus(b, ids, models.ExecDLQPending).Sub(began)
+				}
+				var groups int64
+				if err := s.db.Conn(context.Background()).Model(&models.Group{}).Where("organization_id = ?", s.org).Count(&groups).Error; err != nil {
+					b.Fatal(err)
+				}
+				if grouped != (groups > 0) {
+					b.Fatalf("grouped %v, but %d groups", grouped, groups)
+				}
+				b.ReportMetric(float64(b.N*execBatch)/elapsed.Seconds(), "failures/s")
+			})
+		}
 	}
 }

@@ -95,11 +95,13 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJ
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)), About: ex.About,
 	}
-	j, err := st.groups().JoinGroup(&dl, c.Code)
-	if err != nil {
-		return err
+	if !e.cfg.ungrouped {
+		j, err := st.groups().JoinGroup(&dl, c.Code)
+		if err != nil {
+			return err
+		}
+		*join = j
 	}
-	*join = j
 	returned := false
 	if ex.DeadLetterID != nil {
 		// A manual replay failed: the item it served is pending again with the new error

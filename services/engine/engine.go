@@ -84,6 +84,10 @@ type Config struct {
 	// Databases run database_operation compensations through the organizations' named
 	// connections (nil: such compensations fail for good).
 	Databases DatabaseExecutor
+
+	// ungrouped leaves new dead letters out of failure groups: only for the benchmark that
+	// measures what grouping costs the failure branch (export_test.go).
+	ungrouped bool
 }
 
 func (c Config) withDefaults() Config {

@@ -13,8 +13,9 @@ import (
 // resolved or muted (models.Group). Its counts (pending, processing, closed, open) are kept
 // on its row by every transition that changes one of its items' status or group, in the
 // same transaction (countItems): JoinGroup and BackfillGroup count the item that joins,
-// ClaimDeadLetter, ResolveReplayed, ExpireDeadLetters and ReopenDeadLetter the item whose
-// status changes, ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
+// ClaimDeadLetter, ResolveReplayed and ExpireDeadLetters the item whose status changes,
+// ReopenDeadLetter the item reopened (ReopenGroupOf, which also reopens a resolved group),
+// ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
 // recounts them from the items.
 
 // GroupJoin is what JoinGroup did.
@@ -47,6 +48,7 @@ ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   muted_until = CASE WHEN dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at THEN NULL ELSE dlq_groups.muted_until END,
   resolved_before = CASE WHEN dlq_groups.state = 'resolved' THEN dlq_groups.resolved_at ELSE dlq_groups.resolved_before END,
   reopened_at = CASE WHEN dlq_groups.state = 'resolved' THEN excluded.updated_at ELSE dlq_groups.reopened_at END,
+  reopen_cause = CASE WHEN dlq_groups.state = 'resolved' THEN 'recurrence' ELSE dlq_groups.reopen_cause END,
   resolved_at = NULL,
   updated_at = excluded.updated_at
 RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
@@ -295,6 +297,33 @@ func (s groupTx) movedInGroup(dlID, from, to string) error {
 	}
 	_, err := s.ResolveGroupOf(dlID)
 	return err
+}
+
+// reopenItemSQL is ReopenGroupOf's one statement, the same on both databases: the group of
+// a dead letter counts it pending instead of closed and, when the group was resolved, is
+// open again, remembering when it was resolved and why it came back (as joinGroupSQL does
+// for a recurrence). Every SET expression reads the row as it was.
+const reopenItemSQL = `UPDATE dlq_groups SET pending_count = pending_count + 1, closed_count = closed_count - 1,
+  open_count = open_count + 1,
+  state = CASE WHEN state = 'resolved' THEN 'open' ELSE state END,
+  resolved_before = CASE WHEN state = 'resolved' THEN resolved_at ELSE resolved_before END,
+  reopened_at = CASE WHEN state = 'resolved' THEN @now ELSE reopened_at END,
+  reopen_cause = CASE WHEN state = 'resolved' THEN @cause ELSE reopen_cause END,
+  resolved_at = NULL, updated_at = @now
+WHERE id = (SELECT group_id FROM dead_letter_queue WHERE id = @dl)
+RETURNING (reopened_at IS NOT NULL AND reopened_at = updated_at AND reopen_cause = @cause) AS reopened`
+
+// ReopenGroupOf counts the dead letter dlID, which an admin has just reopened (closed by
+// hand → pending: ReopenDeadLetter, in the same transaction), as pending in its group, and
+// reopens the group if it was resolved: resolved → open, resolved_before the time it was
+// resolved, reopened_at now, reopen_cause GroupReopenedByItem (the group's pages say it came
+// back because an item was reopened). One statement under the group row's lock. Lost
+// (false, the item still counted) when the group was not resolved (open, or muted: it stays
+// muted), or the item has no group (nothing written).
+func (s groupTx) ReopenGroupOf(dlID string) (bool, error) {
+	var rows []struct{ Reopened bool }
+	err := s.tx.Raw(reopenItemSQL, map[string]any{"now": s.now, "cause": models.GroupReopenedByItem, "dl": dlID}).Scan(&rows).Error
+	return len(rows) == 1 && rows[0].Reopened, err
 }
 
 // ReturnToGroup is ReturnDeadLetter for an item whose new failure joined the group dl.GroupID

@@ -230,8 +230,10 @@ func (s groupTx) groupConflict(orgID, groupID string) error {
 // closed), the item counted in it and no longer in the old one; the old group is resolved
 // if it has nothing left to handle. It returns the new
 // group's id. Later failures with the old fingerprint still join the old group. ECONFLICT:
-// group.split.alone when the item is its group's only item, group.split.moved when it left its
-// group since dl was read (another split won).
+// group.split.alone when the item is its group's only item (also when it became so while
+// this split ran: another item's split won), group.split.moved when it left its group
+// since dl was read (another split won). On an error the caller's transaction must roll
+// back (the new group and the item's move are written before the last guard).
 func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if dl.GroupID == nil {
 		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.ungrouped"}
@@ -241,8 +243,12 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if err := s.tx.Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
 		return "", err
 	}
+	alone := &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
 	if old.PendingCount+old.ProcessingCount+old.ClosedCount <= 1 {
-		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
+		return "", alone
+	}
+	if s.hold != nil {
+		s.hold(TransitionSplitOut, from)
 	}
 	state, resolvedAt := models.GroupOpen, (*time.Time)(nil)
 	if dl.Status != models.DLQPending && dl.Status != models.DLQProcessing {
@@ -273,8 +279,12 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if err := s.tx.Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Pluck("status", &status).Error; err != nil || len(status) == 0 {
 		return "", cmp.Or(err, errLost)
 	}
-	if err := s.countItems(from, status[0], "", 1); err != nil {
-		return "", err
+	// Out of the old group only while it keeps another item: of two splits of a group's
+	// last two items at once, both past the check above on what they read, the second
+	// waits here for the first's lock and then finds one item left (PostgreSQL re-reads the
+	// row it waited for): it loses, and its transaction takes everything back.
+	if left, err := s.leaveGroup(from, status[0]); err != nil || !left {
+		return "", cmp.Or(err, error(alone))
 	}
 	if err := s.countItems(g.ID, "", status[0], 1); err != nil {
 		return "", err
@@ -283,6 +293,16 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 		return "", err
 	}
 	return g.ID, nil
+}
+
+// leaveGroup counts an item of status out of the group groupID, guarded: only while the
+// group counts more than one item (a group is never left empty by a split). Lost (false,
+// nothing written) when it counts one or none.
+func (s groupTx) leaveGroup(groupID, status string) (bool, error) {
+	c := statusCounts(status, 1)
+	r := s.tx.Exec(countItemsSQL+"? AND pending_count + processing_count + closed_count > 1",
+		-c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), groupID)
+	return r.RowsAffected == 1, r.Error
 }
 
 // movedInGroup counts the dead letter dlID, which has just gone from status from to status

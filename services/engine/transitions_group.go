@@ -392,3 +392,34 @@ func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error)
 	r = s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NULL", dl.ID).Update("group_id", *dl.GroupID)
 	return r.RowsAffected == 1, r.Error
 }
+
+// RepairGroupCounts sets the kept counts of the group groupID (pending, processing, closed,
+// open) to its items' counted by status: the repair of a drift (models.DB.GroupCountDrift)
+// that a writer outside the transitions left. The group's row is locked first, so that the
+// items are counted once every transition that was changing one of them and its group has
+// committed (one that changes an item after this count waits for the lock and then adds its
+// own change to the repaired counts). Lost (false, nothing written) when the counts already
+// match the items', or the group is gone.
+func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
+	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {
+		return false, r.Error
+	}
+	var rows []struct {
+		Status string
+		N      int
+	}
+	if err := s.tx.Model(&models.DeadLetter{}).Select("status, count(*) AS n").Where("group_id = ?", groupID).
+		Group("status").Scan(&rows).Error; err != nil {
+		return false, err
+	}
+	var c models.GroupCounts
+	for _, r := range rows {
+		n := statusCounts(r.Status, r.N)
+		c.Pending, c.Processing, c.Closed = c.Pending+n.Pending, c.Processing+n.Processing, c.Closed+n.Closed
+	}
+	open := c.Pending + c.Processing
+	r := s.tx.Exec(`UPDATE dlq_groups SET pending_count = ?, processing_count = ?, closed_count = ?, open_count = ?, updated_at = ?
+WHERE id = ? AND NOT (pending_count = ? AND processing_count = ? AND closed_count = ? AND open_count = ?)`,
+		c.Pending, c.Processing, c.Closed, open, s.now, groupID, c.Pending, c.Processing, c.Closed, open)
+	return r.RowsAffected == 1, r.Error
+}

@@ -331,6 +331,20 @@ func TestReopen(t *testing.T) {
 		if ex := api("GET", "/api/v1/executions/"+exID, rs.token, "").json(t); ex["status"] != models.ExecDLQPending {
 			t.Errorf("the execution after reopening: %v", ex["status"])
 		}
+		// Its group, resolved when the item was skipped, is open again and says why.
+		group := api("GET", "/api/v1/dlq/groups/"+item["groupId"].(string), rs.token, "").json(t)
+		if counts, _ := group["counts"].(map[string]any); group["state"] != models.GroupOpen || group["reopenCause"] != models.GroupReopenedByItem ||
+			group["resolvedBefore"] == nil || counts["pending"] != 1.0 || counts["closed"] != 0.0 {
+			t.Errorf("the reopened item's group: %v", group)
+		}
+		problems := parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/dlq", "", nil).body)
+		var why []string
+		for _, p := range problems.testID("problem-cameback") {
+			why = append(why, p.text())
+		}
+		if len(why) != 1 || !strings.Contains(why[0], "an admin reopened one of its items closed by hand") {
+			t.Errorf("the Problems page does not say the group is open again because an item was reopened: %q", why)
+		}
 		if r := api("POST", reopen, rs.token, `{"notes": "again"}`); r.status != 409 {
 			t.Errorf("reopen twice: %d", r.status)
 		}

@@ -139,7 +139,11 @@ func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []
 	case rolled > 0: // as the bulk confirmation counts them
 		out.Refusals = []string{l.N("bulk.confirm.rolledback", rolled), l.T("problems.refusals.full")}
 	}
-	if g.ResolvedBefore != nil && g.ReopenedAt != nil {
+	switch {
+	case g.ResolvedBefore == nil || g.ReopenedAt == nil:
+	case g.ReopenCause != nil && *g.ReopenCause == models.GroupReopenedByItem:
+		out.CameBack = l.T("problems.reopened", "At", displayTime(l, *g.ReopenedAt), "When", displayTime(l, *g.ResolvedBefore))
+	default: // a recurrence (or a group reopened before its cause was kept)
 		out.CameBack = l.T("problems.cameback", "When", displayTime(l, *g.ResolvedBefore))
 	}
 	if g.StateNow == models.GroupMuted && g.MutedUntil != nil {
@@ -199,7 +203,10 @@ type apiGroup struct {
 	// ResolvedBefore and ReopenedAt: the group came back after being resolved then.
 	ResolvedBefore *string `json:"resolvedBefore,omitempty"`
 	ReopenedAt     *string `json:"reopenedAt,omitempty"`
-	SplitFrom      *string `json:"splitFrom,omitempty"`
+	// ReopenCause says why: "recurrence" (a new failure) or "item_reopened" (an admin
+	// reopened an item closed by hand).
+	ReopenCause *string `json:"reopenCause,omitempty"`
+	SplitFrom   *string `json:"splitFrom,omitempty"`
 	// EscalationLevel is the level of the escalation policy the group reached while
 	// pending (0: none), since EscalatedAt, naming EscalatedTo.
 	EscalationLevel int      `json:"escalationLevel"`
@@ -215,7 +222,8 @@ func (h *GroupsHandler) apiGroup(g *models.GroupView) apiGroup {
 		Arrivals: g.Arrivals, Arrivals24h: g.Arrivals24h, Subjects: g.Subjects, State: g.StateNow,
 		FirstSeenAt: rfc(g.FirstSeenAt), LastSeenAt: rfc(g.LastSeenAt), ResolvedAt: rfcPtr(g.ResolvedAt),
 		ResolvedBefore: rfcPtr(g.ResolvedBefore), ReopenedAt: rfcPtr(g.ReopenedAt), SplitFrom: g.SplitFrom,
-		Items: h.url("api.dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode()}
+		ReopenCause: g.ReopenCause,
+		Items:       h.url("api.dlq") + "?" + url.Values{"groupId": {g.ID}}.Encode()}
 	if out.Subjects == nil {
 		out.Subjects = []string{}
 	}

@@ -22,6 +22,14 @@ const (
 	GroupFixing = "fixing"
 )
 
+// Why a resolved group is open again (Group.ReopenCause).
+const (
+	// GroupReopenedByRecurrence: a new failure of its problem joined it (JoinGroup).
+	GroupReopenedByRecurrence = "recurrence"
+	// GroupReopenedByItem: an admin reopened one of its items closed by hand (ReopenDeadLetter).
+	GroupReopenedByItem = "item_reopened"
+)
+
 // GroupStates are the states the groups list filters by.
 var GroupStates = []string{GroupOpen, GroupFixing, GroupResolved, GroupMuted}
 
@@ -60,9 +68,12 @@ type Group struct {
 	FirstSeenAt     time.Time
 	LastSeenAt      time.Time
 	ResolvedAt      *time.Time
-	// ResolvedBefore is when the group was resolved before it came back (ReopenedAt).
+	// ResolvedBefore is when the group was resolved before it came back (ReopenedAt), and
+	// ReopenCause why it came back (GroupReopenedBy…; nil before migration 00036: a
+	// recurrence).
 	ResolvedBefore *time.Time
 	ReopenedAt     *time.Time
+	ReopenCause    *string
 	// EscalationLevel is the level of the organization's escalation policy the group has
 	// reached while pending (0: none; 1 is the first level), since EscalatedAt, naming
 	// EscalatedTo (a JSON array of the level's roles and people at that time). Resolving the

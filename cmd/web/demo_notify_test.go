@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -103,29 +104,62 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 					dead++
 				}
 			}
-			// The morning's JPK_V7M is due today: its deadline reminder (issue 23) goes out too
-			// and is not a problem's notification: an item whose subject names a due date
-			// ("…, termin śr. 25 lis, …") is not counted here.
-			count := func(page, testID string) int {
+			// The morning's JPK_V7M for 2026-10 is due on 25 November: while that is at risk,
+			// its deadline reminder (issue 23) goes out too, once per obligation and due date
+			// and threshold: each person (the admin and the accountant) gets it once by email,
+			// and Slack and Teams once each. The deadlines the API says are due today or at
+			// risk are those reminded of (serve reminds of the kickoff's right after it).
+			dueSoon := func() int {
+				var deadlines struct {
+					Deadlines []struct {
+						Urgency string
+						Open    int
+					}
+				}
+				if err := json.Unmarshal([]byte(get("/api/v1/deadlines")), &deadlines); err != nil {
+					t.Fatal(err)
+				}
 				n := 0
-				for _, item := range strings.Split(page, `data-testid="`+testID+`"`)[1:] {
-					subject, _, _ := strings.Cut(item, "</summary>")
-					if !strings.Contains(subject, ", termin ") {
+				for _, d := range deadlines.Deadlines {
+					if d.Open > 0 && (d.Urgency == "due_today" || d.Urgency == "at_risk") {
 						n++
 					}
 				}
 				return n
 			}
+			count := func(page, testID string) int { return strings.Count(page, `data-testid="`+testID+`"`) }
+			// reminded counts the reminders in the inbox by recipient (an email's address, a
+			// hook's channel): an item whose subject names a due date ("…, termin śr. 25 lis, …").
+			subject := regexp.MustCompile(`<span class="inbox-subject[^"]*">([^<]*)</span>`)
+			reminded := func(page, testID string) map[string]int {
+				by := map[string]int{}
+				for _, item := range strings.Split(page, `data-testid="`+testID+`"`)[1:] {
+					item, _, _ = strings.Cut(item, "</summary>")
+					m := subject.FindStringSubmatch(item)
+					if m == nil || !strings.Contains(m[1], ", termin ") {
+						continue
+					}
+					to := regexp.MustCompile(`data-channel="([^"]+)"`).FindStringSubmatch(item)
+					if testID == "email" {
+						to = regexp.MustCompile(`<span class="inbox-meta muted small">([^ <]+)`).FindStringSubmatch(item)
+					}
+					if to != nil {
+						by[to[1]]++
+					}
+				}
+				return by
+			}
 			problems := func() int { return count(get("/dlq"), "problem") }
 			var inbox string
-			var groups int
+			var groups, reminders int
 			for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-				inbox, groups = get("/demo/inbox"), problems()
-				if groups > 0 && count(inbox, "email") >= 2*groups && count(inbox, "hook") >= 2*groups {
+				inbox, groups, reminders = get("/demo/inbox"), problems(), dueSoon()
+				if groups > 0 && count(inbox, "email") >= 2*(groups+reminders) && count(inbox, "hook") >= 2*(groups+reminders) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("demo inbox after a minute: %d emails, %d hooks for %d problems", count(inbox, "email"), count(inbox, "hook"), groups)
+					t.Fatalf("demo inbox after a minute: %d emails, %d hooks for %d problems and %d deadline reminders", count(inbox, "email"),
+						count(inbox, "hook"), groups, reminders)
 				}
 			}
 			if groups >= dead {
@@ -134,12 +168,25 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			// Nothing more arrives later: each was sent once (a duplicate would come within the
 			// dispatcher's next passes, one a second).
 			time.Sleep(3 * time.Second)
-			inbox, groups = get("/demo/inbox"), problems()
-			if n := count(inbox, "email"); n != 2*groups {
-				t.Errorf("%d emails, want %d problems × admin and accountant", n, groups)
+			inbox, groups, reminders = get("/demo/inbox"), problems(), dueSoon()
+			if n := count(inbox, "email"); n != 2*(groups+reminders) {
+				t.Errorf("%d emails, want %d problems and %d deadline reminders × admin and accountant", n, groups, reminders)
 			}
-			if count(inbox, "hook") != 2*groups {
-				t.Errorf("hooks: %d, want one per problem on Slack and on Teams", count(inbox, "hook"))
+			if count(inbox, "hook") != 2*(groups+reminders) {
+				t.Errorf("hooks: %d, want one per problem and deadline reminder on Slack and on Teams", count(inbox, "hook"))
+			}
+			want := map[string]int{}
+			if reminders > 0 {
+				want = map[string]int{demoUsers[0].Email: reminders, demoUsers[1].Email: reminders}
+			}
+			if got := reminded(inbox, "email"); !maps.Equal(got, want) {
+				t.Errorf("deadline reminders by email %v, want %v (once per person, obligation and due date)", got, want)
+			}
+			if reminders > 0 {
+				want = map[string]int{"slack": reminders, "teams": reminders}
+			}
+			if got := reminded(inbox, "hook"); !maps.Equal(got, want) {
+				t.Errorf("deadline reminders on Slack and Teams %v, want %v", got, want)
 			}
 			if !strings.Contains(inbox, "Nowak i Wspólnicy") || !strings.Contains(inbox, "kolejki DLQ") {
 				t.Error("the emails do not name the client or say, in Polish, that the execution is in the DLQ")

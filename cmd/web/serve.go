@@ -128,6 +128,12 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		if err := demoInfo.kickoff(ctx, eng); err != nil {
 			log.Warn("demo kickoff", "err", err)
 		}
+		// The kickoff's work due soon is reminded of now: the periodic pass that runs at start
+		// may have run before the kickoff started it, and the next is RemindEvery away. Each
+		// reminder is recorded once, whichever pass finds it first.
+		if _, err := reminders.Remind(ctx); err != nil {
+			log.Warn("demo deadline reminders", "err", err)
+		}
 	}
 
 	select {

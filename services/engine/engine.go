@@ -112,6 +112,11 @@ type Hooks struct {
 	// outside its transaction and before the transaction begins, with the transition's
 	// name (Transition…) and the execution's id.
 	BeforeTx func(transition, executionID string)
+	// InTx is called inside a transition's transaction once it has read what it checks and
+	// before it writes, with the transition's name and an id: TransitionSplitOut, after
+	// SplitOut read the item's group (its id). SQLite runs one transaction at a time (one
+	// connection), so there a hook must not wait for another transaction: hold at BeforeTx.
+	InTx func(transition, id string)
 	// AfterTx is called by a state change right after its transaction committed, before
 	// the jobs it needs are queued (PostgreSQL queues them after the commit).
 	AfterTx func()
@@ -125,6 +130,9 @@ type Hooks struct {
 const (
 	TransitionStartReplay   = "StartReplay"
 	TransitionStartRollback = "StartRollback"
+	// TransitionSplitOut is an item's split out of its group (Groups.Split): BeforeTx gets
+	// the dead letter's id, InTx the id of the group it leaves.
+	TransitionSplitOut = "SplitOut"
 )
 
 // SetHooks sets the points where a test holds state changes (the zero Hooks: none). Safe

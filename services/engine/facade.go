@@ -85,7 +85,9 @@ func (e *Engine) Reseal(ctx context.Context) (int, error) {
 // they were dead-lettered) become "expired" and their payload (the input and the steps'
 // states) is purged; the item itself, its error record and the audit trail stay. Items a
 // replay is running (processing) wait for it. API idempotency keys past their 24 hours are
-// deleted, and failures counted against circuit breakers more than an hour ago.
+// deleted, and failures counted against circuit breakers more than an hour ago. Then every
+// failure group whose kept counts differ from its items' is recounted (logged, with how many:
+// RetentionResult.RepairedGroups).
 func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 	return e.maintenance.Retain(ctx)
 }

@@ -58,6 +58,8 @@ func (g Groups) Mute(ctx context.Context, orgID, groupID string, until time.Time
 // group.split.ungrouped) as SplitOut says.
 func (g Groups) Split(ctx context.Context, orgID, id string, actor audit.Actor) (string, error) {
 	var groupID string
+	g.e.beforeTx(TransitionSplitOut, id)
+	hold := g.e.hooked().InTx
 	err := g.e.recovery.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		var dl models.DeadLetter
 		if err := tx.Omit("original_input", "step_states").Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
@@ -68,7 +70,7 @@ func (g Groups) Split(ctx context.Context, orgID, id string, actor audit.Actor) 
 		}
 		from := dl.GroupID
 		var err error
-		if groupID, err = (stateTx{tx: tx, now: now}).groups().SplitOut(&dl); err != nil {
+		if groupID, err = (stateTx{tx: tx, now: now, hold: hold}).groups().SplitOut(&dl); err != nil {
 			return nil, err
 		}
 		return nil, audit.Record(tx, audit.Entry{OrganizationID: orgID, Actor: actor, Action: "dlq.split", EntityType: "dead_letter_queue",

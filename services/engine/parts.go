@@ -42,8 +42,8 @@ type rollbacks struct{ *core }
 type circuits struct{ *core }
 
 // maintenance keeps the engine's data sound in the background: the reconciler (reclaims,
-// re-queues, compensation repair, quarantine), recovery after an outage, retention, and
-// re-sealing secrets under a new key.
+// re-queues, compensation repair, quarantine), recovery after an outage, retention (with
+// the repair of failure groups' counts), and re-sealing secrets under a new key.
 type maintenance struct {
 	*core
 	failures *failures

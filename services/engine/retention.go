@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -22,6 +23,9 @@ const (
 type RetentionResult struct {
 	ExpiredDeadLetters int
 	IdempotencyKeys    int
+	// RepairedGroups counts the failure groups whose kept counts differed from their items'
+	// and were recounted (repairGroupCounts).
+	RepairedGroups int
 }
 
 // Retain does what Engine.Retain says.
@@ -52,7 +56,48 @@ func (e *maintenance) Retain(ctx context.Context) (RetentionResult, error) {
 		return res, r.Error
 	}
 	res.IdempotencyKeys = int(r.RowsAffected)
-	return res, nil
+	res.RepairedGroups, err = e.repairGroupCounts(ctx)
+	return res, err
+}
+
+// repairGroupCounts recounts every failure group whose kept counts differ from its items'
+// (models.DB.GroupCountDrift, per organization: it reads every item, which is why it runs
+// with retention, hourly, and not with the reconciler), each with RepairGroupCounts in a
+// transaction of its own, and logs how many it repaired. A drift means a writer changed an
+// item's status or group without its transition: the log names the groups. It returns how
+// many it repaired.
+func (e *maintenance) repairGroupCounts(ctx context.Context) (int, error) {
+	var orgs []string
+	if err := e.db.Conn(ctx).Model(&models.Group{}).Distinct("organization_id").Order("organization_id").Pluck("organization_id", &orgs).Error; err != nil {
+		return 0, err
+	}
+	repaired := 0
+	for _, org := range orgs {
+		drift, err := e.db.GroupCountDrift(ctx, org)
+		if err != nil {
+			return repaired, err
+		}
+		for _, d := range drift {
+			won := false
+			err := e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
+				var err error
+				won, err = (stateTx{tx: tx, now: now}).groups().RepairGroupCounts(d.GroupID)
+				return nil, err
+			})
+			if err != nil {
+				return repaired, fmt.Errorf("repair the counts of group %s: %w", d.GroupID, err)
+			}
+			if won {
+				repaired++
+				e.log.WarnContext(ctx, "failure group's counts repaired: they differed from its items'", "organization_id", org,
+					"group_id", d.GroupID, "kept", d.Kept, "kept_open", d.KeptOpen, "items", d.FromItems)
+			}
+		}
+	}
+	if repaired > 0 {
+		e.log.WarnContext(ctx, "failure groups' counts repaired", "groups", repaired)
+	}
+	return repaired, nil
 }
 
 // expireBatch expires up to RetentionBatch pending dead letters past expires_at in one

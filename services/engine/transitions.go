@@ -42,6 +42,8 @@ type transitions struct {
 type stateTx struct {
 	tx  *gorm.DB
 	now time.Time
+	// hold is Hooks.InTx when a test set it (nil: nothing happens).
+	hold func(transition, id string)
 }
 
 // deadLetterTx changes dead letters and their input-change requests (transitions_dlq.go).

@@ -231,7 +231,8 @@ var closedByHand = []string{"manual", "skipped"}
 
 // ReopenDeadLetter makes a dead letter closed by hand (resolved or skipped, its error record
 // resolved "manual" or "skipped") and still within its retention pending again: its
-// resolution is cleared (the audit log keeps it), and it counts as pending in its group.
+// resolution is cleared (the audit log keeps it), and it counts as pending in its group,
+// which is open again if it was resolved (ReopenGroupOf).
 // Otherwise ECONFLICT: dlq.reopen.open (it
 // is pending or being replayed: reopened already), dlq.reopen.expired (expired, or past its
 // retention), dlq.reopen.replayed (a successful replay closed it).
@@ -245,8 +246,9 @@ func (s deadLetterTx) ReopenDeadLetter(dl *models.DeadLetter) error {
 		return r.Error
 	}
 	if r.RowsAffected == 1 {
-		// Resolved or skipped: both closed.
-		return stateTx(s).groups().countItemOf(dl.ID, models.DLQResolved, models.DLQPending)
+		// Counted pending in its group instead of closed; a resolved group is open again.
+		_, err := stateTx(s).groups().ReopenGroupOf(dl.ID)
+		return err
 	}
 	var cur models.DeadLetter
 	if err := s.tx.Select("status, expires_at").Where("id = ?", dl.ID).First(&cur).Error; err != nil {

@@ -14,8 +14,9 @@ import (
 // resolved or muted (models.Group). Its counts (pending, processing, closed, open) are kept
 // on its row by every transition that changes one of its items' status or group, in the
 // same transaction (countItems): JoinGroup and BackfillGroup count the item that joins,
-// ClaimDeadLetter, ResolveReplayed, ExpireDeadLetters and ReopenDeadLetter the item whose
-// status changes, ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
+// ClaimDeadLetter, ResolveReplayed and ExpireDeadLetters the item whose status changes,
+// ReopenDeadLetter the item reopened (ReopenGroupOf, which also reopens a resolved group),
+// ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
 // recounts them from the items.
 
 // GroupJoin is what JoinGroup did.
@@ -51,6 +52,7 @@ ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   muted_until = CASE WHEN dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at THEN NULL ELSE dlq_groups.muted_until END,
   resolved_before = CASE WHEN dlq_groups.state = 'resolved' THEN dlq_groups.resolved_at ELSE dlq_groups.resolved_before END,
   reopened_at = CASE WHEN dlq_groups.state = 'resolved' THEN excluded.updated_at ELSE dlq_groups.reopened_at END,
+  reopen_cause = CASE WHEN dlq_groups.state = 'resolved' THEN 'recurrence' ELSE dlq_groups.reopen_cause END,
   resolved_at = NULL,
   updated_at = excluded.updated_at
 RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
@@ -261,8 +263,10 @@ func (s groupTx) groupConflict(orgID, groupID string) error {
 // closed), the item counted in it and no longer in the old one; the old group is resolved
 // if it has nothing left to handle. It returns the new
 // group's id. Later failures with the old fingerprint still join the old group. ECONFLICT:
-// group.split.alone when the item is its group's only item, group.split.moved when it left its
-// group since dl was read (another split won).
+// group.split.alone when the item is its group's only item (also when it became so while
+// this split ran: another item's split won), group.split.moved when it left its group
+// since dl was read (another split won). On an error the caller's transaction must roll
+// back (the new group and the item's move are written before the last guard).
 func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if dl.GroupID == nil {
 		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.ungrouped"}
@@ -272,8 +276,12 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	if err := s.tx.Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
 		return "", err
 	}
+	alone := &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
 	if old.PendingCount+old.ProcessingCount+old.ClosedCount <= 1 {
-		return "", &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
+		return "", alone
+	}
+	if s.hold != nil {
+		s.hold(TransitionSplitOut, from)
 	}
 	state, resolvedAt := models.GroupOpen, (*time.Time)(nil)
 	if dl.Status != models.DLQPending && dl.Status != models.DLQProcessing {
@@ -308,8 +316,12 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 		Scan(&cur).Error; err != nil || len(cur) == 0 {
 		return "", cmp.Or(err, errLost)
 	}
-	if err := s.countItems(from, cur[0].Status, "", 1, cur[0].Amount); err != nil {
-		return "", err
+	// Out of the old group only while it keeps another item: of two splits of a group's
+	// last two items at once, both past the check above on what they read, the second
+	// waits here for the first's lock and then finds one item left (PostgreSQL re-reads the
+	// row it waited for): it loses, and its transaction takes everything back.
+	if left, err := s.leaveGroup(from, cur[0].Status, cur[0].Amount); err != nil || !left {
+		return "", cmp.Or(err, error(alone))
 	}
 	if err := s.countItems(g.ID, "", cur[0].Status, 1, cur[0].Amount); err != nil {
 		return "", err
@@ -318,6 +330,16 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 		return "", err
 	}
 	return g.ID, nil
+}
+
+// leaveGroup counts an item of status and amount out of the group groupID, guarded: only while the
+// group counts more than one item (a group is never left empty by a split). Lost (false,
+// nothing written) when it counts one or none.
+func (s groupTx) leaveGroup(groupID, status string, amount int64) (bool, error) {
+	c := statusCounts(status, 1)
+	r := s.tx.Exec(fmt.Sprintf(countItemsSQL, "CAST(? AS BIGINT)")+"? AND pending_count + processing_count + closed_count > 1",
+		-c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), -openAmount(c, &amount), groupID)
+	return r.RowsAffected == 1, r.Error
 }
 
 // movedInGroup counts the dead letter dlID, which has just gone from status from to status
@@ -332,6 +354,34 @@ func (s groupTx) movedInGroup(dlID, from, to string) error {
 	}
 	_, err := s.ResolveGroupOf(dlID)
 	return err
+}
+
+// reopenItemSQL is ReopenGroupOf's one statement, the same on both databases: the group of
+// a dead letter counts it pending instead of closed and, when the group was resolved, is
+// open again, remembering when it was resolved and why it came back (as joinGroupSQL does
+// for a recurrence). Every SET expression reads the row as it was.
+const reopenItemSQL = `UPDATE dlq_groups SET pending_count = pending_count + 1, closed_count = closed_count - 1,
+  open_count = open_count + 1,
+  open_amount_minor = open_amount_minor + (SELECT COALESCE(amount_minor, 0) FROM dead_letter_queue WHERE id = @dl),
+  state = CASE WHEN state = 'resolved' THEN 'open' ELSE state END,
+  resolved_before = CASE WHEN state = 'resolved' THEN resolved_at ELSE resolved_before END,
+  reopened_at = CASE WHEN state = 'resolved' THEN @now ELSE reopened_at END,
+  reopen_cause = CASE WHEN state = 'resolved' THEN @cause ELSE reopen_cause END,
+  resolved_at = NULL, updated_at = @now
+WHERE id = (SELECT group_id FROM dead_letter_queue WHERE id = @dl)
+RETURNING (reopened_at IS NOT NULL AND reopened_at = updated_at AND reopen_cause = @cause) AS reopened`
+
+// ReopenGroupOf counts the dead letter dlID, which an admin has just reopened (closed by
+// hand → pending: ReopenDeadLetter, in the same transaction), as pending in its group, and
+// reopens the group if it was resolved: resolved → open, resolved_before the time it was
+// resolved, reopened_at now, reopen_cause GroupReopenedByItem (the group's pages say it came
+// back because an item was reopened). One statement under the group row's lock. Lost
+// (false, the item still counted) when the group was not resolved (open, or muted: it stays
+// muted), or the item has no group (nothing written).
+func (s groupTx) ReopenGroupOf(dlID string) (bool, error) {
+	var rows []struct{ Reopened bool }
+	err := s.tx.Raw(reopenItemSQL, map[string]any{"now": s.now, "cause": models.GroupReopenedByItem, "dl": dlID}).Scan(&rows).Error
+	return len(rows) == 1 && rows[0].Reopened, err
 }
 
 // ReturnToGroup is ReturnDeadLetter for an item whose new failure joined the group dl.GroupID
@@ -384,5 +434,40 @@ func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error)
 		return false, err
 	}
 	r = s.tx.Model(&models.DeadLetter{}).Where("id = ? AND group_id IS NULL", dl.ID).Update("group_id", *dl.GroupID)
+	return r.RowsAffected == 1, r.Error
+}
+
+// RepairGroupCounts sets the kept counts of the group groupID (pending, processing, closed,
+// open, open amount) to its items' counted by status: the repair of a drift (models.DB.GroupCountDrift)
+// that a writer outside the transitions left. The group's row is locked first, so that the
+// items are counted once every transition that was changing one of them and its group has
+// committed (one that changes an item after this count waits for the lock and then adds its
+// own change to the repaired counts). Lost (false, nothing written) when the counts already
+// match the items', or the group is gone.
+func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
+	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {
+		return false, r.Error
+	}
+	var rows []struct {
+		Status string
+		N      int
+		Amount int64
+	}
+	if err := s.tx.Model(&models.DeadLetter{}).Select("status, count(*) AS n, CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS amount").
+		Where("group_id = ?", groupID).Group("status").Scan(&rows).Error; err != nil {
+		return false, err
+	}
+	var c models.GroupCounts
+	var amount int64
+	for _, r := range rows {
+		n := statusCounts(r.Status, r.N)
+		c.Pending, c.Processing, c.Closed = c.Pending+n.Pending, c.Processing+n.Processing, c.Closed+n.Closed
+		amount += openAmount(n, &r.Amount)
+	}
+	open := c.Pending + c.Processing
+	r := s.tx.Exec(`UPDATE dlq_groups SET pending_count = ?, processing_count = ?, closed_count = ?, open_count = ?, open_amount_minor = ?,
+  updated_at = ?
+WHERE id = ? AND NOT (pending_count = ? AND processing_count = ? AND closed_count = ? AND open_count = ? AND open_amount_minor = ?)`,
+		c.Pending, c.Processing, c.Closed, open, amount, s.now, groupID, c.Pending, c.Processing, c.Closed, open, amount)
 	return r.RowsAffected == 1, r.Error
 }

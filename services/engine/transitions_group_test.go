@@ -250,3 +250,96 @@ func TestResolveGroupConcurrentCloses(t *testing.T) {
 		}
 	})
 }
+
+// reopenable makes the closed dead letter dl reopenable by hand, as Settle leaves one: its
+// error record resolved "manual", its retention not over.
+func (f *fixture) reopenable(dl *models.DeadLetter) {
+	f.t.Helper()
+	if err := f.db.Conn(f.ctx).Model(&models.DeadLetter{}).Where("id = ?", dl.ID).Update("expires_at", time.Now().Add(time.Hour)).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.db.Conn(f.ctx).Model(&models.ExecutionError{}).Where("id = ?", dl.ErrorID).Update("resolution_type", "manual").Error; err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestReopenGroupOf is the conformance test of an admin's reopening of a closed item in a
+// resolved group (ReopenDeadLetter, and its ReopenGroupOf), winning and losing, on SQLite
+// and PostgreSQL: the item pending again reopens its resolved group in the same transaction,
+// with counts that match its items and the cause kept (item_reopened, as against a
+// recurrence's); a second item reopened in the now open group is counted and reopens nothing.
+func TestReopenGroupOf(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		clock := modeltest.Clock(t, db)
+		f := newFixture(t, db)
+		a := f.failure("send", "validation", "token expired")
+		b := f.failure("send", "validation", "token expired")
+		gid := *a.GroupID
+		f.settle(a)
+		f.settle(b)
+		g := f.group(gid)
+		if g.State != models.GroupResolved || g.ResolvedAt == nil {
+			t.Fatalf("both items closed: %+v", g)
+		}
+		resolvedAt := *g.ResolvedAt
+		f.reopenable(a)
+		f.reopenable(b)
+
+		clock.Advance(time.Minute)
+		reopen := func(dl *models.DeadLetter) error {
+			_, err := f.in(func(st stateTx) (bool, error) { return true, st.deadLetters().ReopenDeadLetter(dl) })
+			return err
+		}
+		if err := reopen(a); err != nil {
+			t.Fatal(err)
+		}
+		g = f.group(gid)
+		if g.State != models.GroupOpen || g.ResolvedAt != nil || g.ReopenedAt == nil || g.ResolvedBefore == nil ||
+			!g.ResolvedBefore.Equal(resolvedAt) || g.ReopenCause == nil || *g.ReopenCause != models.GroupReopenedByItem {
+			t.Fatalf("the reopened item's group: %+v", g)
+		}
+		if got := f.counts(gid); got != (models.GroupCounts{Pending: 1, Closed: 1}) {
+			t.Fatalf("counts after the reopening: %+v", got)
+		}
+		noCountDrift(t, f, f.org)
+		reopenedAt := *g.ReopenedAt
+
+		// Lost: the item is pending already (ECONFLICT, nothing written).
+		var ae *apperr.Error
+		if err := reopen(a); !errors.As(err, &ae) || ae.Message != "dlq.reopen.open" {
+			t.Fatalf("reopen twice: %v", err)
+		}
+		// ReopenGroupOf lost: the group is open (its answer is false; f.in takes it back).
+		if w, err := f.in(func(st stateTx) (bool, error) { return st.groups().ReopenGroupOf(b.ID) }); err != nil || w {
+			t.Fatalf("ReopenGroupOf on an open group: won %v, %v", w, err)
+		}
+		// The second item reopened in the open group: counted, the group's reopening unchanged.
+		clock.Advance(time.Minute)
+		if err := reopen(b); err != nil {
+			t.Fatal(err)
+		}
+		if g := f.group(gid); g.State != models.GroupOpen || !g.ReopenedAt.Equal(reopenedAt) || !g.ResolvedBefore.Equal(resolvedAt) {
+			t.Fatalf("reopening into an open group changed its reopening: %+v", g)
+		}
+		if got := f.counts(gid); got != (models.GroupCounts{Pending: 2}) {
+			t.Fatalf("counts after the second reopening: %+v", got)
+		}
+		noCountDrift(t, f, f.org)
+
+		// Closed again, then a recurrence: the cause is the recurrence's.
+		f.settle(a)
+		f.settle(b)
+		clock.Advance(time.Minute)
+		c := f.failure("send", "validation", "token expired")
+		if g := f.group(*c.GroupID); *c.GroupID != gid || g.State != models.GroupOpen || g.ReopenCause == nil || *g.ReopenCause != models.GroupReopenedByRecurrence {
+			t.Fatalf("recurrence after an item's reopening: %+v", g)
+		}
+		// An item without a group: nothing to count, lost.
+		lone := f.deadLetter(f.execution(models.ExecDLQPending, nil), models.DLQResolved)
+		if w, err := f.in(func(st stateTx) (bool, error) { return st.groups().ReopenGroupOf(lone.ID) }); err != nil || w {
+			t.Fatalf("ReopenGroupOf of an ungrouped item: won %v, %v", w, err)
+		}
+		noCountDrift(t, f, f.org)
+	})
+}

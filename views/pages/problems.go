@@ -56,7 +56,8 @@ type ProblemGroup struct {
 	FirstSeenAt               string // ISO
 	LastSeen, LastSeenTitle   string
 	LastSeenAt                string
-	// CameBack says when the group was resolved before it came back ("" if it did not).
+	// CameBack says when the group was resolved before it came back, and why (a new failure,
+	// or an item an admin reopened); "" if it did not.
 	CameBack string
 	// MutedUntil says until when it is muted ("" unless muted).
 	MutedUntil string

@@ -314,7 +314,8 @@ func (db *DB) groupSubjects(ctx context.Context, orgID string, ids []string, eac
 // arrivals24h counts, in SQL, the items of each of the organization's groups ids that
 // arrived in each hour of the 24 before now (the last hour ends at now, inclusive): one row
 // per group with 24 sums, so the database reads each recent item's index entry and sends
-// 24 numbers per group, whatever the number of items. It calls each with a group's counts,
+// 24 numbers per group, whatever the number of items. Every status is named, so that the
+// index of a group's items by status and time (idx_dlq_group) serves it, a range per status. It calls each with a group's counts,
 // oldest hour first (groups with no recent item are left out).
 func (db *DB) arrivals24h(ctx context.Context, orgID string, ids []string, now time.Time, each func(groupID string, perHour []int)) error {
 	from := now.Add(-24 * time.Hour)
@@ -326,7 +327,7 @@ func (db *DB) arrivals24h(ctx context.Context, orgID string, ids []string, now t
 		args = append(args, from.Add(time.Duration(h)*time.Hour), from.Add(time.Duration(h+1)*time.Hour))
 	}
 	rows, err := db.Conn(ctx).Table("dead_letter_queue").Select(sel.String(), args...).
-		Where("organization_id = ? AND group_id IN ? AND created_at > ? AND created_at <= ?", orgID, ids, from, now).
+		Where("organization_id = ? AND group_id IN ? AND status IN ? AND created_at > ? AND created_at <= ?", orgID, ids, DLQStatuses, from, now).
 		Group("group_id").Rows()
 	if err != nil {
 		return err
@@ -357,8 +358,8 @@ const MaxProblems = 100
 // ProblemGroups returns the organization's groups with items to handle (pending or being
 // processed), the most of them first (then the most recently seen), at most MaxProblems,
 // with their counts, subjects and arrivals: what the Problems page lists. The groups are
-// ranked by their own counts (OpenCount) on idx_dlq_groups_open (migration 00027): the
-// ranking reads MaxProblems groups' rows and no item.
+// ranked by their own counts (OpenCount): the ranking reads the organization's groups'
+// rows (no index on a count that every failure changes: migration 00038) and no item.
 func (db *DB) ProblemGroups(ctx context.Context, orgID string) ([]GroupView, error) {
 	now, err := db.Now(ctx)
 	if err != nil {

@@ -86,7 +86,6 @@ func TestDBConnOwnServer(t *testing.T) {
 			// Stored past the check: refused when dialled, before connecting, by its code
 			// (not the operating system's refusal of an address nothing listens on).
 			id := insert(t, db, o, fmt.Sprintf("own-%d", i), dsn)
-			start := time.Now()
 			tested, err := s.Test(ctx, o, id)
 			if r := typeOf(err); r.Code != "OWN_SERVER" || r.Type != classify.Permanent || !errors.Is(err, dbconn.ErrOwnServer) ||
 				!strings.Contains(r.Message, "Lifeline's own database server or web server") {
@@ -98,9 +97,6 @@ func TestDBConnOwnServer(t *testing.T) {
 			_, err = s.Exec(ctx, o, statement(fmt.Sprintf("own-%d", i), "SELECT 1", nil, 0))
 			if r := typeOf(err); r.Code != "OWN_SERVER" || r.Type != classify.Permanent {
 				t.Errorf("exec %s: %+v", dsn, r)
-			}
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("%s: refusal took %s", dsn, d)
 			}
 		}
 		// An update to the own server is refused too, and keeps the stored DSN.

@@ -1,0 +1,15 @@
+-- +goose Up
+-- Issue 22: what grouping costs the failure branch. Every failure's JoinGroup updates its
+-- group's row (arrivals, counts, last seen); two indexes on columns that change with every
+-- join (the Problems ranking's open count and the groups list's last seen) were rewritten
+-- with each. The ranking and the list read an organization's groups (thousands, not
+-- millions) and sort them instead. The arrivals per hour read idx_dlq_group (one range per
+-- status) instead of an index of their own.
+DROP INDEX idx_dlq_groups_open;
+DROP INDEX idx_dlq_groups_seen;
+DROP INDEX idx_dlq_group_arrivals;
+
+-- +goose Down
+CREATE INDEX idx_dlq_group_arrivals ON dead_letter_queue (organization_id, group_id, created_at) WHERE group_id IS NOT NULL;
+CREATE INDEX idx_dlq_groups_seen ON dlq_groups (organization_id, last_seen_at, id);
+CREATE INDEX idx_dlq_groups_open ON dlq_groups (organization_id, open_count DESC, last_seen_at DESC, id DESC) WHERE open_count > 0;

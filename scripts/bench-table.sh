@@ -11,6 +11,7 @@ awk '
     if ($(i+1) == "ms-p95") p95[name]=$i
     if ($(i+1) == "us/fingerprint") fp=$i
     if ($(i+1) == "job-s") bulkjob=$i
+    if ($(i+1) == "failures/s") fails[name]=$i
   }
   print line; next
 }
@@ -31,6 +32,11 @@ END {
   for (k=1; k<=2; k++) {
     d=dbs[k]; on=steps["BenchmarkBreakerCost/" d "/breakers-on"]; off=steps["BenchmarkBreakerCost/" d "/breakers-off"]
     if (on != "" && off != "" && off > 0) printf("Breakers on / off (%s): %.0f / %.0f steps/s = %.0f%% (target >= 90%%): %s\n", d, on, off, 100*on/off, (on/off >= 0.9 ? "within" : "UNDER"))
+  }
+  # BenchmarkFailureBranch/<db>/{grouped,ungrouped}: grouping adds at most 5 % (issue 22).
+  for (k=1; k<=2; k++) {
+    d=dbs[k]; g=fails["BenchmarkFailureBranch/" d "/grouped"]; u=fails["BenchmarkFailureBranch/" d "/ungrouped"]
+    if (g != "" && u != "" && u > 0) printf("Failure branch grouped / ungrouped (%s): %.0f / %.0f failures/s = %.0f%% (target >= 95%%): %s\n", d, g, u, 100*g/u, (g/u >= 0.95 ? "within" : "UNDER"))
   }
   # Issue 22: a fingerprint under 50 µs; a bulk retry of 10,000 items at 200/s within 60 s.
   if (fp != "") printf("Fingerprint: %s us per failure, target 50 us: %s\n", fp, (fp + 0 <= 50 ? "within" : "OVER"))

@@ -15,7 +15,8 @@ import (
 // executions and as many dead letters in one organization, each about a client, a period, an
 // obligation, a due date and an amount (seeded in SQL here, then ANALYZEd): the open work per
 // obligation and due date over the API's default window (GET /api/v1/deadlines), the DLQ's
-// first and a deep page in urgency order, and the banner's at-risk query. It reports the
+// first and a deep page in urgency order and its first page by amount, the banner's at-risk
+// query, the Today page's queries and a client's page. It reports the
 // median and the 95th percentile in milliseconds (target: 100 ms). It needs
 // TEST_DATABASE_URL and is not run by -short; BENCH_DEADLINE_ITEMS sets another size.
 func BenchmarkDeadlines(b *testing.B) {
@@ -58,6 +59,21 @@ func BenchmarkDeadlines(b *testing.B) {
 			return err
 		}},
 		{"banner", func() error { _, err := db.AtRiskDeadLetters(ctx, org, "2026-11-30"); return err }},
+		{"dlq-amount", func() error { _, _, err := db.ListDLQ(ctx, org, models.DLQFilter{Sort: "amount"}); return err }},
+		// The Today page's queries (services/clients.Today): the obligations due by the
+		// horizon with their money, the clients holding the most, the top problems.
+		{"today", func() error {
+			if _, err := db.DueBy(ctx, org, "2026-11-30", 12); err != nil {
+				return err
+			}
+			if _, err := db.StuckByClient(ctx, org, 8); err != nil {
+				return err
+			}
+			_, err := db.ProblemGroups(ctx, org)
+			return err
+		}},
+		// A client's page: its open failures, money and deadlines (one of 5,000 clients).
+		{"client", func() error { _, err := db.Client(ctx, org, "NIP0000001234"); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var ms []float64

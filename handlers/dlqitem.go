@@ -211,6 +211,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	p := principal(c)
 	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin), NoteRequired: !p.Can(models.RoleAdmin),
 		FixData:        dl.ErrorType == "validation" || dl.ErrorType == "permanent",
+		DataRefused:    dl.ErrorType == "validation",
 		Credentials:    dl.ErrorType == "authorization",
 		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form,
 		JSONForm: jsonFormVM(localizer(c))}

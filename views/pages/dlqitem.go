@@ -110,6 +110,11 @@ type RecoveryVM struct {
 	LatestVersion  int
 	// RolledBack: the execution's completed steps were undone (or are being): retries warn.
 	RolledBack string
+	// DataRefused: the service refused the data itself (validation, or a closed period):
+	// even a rolled-back item's whole-workflow retry repeats the failure, so the input's
+	// editor comes first and that retry is not the primary action. (A rolled-back permanent
+	// failure, an invoice not yet in KSeF, keeps the whole-workflow retry first.)
+	DataRefused bool
 	// RollbackURL starts a rollback of the completed steps (admins, when one of them has a
 	// compensation and none ran yet); "" hides it.
 	RollbackURL string

@@ -113,7 +113,9 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if err := h.history(c, vm, r.ID); err != nil {
 		return nil, err
 	}
-	if h.flags != nil && h.poison != nil {
+	// An item whose replay went through is not flagged: its run proved its values work, and
+	// a client's NIP counted over other runs would read as this item's cause.
+	if h.flags != nil && h.poison != nil && vm.Closed != "dlq.closed.succeeded" {
 		checked, err := h.poison.Item(ctx, p.OrganizationID, r.ID)
 		if err != nil {
 			return nil, err

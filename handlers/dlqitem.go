@@ -242,6 +242,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	}
 	h.fixPanel(c, rec, dl)
 	h.periodPanel(c, rec, dl)
+	h.clientValuesPanel(c, rec, dl, ex)
 	return rec
 }
 

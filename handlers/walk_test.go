@@ -1,9 +1,15 @@
 package handlers_test
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 
@@ -40,6 +46,97 @@ func TestSearchLabelsNameTheInput(t *testing.T) {
 			if txt := (listDoc{root: labels[0]}).text(); !strings.Contains(txt, c.want) {
 				t.Errorf("%s (%s): the search's label %q does not name the input's values (%s)", c.path, c.lang, txt, c.want)
 			}
+		}
+	})
+}
+
+// TestItemOffersTheClientsOtherValues: a payroll export refused for a NIP typed wrong
+// ("clientNip: NIP „645004606” ma 9 cyfr…") opens on the input's editor, which now says what
+// the client's other executions hold in clientNip (the right NIP, the demo's cure) with a
+// link to the client's page; another client's values, the same typo and another
+// organization's runs are not offered, a secret never is, and a viewer (no editor) gets no
+// hint.
+func TestItemOffersTheClientsOtherValues(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Płace NIP")
+		other := a.tenant("Inne Biuro Płace NIP")
+		bank := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				NIP string `json:"clientNip"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			w.Header().Set("Content-Type", "application/json")
+			if len(body.NIP) != 10 {
+				msg := fmt.Sprintf("NIP „%s” ma %d cyfr, a powinien mieć 10", body.NIP, len(body.NIP))
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]any{"error": "validation", "message": msg, "fields": map[string]string{"clientNip": msg}})
+				return
+			}
+			fmt.Fprint(w, `{"ok": true}`)
+		}))
+		t.Cleanup(bank.Close)
+		def := fmt.Sprintf(`{"name": "Eksport listy płac", "settings": {"subject": "{{ input.clientName }} · {{ input.period }}", "client": "{{ input.clientName }}",
+		  "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "export", "name": "Eksport do banku", "type": "http",
+		    "config": {"method": "POST", "url": "%s/export", "body": {"clientNip": "{{ input.clientNip }}"}}}]}`, bank.URL)
+		run := func(tn *tenant, client, nip string) (string, string) {
+			t.Helper()
+			wf, err := a.wfs.Create(context.Background(), tn.org, actorSystem, []byte(def))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions",
+				fmt.Sprintf(`{"input": {"clientName": %q, "clientNip": %q, "period": "2026-10", "apiToken": "tok-s3cret-99"}}`, client, nip), bearer(tn.token))
+			if r.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+			exID := r.json(t)["id"].(string)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				m := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/executions/"+exID, "", bearer(tn.token)).json(t)
+				if m["status"] == models.ExecSucceeded {
+					return exID, ""
+				}
+				if id, _ := m["dlqId"].(string); id != "" {
+					return exID, id
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s %s: %v", client, nip, m["status"])
+				}
+			}
+		}
+		_, typo := run(rs.tenant, "Jankowski Auto Serwis", "645004606")
+		run(rs.tenant, "Jankowski Auto Serwis", "6450046206")
+		run(rs.tenant, "Jankowski Auto Serwis", "6450046206")
+		run(rs.tenant, "Jankowski Auto Serwis", "645004606") // the same typo: not offered
+		run(rs.tenant, "Mazur Budownictwo S.A.", "3848737482")
+		run(other, "Jankowski Auto Serwis", "1111111111")
+
+		acc, _ := a.browser(rs.accountant)
+		r := do(t, acc, "GET", a.srv.URL+"/dlq/"+typo, "", map[string]string{"Accept-Language": "pl"})
+		doc := parseListDoc(t, r.body)
+		hint := doc.testID("client-values")
+		if r.status != http.StatusOK || len(hint) != 1 {
+			t.Fatalf("no hint of the client's other values: %d %.300s", r.status, r.body)
+		}
+		var vals []string
+		for _, v := range hint[0].testID("client-value") {
+			vals = append(vals, v.text())
+		}
+		if !slices.Equal(vals, []string{"6450046206"}) || !strings.Contains(hint[0].text(), "Inne wykonania klienta Jankowski Auto Serwis mają w polu clientNip") ||
+			!strings.Contains(hint[0].text(), "(2 wykonania)") {
+			t.Errorf("hint: %q values %q", hint[0].text(), vals)
+		}
+		if card := hint[0].testID("client-values-card"); len(card) != 1 || card[0].attr("href") != "/clients/Jankowski%20Auto%20Serwis" {
+			t.Errorf("client card link: %v", card)
+		}
+		if strings.Contains(r.body, "tok-s3cret-99") {
+			t.Error("a secret on the page")
+		}
+		viewer, _ := a.browser(rs.viewer)
+		if doc := parseListDoc(t, do(t, viewer, "GET", a.srv.URL+"/dlq/"+typo, "", nil).body); len(doc.testID("client-values")) != 0 {
+			t.Error("the viewer, who cannot edit, gets the hint")
 		}
 	})
 }

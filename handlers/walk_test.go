@@ -140,3 +140,42 @@ func TestItemOffersTheClientsOtherValues(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyCardRecipientsInWords: the workflow page's notification card, which the
+// accountant reads, named its default recipients "role:admin, role:accountant" (issue 21
+// item 12: no raw role names on pages). It says them in the reader's language; an address
+// stays as it is.
+func TestNotifyCardRecipientsInWords(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newNotifApp(t, db)
+		nt := a.tenant("Biuro Odbiorcy")
+		acc, _ := a.browser(nt.accountant)
+		card := func(lang string) string {
+			t.Helper()
+			r := do(t, acc, "GET", a.srv.URL+"/workflows/"+nt.wf+"/notifications", "", map[string]string{"HX-Request": "true", "Accept-Language": lang})
+			got := parseListDoc(t, r.body).testID("notify-card-recipients")
+			if r.status != http.StatusOK || len(got) != 1 {
+				t.Fatalf("card (%s): %d %.300s", lang, r.status, r.body)
+			}
+			return got[0].text()
+		}
+		if got := card("pl"); got != "administratorzy, księgowe" {
+			t.Errorf("pl recipients %q", got)
+		}
+		if got := card("en"); got != "admins, accountants" {
+			t.Errorf("en recipients %q", got)
+		}
+		wf, err := db.GetWorkflow(context.Background(), nt.org, nt.wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wf.Definition = models.JSON(`{"name": "Deklaracja VAT", "settings": {"errorNotifications": {"recipients": ["vat@example.pl", "role:owner"]}}, "steps": []}`)
+		if err := db.Conn(context.Background()).Save(wf).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got := card("pl"); got != "vat@example.pl, właściciele" {
+			t.Errorf("own recipients %q", got)
+		}
+	})
+}

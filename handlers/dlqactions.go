@@ -94,6 +94,8 @@ type DLQActionsHandler struct {
 	flags  *flagger
 	// periods says what closes an item's period (nil: closed periods are not shown).
 	periods closedPeriods
+	// clientValues gives a client's other values of an input field (nil: no hint).
+	clientValues clientFieldValues
 }
 
 // newDLQActionsHandler returns the handler.

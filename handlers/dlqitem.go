@@ -113,7 +113,9 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if err := h.history(c, vm, r.ID); err != nil {
 		return nil, err
 	}
-	if h.flags != nil && h.poison != nil {
+	// An item whose replay went through is not flagged: its run proved its values work, and
+	// a client's NIP counted over other runs would read as this item's cause.
+	if h.flags != nil && h.poison != nil && vm.Closed != "dlq.closed.succeeded" {
 		checked, err := h.poison.Item(ctx, p.OrganizationID, r.ID)
 		if err != nil {
 			return nil, err
@@ -211,6 +213,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	p := principal(c)
 	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin), NoteRequired: !p.Can(models.RoleAdmin),
 		FixData:        dl.ErrorType == "validation" || dl.ErrorType == "permanent",
+		DataRefused:    dl.ErrorType == "validation",
 		Credentials:    dl.ErrorType == "authorization",
 		FailedStepName: failedName, Version: ex.WorkflowVersion, LatestVersion: ex.WorkflowVersion, Form: form,
 		JSONForm: jsonFormVM(localizer(c))}
@@ -239,6 +242,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 	}
 	h.fixPanel(c, rec, dl)
 	h.periodPanel(c, rec, dl)
+	h.clientValuesPanel(c, rec, dl, ex)
 	return rec
 }
 

@@ -639,7 +639,7 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 		recipients = notify.DefaultRecipients
 	}
 	vm.Channels = joinOrDash(chans)
-	vm.Recipients = joinOrDash(recipients)
+	vm.Recipients = joinOrDash(recipientWords(l, recipients))
 	vm.Events = joinOrDash(events)
 	vm.NotifyPerValue = cmp.Or(st.NotifyPer, notify.PerGroup)
 	vm.NotifyPer = l.T("notifications.card.notifyPer." + vm.NotifyPerValue)
@@ -648,6 +648,19 @@ func (h *NotifyPagesHandler) WorkflowCard(c echo.Context) error {
 		vm.EditURL = h.url("workflow.notifications.edit", wf.ID) // "" without the workflows service
 	}
 	return render(c, http.StatusOK, pages.NotifyCard(vm))
+}
+
+// recipientWords are recipients as the card's reader says them: a role ("role:admin") in
+// words ("administratorzy"); an address as it is. The settings form keeps the syntax.
+func recipientWords(l *i18n.Localizer, rs []string) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		if role, ok := strings.CutPrefix(r, "role:"); ok {
+			r = l.TOr("escalation.role."+role, r)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func joinOrDash(s []string) string {

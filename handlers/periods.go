@@ -231,4 +231,5 @@ func (h *DLQActionsHandler) periodPanel(c echo.Context, rec *pages.RecoveryVM, d
 	}
 	rec.PeriodClosed = v
 	rec.FixData = true // editing the input to an open period comes first
+	rec.DataRefused = true
 }

@@ -68,5 +68,33 @@ func TestPoisonFlag(t *testing.T) {
 		if r := get(other.token, ids[0], "pl"); r.status != http.StatusNotFound {
 			t.Errorf("another organization's item: %d", r.status)
 		}
+
+		// The item pages: a pending item carrying the invoice says it breaks runs; an item
+		// whose replay went through with the same invoice does not (its run proved the value
+		// works), while its pending siblings still do.
+		acc, _ := a.browser(rs.accountant)
+		flagged := func(id string) int {
+			return len(parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/"+id, "", nil).body).testID("poison-flag"))
+		}
+		if n := flagged(ids[2]); n != 1 {
+			t.Fatalf("a pending item with the poison invoice: %d flags", n)
+		}
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/"+ids[2]+"/actions",
+			`{"action": "retry_modified", "modifiedInput": {"client": "Wiśniewski", "period": "2026-10", "nip": "5260001246", "invoice": "FV/2026/10/77", "apiToken": "tok-s3cret-1"}}`,
+			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"})
+		if r.status >= 300 {
+			t.Fatalf("edited retry: %d %s", r.status, r.body)
+		}
+		for deadline := time.Now().Add(15 * time.Second); a.dlqStatus(rs.token, ids[2])["status"] != models.DLQResolved; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the edited retry did not resolve the item: %v", a.dlqStatus(rs.token, ids[2]))
+			}
+		}
+		if n := flagged(ids[2]); n != 0 {
+			t.Errorf("an item resolved by a successful replay says its invoice breaks runs: %d flags", n)
+		}
+		if n := flagged(ids[0]); n != 1 {
+			t.Errorf("a pending sibling lost its flag: %d", n)
+		}
 	})
 }

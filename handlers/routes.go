@@ -40,6 +40,7 @@ func (s *Server) routes() {
 	rules := s.rules
 	recovery := newDLQActionsHandler(s.chrome, s.Engine, s.reads, s.Workflows, s.auditLog, rules)
 	recovery.periods = periodsOf(s.Deps)
+	recovery.clientValues = clientsOf(s.Deps).FieldValues
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	recovery.running = execs.runningStep
 	app.GET("/executions", execs.List).Name = "executions"

@@ -4,6 +4,9 @@ package clients
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -12,6 +15,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/deadline"
+	"lifeline/services/redact"
 )
 
 // Service reads clients of an organization.
@@ -88,4 +92,61 @@ func (s *Service) Today(ctx context.Context, orgID, userID string, now time.Time
 		}
 	}
 	return t, nil
+}
+
+// FieldValue is a value the client's other executions gave an input field, and how many
+// of them did.
+type FieldValue struct {
+	Value string
+	Count int
+}
+
+// Bounds of FieldValues: the executions read, the values returned.
+const (
+	fieldSample    = 50
+	maxFieldValues = 3
+)
+
+// FieldValues returns the values the organization's other executions about client (the
+// newest fieldSample of them, not exceptID) hold in the top-level input field, other than
+// current, the most frequent first (at most maxFieldValues): what an accountant correcting
+// a client's NIP typed wrong needs, the NIP its other runs carry. Only text and numbers are
+// read: a sealed secret is an object, and a field named like a secret (redact's default
+// keys) gives nothing.
+func (s *Service) FieldValues(ctx context.Context, orgID, client, field, exceptID, current string) ([]FieldValue, error) {
+	if client == "" || field == "" || redact.New(nil).Match(field) {
+		return nil, nil
+	}
+	inputs, err := s.db.ClientInputs(ctx, orgID, client, exceptID, fieldSample)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, in := range inputs {
+		var m map[string]any
+		if json.Unmarshal(in, &m) != nil {
+			continue
+		}
+		var v string
+		switch x := m[field].(type) {
+		case string:
+			v = strings.TrimSpace(x)
+		case float64:
+			v = strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		if v == "" || v == current || v == redact.Placeholder {
+			continue
+		}
+		if counts[v] == 0 {
+			order = append(order, v)
+		}
+		counts[v]++
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return counts[b] - counts[a] })
+	var out []FieldValue
+	for _, v := range order[:min(len(order), maxFieldValues)] {
+		out = append(out, FieldValue{Value: v, Count: counts[v]})
+	}
+	return out, nil
 }

@@ -2,7 +2,9 @@
 // document number, an invoice number or a NIP, that breaks runs of different workflows, or
 // of one workflow three times. An item's values are the identifiers in its input (Values);
 // Check counts, for each, the organization's dead letters that hold it and how often they
-// failed. Nothing runs on the failure path: the dead letters' search text (written with
+// failed, of the failures a value can cause (InputCaused): a client's NIP is in every run
+// for that client, and the bank's maintenance or an expired token failing three of them
+// says nothing about the NIP. Nothing runs on the failure path: the dead letters' search text (written with
 // them) finds the candidates, and their inputs are checked exactly.
 package poison
 
@@ -16,6 +18,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
+	"lifeline/services/classify"
 )
 
 // Thresholds: a value is poison when it failed in at least Workflows workflows, or at least
@@ -194,8 +197,8 @@ func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Fl
 		f := Flag{Value: v}
 		wfs := map[string]bool{}
 		for _, c := range cands {
-			if !holds(Values(c.OriginalInput), v) {
-				continue // the text held it inside something else
+			if !holds(Values(c.OriginalInput), v) || !InputCaused(c.ErrorType) {
+				continue // the text held it inside something else, or the service failed
 			}
 			f.Items++
 			f.Failures++
@@ -209,6 +212,17 @@ func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Fl
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// InputCaused reports whether a failure of errorType can come from the data the step was
+// given (validation, permanent, internal, unknown), rather than from the service being
+// down, slow, over its limit or refusing the office's credentials.
+func InputCaused(errorType string) bool {
+	switch classify.Type(errorType) {
+	case classify.Transient, classify.Timeout, classify.RateLimit, classify.ExternalService, classify.Authorization:
+		return false
+	}
+	return true
 }
 
 // Text is the value as its input wrote it (what the DLQ's search finds), or its key.

@@ -52,6 +52,7 @@ func TestCheck(t *testing.T) {
 			}
 		}
 		wfs := map[string]string{}
+		var itemOf func(org, workflow, input string, retries int, status, errorType string) string
 		wf := func(org, name string) string {
 			if id, ok := wfs[org+name]; ok {
 				return id
@@ -65,14 +66,17 @@ func TestCheck(t *testing.T) {
 			return w.ID
 		}
 		item := func(org, workflow, input string, retries int, status string) string {
+			return itemOf(org, workflow, input, retries, status, "validation")
+		}
+		itemOf = func(org, workflow, input string, retries int, status, errorType string) string {
 			w := wf(org, workflow)
 			ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: w, WorkflowVersion: 1, Status: models.ExecDLQPending,
 				Input: models.JSON(input), TriggerType: "api", CorrelationID: "c", CreatedAt: now, UpdatedAt: now}
-			rec := models.ExecutionError{ID: models.NewID(), OrganizationID: org, ExecutionID: ex.ID, StepID: "s", ErrorType: "validation",
+			rec := models.ExecutionError{ID: models.NewID(), OrganizationID: org, ExecutionID: ex.ID, StepID: "s", ErrorType: errorType,
 				ErrorMessage: "x", Status: models.ErrDeadLetter, CreatedAt: now, UpdatedAt: now}
 			dl := models.DeadLetter{ID: models.NewID(), OrganizationID: org, ErrorID: rec.ID, WorkflowID: w, ExecutionID: ex.ID,
 				OriginalInput: models.JSON(input), StepStates: models.JSON(`[]`), FailedStepID: "s", Status: status, ManualRetryCount: retries,
-				ErrorType: "validation", Reason: "x", SearchText: models.SearchText(input), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
+				ErrorType: errorType, Reason: "x", SearchText: models.SearchText(input), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
 			for _, row := range []any{&ex, &rec, &dl} {
 				if err := tx.Create(row).Error; err != nil {
 					t.Fatal(err)
@@ -106,6 +110,17 @@ func TestCheck(t *testing.T) {
 		flags, err = svc.Check(ctx, org, []byte(`{"nip": "7010002137"}`))
 		if err != nil || len(flags) != 1 || !flags[0].Poison || flags[0].Failures != 3 || flags[0].Items != 1 {
 			t.Errorf("three failures in one workflow: %+v %v", flags, err)
+		}
+		// A client's NIP is in each of its runs: the bank down, a rate limit or an expired token
+		// failing runs of three workflows, twice over, is the service's doing, not the NIP's,
+		// and a value that also failed once on its data is still one failure.
+		for i, typ := range []string{"transient", "rate_limit", "authorization", "timeout", "external_service"} {
+			itemOf(org, []string{"Bank", "Payroll", "KSeF"}[i%3], `{"clientNip": "1736222016"}`, 1, models.DLQPending, typ)
+		}
+		itemOf(org, "Payroll", `{"clientNip": "1736222016"}`, 0, models.DLQResolved, "permanent")
+		flags, err = svc.Check(ctx, org, []byte(`{"clientNip": "1736222016"}`))
+		if err != nil || len(flags) != 1 || flags[0].Poison || flags[0].Failures != 1 || flags[0].Workflows != 1 {
+			t.Errorf("a NIP whose runs failed for the services' reasons, and once on its data: %+v %v", flags, err)
 		}
 		if _, err := svc.Item(ctx, other, inVAT); err == nil {
 			t.Error("another organization's item was read")

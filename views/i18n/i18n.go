@@ -197,11 +197,33 @@ func (l *Localizer) Text(s string) string {
 				out = strings.Replace(out, "%s", l.decimalText(v), 1)
 				continue
 			}
+			// A time a service wrote in UTC ("2026-11-25 12:49 UTC") reads in the reader's
+			// zone and format, as the page's own times do; a group title's placeholder for
+			// it ("… UTC") loses its "UTC".
+			if t, ok := utcValue(v); ok {
+				out = strings.Replace(out, "%s", l.Time(t), 1)
+				continue
+			}
+			if v == "… UTC" {
+				out = strings.Replace(out, "%s", "…", 1)
+				continue
+			}
 			out = strings.Replace(out, "%s", l.Text(v), 1)
 		}
 		return out
 	}
 	return s
+}
+
+// utcValue parses v when it is a time as services write it in UTC, to the minute
+// ("2026-11-25 12:49 UTC", engine/periods.go) or the second.
+func utcValue(v string) (time.Time, bool) {
+	for _, layout := range []string{"2006-01-02 15:04 UTC", "2006-01-02 15:04:05 UTC"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // decimalValue is a number with decimals as Go writes it ("0.5", "-1.25").

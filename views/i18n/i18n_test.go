@@ -331,3 +331,32 @@ func TestTimeToTheSecond(t *testing.T) {
 		}
 	}
 }
+
+// TestFormats_UTCTimeInReadersZone: the reason of an item posting into a closed period
+// says when the period was closed; the engine writes it in UTC, and the page showed
+// "2026-11-25 12:49 UTC" in the reason and "25 lis 2026, 13:49" in the notice beside it
+// (the demo's walk, issue 21). The reason now reads in the reader's zone and format; a
+// group title's placeholder for the time loses its "UTC". (English is the services' own
+// text, which no format rewrites: it keeps its UTC time.)
+func TestFormats_UTCTimeInReadersZone(t *testing.T) {
+	warsaw, err := time.LoadLocation("Europe/Warsaw")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	pl := New("pl", warsaw)
+	reason := `The period 2026-09 is closed for client Kowalski Sp. z o.o. (closed by admin on 2026-11-25 12:49 UTC); the step "Księgowanie w dzienniku" posts to it and was not run.`
+	for _, c := range []struct {
+		l       *Localizer
+		in      string
+		want    string
+		notWant string
+	}{
+		{pl, reason, "25 lis 2026, 13:49); krok", "UTC"},
+		{pl, `The period … is closed for client Kowalski Sp. z o.o. (closed by admin on … UTC); the step "…" posts to it and was not run.`, "administrator, …); krok", "UTC"},
+	} {
+		got := c.l.Text(c.in)
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.notWant) {
+			t.Errorf("%s %q:\n got %q\nwant it to hold %q and not %q", c.l.Lang(), c.in, got, c.want, c.notWant)
+		}
+	}
+}

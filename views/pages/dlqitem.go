@@ -110,6 +110,11 @@ type RecoveryVM struct {
 	LatestVersion  int
 	// RolledBack: the execution's completed steps were undone (or are being): retries warn.
 	RolledBack string
+	// DataRefused: the service refused the data itself (validation, or a closed period):
+	// even a rolled-back item's whole-workflow retry repeats the failure, so the input's
+	// editor comes first and that retry is not the primary action. (A rolled-back permanent
+	// failure, an invoice not yet in KSeF, keeps the whole-workflow retry first.)
+	DataRefused bool
 	// RollbackURL starts a rollback of the completed steps (admins, when one of them has a
 	// compensation and none ran yet); "" hides it.
 	RollbackURL string
@@ -127,6 +132,27 @@ type RecoveryVM struct {
 	// PeriodClosed: the item's period is closed by the office (issue 23): a retry that would
 	// post into it is refused; nil when it is open.
 	PeriodClosed *PeriodClosedVM
+	// ClientValues: what the client's other executions hold in the field the reason names
+	// (the right NIP of a NIP typed wrong is likely among them); nil hides it.
+	ClientValues *ClientValuesVM
+}
+
+// ClientValuesVM is the field a refused input's reason names, the client, its page, and
+// the values the client's other executions give the field, the most frequent first.
+type ClientValuesVM struct {
+	Field, Client, ClientURL string
+	Values                   []ClientValue
+}
+
+// ClientValue is one of them, with how many executions hold it ("2 wykonania").
+type ClientValue struct{ Value, Count string }
+
+// listSep follows the i-th of n items of a list written inline: ", " but after the last.
+func listSep(i, n int) string {
+	if i < n-1 {
+		return ", "
+	}
+	return ""
 }
 
 // PeriodClosedVM says which period closes an item, for whom, who closed it and when, and

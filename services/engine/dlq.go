@@ -7,7 +7,6 @@ import (
 
 	"lifeline/models"
 	"lifeline/services/audit"
-	"lifeline/services/fingerprint"
 )
 
 // StepState is one step's state in a dead letter's snapshot.
@@ -96,22 +95,12 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJ
 		Subject: ex.Subject, ErrorType: string(c.Type), Reason: c.Message, RetryCount: retriesDone,
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)), About: ex.About,
 	}
-	// Its failure group: a new one is made now (the item's key needs it); an existing one is
-	// joined last (JoinLate), so that the failures of one problem at once hold its row only
-	// for their commits.
-	var late *fingerprint.Print
 	if !e.cfg.ungrouped {
-		id, p, err := st.groups().GroupToJoin(&dl, c.Code)
-		switch {
-		case err != nil:
+		j, err := st.groups().JoinGroup(&dl, c.Code)
+		if err != nil {
 			return err
-		case id != "":
-			dl.GroupID, late = &id, &p
-		default:
-			if *join, err = st.groups().JoinGroup(&dl, c.Code); err != nil {
-				return err
-			}
 		}
+		*join = j
 	}
 	returned := false
 	if ex.DeadLetterID != nil {
@@ -133,18 +122,10 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJ
 	if err := retriesExhausted(st, r, f); err != nil {
 		return err
 	}
-	if err := audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
+	return audit.Record(tx, audit.Entry{OrganizationID: ex.OrganizationID, Actor: audit.System, Action: "dlq.created",
 		EntityType: "dead_letter_queue", EntityID: dl.ID, At: now,
 		Details: map[string]any{"executionId": ex.ID, "workflowId": ex.WorkflowID, "stepId": failed.StepID, "errorType": c.Type,
-			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339), "replayFailed": returned}}); err != nil {
-		return err
-	}
-	if late != nil {
-		var err error
-		*join, err = st.groups().JoinLate(&dl, c.Code, *late)
-		return err
-	}
-	return nil
+			"message": c.Message, "reason": decision.Reason, "expiresAt": dl.ExpiresAt.Format(time.RFC3339), "replayFailed": returned}})
 }
 
 // retriesExhausted records error.retry_exhausted when the step's retries ran out (rather

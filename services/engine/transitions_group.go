@@ -72,34 +72,6 @@ func printOf(dl *models.DeadLetter, code string) fingerprint.Print {
 		ErrorCode: code, Reason: dl.Reason})
 }
 
-// GroupToJoin is the failure group a new failure (dl, with error code code) will join, read
-// without a lock: its id, or "" when its fingerprint has no group yet. JoinLate joins it
-// with the same fingerprint at the end of the transaction.
-func (s groupTx) GroupToJoin(dl *models.DeadLetter, code string) (string, fingerprint.Print, error) {
-	p := printOf(dl, code)
-	var ids []string
-	err := s.tx.Model(&models.Group{}).Where("organization_id = ? AND fingerprint = ?", dl.OrganizationID, p.Hash).Limit(1).Pluck("id", &ids).Error
-	if err != nil || len(ids) == 0 {
-		return "", p, err
-	}
-	return ids[0], p, nil
-}
-
-// JoinLate is JoinGroup for a failure whose item names the group GroupToJoin read (dl.GroupID,
-// set by the caller, which has written the item already): the upsert, the group row's lock
-// with it, is the transaction's last write but its notification's, so that failures of one
-// problem at once wait for each other only for their commits. An error (the caller's
-// transaction rolls back, and its work is done again) when the fingerprint's group is
-// another one now: groups are not deleted but with their organization, so never in practice.
-func (s groupTx) JoinLate(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
-	want := *dl.GroupID
-	j, err := s.join(dl, code, p)
-	if err == nil && j.GroupID != want {
-		return GroupJoin{}, fmt.Errorf("failure group %s: its fingerprint's group is %s now", want, j.GroupID)
-	}
-	return j, err
-}
-
 func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
 	var row struct {
 		ID       string

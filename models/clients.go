@@ -37,8 +37,18 @@ type ClientOverview struct {
 // MaxClientFailures bounds the failures a client overview lists.
 const MaxClientFailures = 100
 
-// notDone are the execution statuses of work not done.
+// notDone are the execution statuses of work not done: pending, running or dead-lettered
+// (a FAILED execution was replaced by a full retry, or ended without a dead letter; PARTIAL
+// and SUCCEEDED ones are done).
 var notDone = []string{ExecPending, ExecRunning, ExecDLQPending}
+
+// execNotDone and dlqOpen are notDone and openDLQ as SQL with the values written out: the
+// predicates of the partial indexes of open work (migration 00039), which a query must
+// repeat as they are for SQLite to use them.
+const (
+	execNotDone = "status IN ('" + ExecPending + "', '" + ExecRunning + "', '" + ExecDLQPending + "')"
+	dlqOpen     = "status IN ('" + DLQPending + "', '" + DLQProcessing + "')"
+)
 
 // Client returns the organization's overview of client (its key, e.g. a NIP): ENOTFOUND when
 // no execution of the organization is about it.
@@ -55,7 +65,7 @@ func (db *DB) Client(ctx context.Context, orgID, client string) (*ClientOverview
 	f := AboutFilter{Client: client}
 	q := db.Conn(ctx).Table("dead_letter_queue").Select(dlqListColumns+", workflows.name AS workflow_name").
 		Joins("JOIN workflows ON workflows.id = dead_letter_queue.workflow_id").
-		Where("dead_letter_queue.organization_id = ? AND dead_letter_queue.status IN ?", orgID, []string{DLQPending, DLQProcessing})
+		Where("dead_letter_queue.organization_id = ? AND dead_letter_queue.status IN ?", orgID, openDLQ)
 	q = f.where(q, "dead_letter_queue")
 	if err := q.Order("COALESCE(dead_letter_queue.due_on, '" + noDue + "'), dead_letter_queue.created_at DESC, dead_letter_queue.id").
 		Limit(MaxClientFailures + 1).Scan(&o.Failures).Error; err != nil {
@@ -70,7 +80,7 @@ func (db *DB) Client(ctx context.Context, orgID, client string) (*ClientOverview
 	}
 	if err := db.Conn(ctx).Table("workflow_executions").
 		Select("obligation, period, due_on, COUNT(*) AS open, SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS failed", ExecDLQPending).
-		Where("organization_id = ? AND client = ? AND status IN ? AND due_on IS NOT NULL", orgID, client, notDone).
+		Where("organization_id = ? AND client = ? AND "+execNotDone+" AND due_on IS NOT NULL", orgID, client).
 		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(100).Scan(&o.Deadlines).Error; err != nil {
 		return nil, err
 	}

@@ -99,7 +99,8 @@ func seedDeadlines(b *testing.B, db *models.DB, n int) string {
 	wf := mkWorkflow(b, db, org, "Wysyłka JPK")
 	start := time.Now()
 	// Periods 2026-01 … 2027-12 (the due date the 25th of the next month, as text: the
-	// benchmark needs the shape, not the working-day rule); 30% of executions not done.
+	// benchmark needs the shape, not the working-day rule); 30% of executions not done, each
+	// of them dead-lettered (an error record and a dead letter, a tenth of them resolved).
 	about := `'NIP' || lpad((i % 5000)::text, 10, '0'), p, (ARRAY['JPK_V7M','ZUS','PIT_ADVANCE','CIT_ADVANCE'])[1 + i % 4],
 	  to_char(to_date(p, 'YYYY-MM') + interval '1 month' + interval '24 days', 'YYYY-MM-DD'), (i::bigint * 7919) % 100000000, 'PLN'`
 	period := `LATERAL (SELECT to_char(date '2026-01-01' + ((i / 7) % 24) * interval '1 month', 'YYYY-MM') AS p,
@@ -111,7 +112,7 @@ func seedDeadlines(b *testing.B, db *models.DB, n int) string {
 		   ` + about + `, t, t FROM generate_series(1, $2::int) i, ` + period,
 		`INSERT INTO workflow_execution_errors (id, organization_id, execution_id, step_id, error_type, error_message, retry_count, max_retries, status, created_at, updated_at)
 		 SELECT gen_random_uuid(), $1::uuid, e.id, 'file', 'validation', 'x', 0, 0, 'dead_letter', e.created_at, e.created_at
-		 FROM workflow_executions e WHERE e.organization_id = $1::uuid AND $2::int > 0 AND $3::uuid IS NOT NULL`,
+		 FROM workflow_executions e WHERE e.organization_id = $1::uuid AND e.status = 'DLQ_PENDING' AND $2::int > 0 AND $3::uuid IS NOT NULL`,
 		`INSERT INTO dead_letter_queue (id, organization_id, error_id, workflow_id, execution_id, original_input, step_states, failed_step_id,
 		   status, expires_at, error_type, reason, retry_count, search_text, client, period, obligation, due_on, amount_minor, currency, created_at, updated_at)
 		 SELECT gen_random_uuid(), $1::uuid, r.id, $3::uuid, e.id, '{}', '[]', 'file', CASE WHEN e.correlation_id::text LIKE '%7' THEN 'resolved' ELSE 'pending' END,

@@ -20,7 +20,7 @@ type CurrencySum struct {
 func (db *DB) StuckMoney(ctx context.Context, orgID string, f AboutFilter, groupID string) ([]CurrencySum, error) {
 	q := db.Conn(ctx).Table("dead_letter_queue").
 		Select("currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
-		Where("organization_id = ? AND status IN ? AND amount_minor IS NOT NULL", orgID, []string{DLQPending, DLQProcessing})
+		Where("organization_id = ? AND "+dlqOpen+" AND amount_minor IS NOT NULL", orgID)
 	if groupID != "" {
 		q = q.Where("group_id = ?", groupID)
 	}

@@ -48,7 +48,7 @@ func (db *DB) DueSoon(ctx context.Context, from, to string) ([]DueSoonRow, error
 	var out []DueSoonRow
 	err := db.Conn(ctx).Table("workflow_executions").
 		Select("organization_id, COALESCE(obligation, '') AS obligation, due_on, COUNT(*) AS open, COUNT(DISTINCT client) AS clients").
-		Where("due_on IS NOT NULL AND status <> ? AND due_on >= ? AND due_on <= ?", ExecSucceeded, from, to).
+		Where("due_on IS NOT NULL AND "+execNotDone+" AND due_on >= ? AND due_on <= ?", from, to).
 		Group("organization_id, obligation, due_on").Order("organization_id, due_on, obligation").Scan(&out).Error
 	return out, err
 }
@@ -58,14 +58,14 @@ func (db *DB) DueSoon(ctx context.Context, from, to string) ([]DueSoonRow, error
 // or, when no member did (a webhook, a schedule), the organization's accountants.
 func DueAudience(tx *gorm.DB, orgID, obligation, dueOn string) (periods, users []string, err error) {
 	open := tx.Table("workflow_executions").
-		Where("organization_id = ? AND COALESCE(obligation, '') = ? AND due_on = ? AND status <> ?", orgID, obligation, dueOn, ExecSucceeded)
+		Where("organization_id = ? AND COALESCE(obligation, '') = ? AND due_on = ? AND "+execNotDone, orgID, obligation, dueOn)
 	if err := open.Session(&gorm.Session{}).Distinct("period").Where("period IS NOT NULL").Order("period").Pluck("period", &periods).Error; err != nil {
 		return nil, nil, err
 	}
 	if err := tx.Table("memberships").Distinct("memberships.user_id").
 		Where("memberships.organization_id = ? AND memberships.user_id IN (?)", orgID,
 			tx.Table("workflow_executions").Select("created_by").
-				Where("organization_id = ? AND COALESCE(obligation, '') = ? AND due_on = ? AND status <> ? AND created_by IS NOT NULL", orgID, obligation, dueOn, ExecSucceeded)).
+				Where("organization_id = ? AND COALESCE(obligation, '') = ? AND due_on = ? AND "+execNotDone+" AND created_by IS NOT NULL", orgID, obligation, dueOn)).
 		Pluck("memberships.user_id", &users).Error; err != nil {
 		return nil, nil, err
 	}

@@ -28,31 +28,34 @@ func (db *DB) DueBy(ctx context.Context, orgID, last string, limit int) ([]DueGr
 	if err := db.Conn(ctx).Table("workflow_executions").
 		Select("obligation, period, due_on, COUNT(DISTINCT client) AS clients, COUNT(*) AS open, "+
 			"SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS failed", ExecDLQPending).
-		Where("organization_id = ? AND status IN ? AND due_on IS NOT NULL AND due_on <= ? AND obligation IS NOT NULL", orgID, notDone, last).
-		Group("obligation, period, due_on").Order("due_on, obligation, period").Limit(limit).Scan(&groups).Error; err != nil {
+		Where("organization_id = ? AND "+execNotDone+" AND due_on IS NOT NULL AND due_on <= ? AND obligation IS NOT NULL", orgID, last).
+		Group("due_on, obligation, period").Order("due_on, obligation, period").Limit(limit).Scan(&groups).Error; err != nil {
 		return nil, err
 	}
 	if len(groups) == 0 {
 		return groups, nil
 	}
 	// The money of every group's open failures in one query, per obligation, period and
-	// currency (the largest first, as StuckMoney orders them).
+	// currency (the largest first, as StuckMoney orders them), over the same due dates: a
+	// range of the index of open dead letters by due date (migration 00039), which holds
+	// the amounts.
 	var sums []struct {
-		Obligation, Period string
+		Obligation, Period, DueOn string
 		CurrencySum
 	}
 	if err := db.Conn(ctx).Table("dead_letter_queue").
-		Select("obligation, period, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
-		Where("organization_id = ? AND status IN ? AND amount_minor IS NOT NULL AND obligation IS NOT NULL", orgID, []string{DLQPending, DLQProcessing}).
-		Group("obligation, period, currency").Order("minor DESC, currency").Scan(&sums).Error; err != nil {
+		Select("obligation, period, due_on, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
+		Where("organization_id = ? AND due_on IS NOT NULL AND "+dlqOpen+" AND due_on <= ? AND amount_minor IS NOT NULL AND obligation IS NOT NULL",
+			orgID, last).
+		Group("due_on, obligation, period, currency").Order("minor DESC, currency").Scan(&sums).Error; err != nil {
 		return nil, err
 	}
-	at := make(map[[2]string]int, len(groups))
+	at := make(map[[3]string]int, len(groups))
 	for i, g := range groups {
-		at[[2]string{g.Obligation, g.Period}] = i
+		at[[3]string{g.Obligation, g.Period, g.DueOn}] = i
 	}
 	for _, s := range sums {
-		if i, ok := at[[2]string{s.Obligation, s.Period}]; ok {
+		if i, ok := at[[3]string{s.Obligation, s.Period, s.DueOn}]; ok {
 			groups[i].Stuck = append(groups[i].Stuck, s.CurrencySum)
 		}
 	}
@@ -73,7 +76,7 @@ func (db *DB) StuckByClient(ctx context.Context, orgID string, limit int) ([]Cli
 	var rows []ClientMoney
 	err := db.Conn(ctx).Table("dead_letter_queue").
 		Select("client, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
-		Where("organization_id = ? AND status IN ? AND client IS NOT NULL AND amount_minor IS NOT NULL", orgID, []string{DLQPending, DLQProcessing}).
+		Where("organization_id = ? AND client IS NOT NULL AND amount_minor IS NOT NULL AND "+dlqOpen, orgID).
 		Group("client, currency").Order("minor DESC, client").Limit(limit).Scan(&rows).Error
 	return rows, err
 }

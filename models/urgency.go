@@ -63,7 +63,7 @@ func (db *DB) AtRiskDeadLetters(ctx context.Context, orgID, horizon string) ([]A
 	err := db.Conn(ctx).Table("dead_letter_queue").
 		Select("COALESCE(obligation, '') AS obligation, COALESCE(period, '') AS period, due_on, "+
 			"COUNT(DISTINCT COALESCE(client, '')) AS clients, COUNT(*) AS items").
-		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND status IN ('pending', 'processing')", orgID, horizon).
+		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND "+dlqOpen, orgID, horizon).
 		Group("due_on, obligation, period").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
 	return out, err
 }
@@ -119,7 +119,7 @@ func (db *DB) GroupsDue(ctx context.Context, orgID string, ids []string, horizon
 // MaxDeadlineClients bounds the client keys OpenDeadlines lists per due date.
 const MaxDeadlineClients = 10
 
-// DueOpen is the open work (executions not done: not succeeded) of one obligation and due
+// DueOpen is the open work (executions not done: pending, running or dead-lettered) of one obligation and due
 // date.
 type DueOpen struct {
 	Obligation, DueOn string
@@ -137,7 +137,7 @@ type DueOpen struct {
 // from to to (YYYY-MM-DD, inclusive), the soonest first: four grouped queries over the
 // index of open executions by due date (migration 00034), whatever the number of rows.
 func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueOpen, error) {
-	const open = "organization_id = ? AND due_on IS NOT NULL AND status <> '" + ExecSucceeded + "' AND due_on >= ? AND due_on <= ?"
+	const open = "organization_id = ? AND due_on IS NOT NULL AND " + execNotDone + " AND due_on >= ? AND due_on <= ?"
 	q := func() *gorm.DB { return db.Conn(ctx).Table("workflow_executions").Where(open, orgID, from, to) }
 	var heads []struct {
 		Obligation, DueOn string

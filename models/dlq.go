@@ -47,7 +47,7 @@ var DLQSorts = sortNames(dlqSorts)
 // dlqKeys are a dead letter's values of sort s's keys.
 func dlqKeys(s listSort, r *DLQRow) []any {
 	if s.name == urgencySort.name {
-		return r.About.urgencyValues(r.CreatedAt)
+		return r.About.urgencyValues(r.Status, r.CreatedAt)
 	}
 	if v, ok := r.About.sortValue(s); ok {
 		return []any{v}

@@ -97,8 +97,14 @@ func (f *sortFixture) expectedDLQ(sort string, keep func(models.DeadLetter) bool
 	// "-" is the other way round; "age" ascending is youngest first: created_at descending.
 	desc := strings.HasPrefix(sort, "-") != (name == "age" || name == "amount")
 	key := func(a, b models.DeadLetter) int {
-		if name == models.DLQUrgency { // soonest due, largest amount, newest, last id
-			c, _ := aboutOrder("due", a.About, b.About)
+		if name == models.DLQUrgency { // soonest due (of those still to handle), largest amount, newest, last id
+			open := func(d models.DeadLetter) models.About {
+				if d.Status != models.DLQPending && d.Status != models.DLQProcessing {
+					d.About.DueOn = nil
+				}
+				return d.About
+			}
+			c, _ := aboutOrder("due", open(a), open(b))
 			am, _ := aboutOrder("amount", a.About, b.About)
 			return cmp.Or(c, -am, b.CreatedAt.Compare(a.CreatedAt), strings.Compare(b.ID, a.ID))
 		}

@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +19,14 @@ import (
 // (migration 00034): the due date as a number, negated, so every key runs the same way.
 const DLQUrgency = "urgency"
 
-// urgencyDueKey is the due date as a negated number (2026-11-25 → -20261125; none the
-// smallest, so last in a descending order).
-const urgencyDueKey = "(-CAST(REPLACE(COALESCE(dead_letter_queue.due_on, '" + noDue + "'), '-', '') AS INTEGER))"
+// urgencyDueKey is the due date of a dead letter still to handle as a negated number
+// (2026-11-25 → -20261125); a closed one's (resolved, skipped, expired: nothing to do by
+// then) and none are the smallest, so last in a descending order (migration 00040).
+const urgencyDueKey = "(CASE WHEN dead_letter_queue.status IN ('" + DLQPending + "', '" + DLQProcessing + "') " +
+	"THEN -CAST(REPLACE(COALESCE(dead_letter_queue.due_on, '" + noDue + "'), '-', '') AS INTEGER) ELSE " + noDueKey + " END)"
+
+// noDueKey is urgencyDueKey's value for no due date.
+const noDueKey = "-99991231"
 
 var urgencySort = listSort{name: DLQUrgency, desc: true, keys: []sortKey{
 	{urgencyDueKey, keyBig},
@@ -27,10 +34,11 @@ var urgencySort = listSort{name: DLQUrgency, desc: true, keys: []sortKey{
 	{"dead_letter_queue.created_at", keyTime},
 }}
 
-// urgencyValues are a's values of the urgency order's keys, for a row made at created.
-func (a About) urgencyValues(created time.Time) []any {
+// urgencyValues are a's values of the urgency order's keys, for a row of status made at
+// created.
+func (a About) urgencyValues(status string, created time.Time) []any {
 	due := noDue
-	if a.DueOn != nil && *a.DueOn != "" {
+	if a.DueOn != nil && *a.DueOn != "" && (status == DLQPending || status == DLQProcessing) {
 		due = *a.DueOn
 	}
 	n, _ := strconv.ParseInt(strings.ReplaceAll(due, "-", ""), 10, 64)
@@ -134,8 +142,8 @@ type DueOpen struct {
 }
 
 // OpenDeadlines returns the organization's open work per obligation and due date, due from
-// from to to (YYYY-MM-DD, inclusive), the soonest first: four grouped queries over the
-// index of open executions by due date (migration 00034), whatever the number of rows.
+// from to to (YYYY-MM-DD, inclusive), the soonest first: three grouped queries over the
+// index of open executions by due date (migration 00039), whatever the number of rows.
 func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueOpen, error) {
 	const open = "organization_id = ? AND due_on IS NOT NULL AND " + execNotDone + " AND due_on >= ? AND due_on <= ?"
 	q := func() *gorm.DB { return db.Conn(ctx).Table("workflow_executions").Where(open, orgID, from, to) }
@@ -156,24 +164,34 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 	if len(out) == 0 {
 		return out, nil
 	}
-	var sums []struct{ Obligation, DueOn, Currency, Total string }
-	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COALESCE(currency, 'PLN') AS currency, CAST(SUM(amount_minor) AS TEXT) AS total").
-		Where("amount_minor IS NOT NULL").Group("due_on, obligation, currency").Scan(&sums).Error; err != nil {
+	// The money per currency and the periods in one pass: per due date, obligation, period
+	// and currency (a handful of rows), the sums added across periods here, exactly.
+	var parts []struct {
+		Obligation, DueOn, Currency string
+		Period, Total               *string
+	}
+	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, period, COALESCE(currency, 'PLN') AS currency, CAST(SUM(amount_minor) AS TEXT) AS total").
+		Group("due_on, obligation, period, currency").Order("period").Scan(&parts).Error; err != nil {
 		return nil, err
 	}
-	for _, s := range sums {
-		if i, ok := at[[2]string{s.Obligation, s.DueOn}]; ok {
-			out[i].Amounts[s.Currency] = s.Total
+	for _, p := range parts {
+		i, ok := at[[2]string{p.Obligation, p.DueOn}]
+		if !ok {
+			continue
 		}
-	}
-	var periods []struct{ Obligation, DueOn, Period string }
-	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, period").Where("period IS NOT NULL").
-		Group("due_on, obligation, period").Order("period").Scan(&periods).Error; err != nil {
-		return nil, err
-	}
-	for _, p := range periods {
-		if i, ok := at[[2]string{p.Obligation, p.DueOn}]; ok {
-			out[i].Periods = append(out[i].Periods, p.Period)
+		d := &out[i]
+		if p.Period != nil && (len(d.Periods) == 0 || d.Periods[len(d.Periods)-1] != *p.Period) {
+			d.Periods = append(d.Periods, *p.Period)
+		}
+		if p.Total != nil {
+			sum, ok := new(big.Int).SetString(*p.Total, 10)
+			if !ok {
+				return nil, fmt.Errorf("deadlines: the database summed %q", *p.Total)
+			}
+			if prev, ok := new(big.Int).SetString(d.Amounts[p.Currency], 10); ok {
+				sum.Add(sum, prev)
+			}
+			d.Amounts[p.Currency] = sum.String()
 		}
 	}
 	var clients []struct{ Obligation, DueOn, Client string }

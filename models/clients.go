@@ -37,12 +37,9 @@ type ClientOverview struct {
 // MaxClientFailures bounds the failures a client overview lists.
 const MaxClientFailures = 100
 
-// notDone are the execution statuses of work not done: pending, running or dead-lettered
-// (a FAILED execution was replaced by a full retry, or ended without a dead letter; PARTIAL
-// and SUCCEEDED ones are done).
-var notDone = []string{ExecPending, ExecRunning, ExecDLQPending}
-
-// execNotDone and dlqOpen are notDone and openDLQ as SQL with the values written out: the
+// execNotDone is work not done, as SQL: executions pending, running or dead-lettered (a
+// FAILED execution was replaced by a full retry, or ended without a dead letter; PARTIAL and
+// SUCCEEDED ones are done); dlqOpen is openDLQ. The values are written out: they are the
 // predicates of the partial indexes of open work (migration 00039), which a query must
 // repeat as they are for SQLite to use them.
 const (

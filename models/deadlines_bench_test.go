@@ -69,7 +69,7 @@ func BenchmarkDeadlines(b *testing.B) {
 			if _, err := db.StuckByClient(ctx, org, 8); err != nil {
 				return err
 			}
-			_, err := db.ProblemGroups(ctx, org)
+			_, err := db.ProblemGroups(ctx, org, 5) // the Today page shows five
 			return err
 		}},
 		// A client's page: its open failures, money and deadlines (one of 5,000 clients).

@@ -187,7 +187,7 @@ func BenchmarkDLQList(b *testing.B) {
 		// subjects and last day's arrivals per hour, what their items say of deadlines and
 		// money (issue 23's order), and their newest items; and the groups list's first page.
 		{"groups-problems", func(int) error {
-			gs, err := db.ProblemGroups(ctx, org)
+			gs, err := db.ProblemGroups(ctx, org, 0)
 			if err != nil || len(gs) == 0 {
 				return cmpOr(err, "no problem groups")
 			}
@@ -203,7 +203,7 @@ func BenchmarkDLQList(b *testing.B) {
 		}},
 		{"groups-list", func(int) error { _, _, err := db.ListGroups(ctx, org, models.GroupFilter{}); return err }},
 		// Its parts: the ranking with the views of the 100 groups; one group's view (its page).
-		{"groups-ranked", func(int) error { _, err := db.ProblemGroups(ctx, org); return err }},
+		{"groups-ranked", func(int) error { _, err := db.ProblemGroups(ctx, org, 0); return err }},
 		{"group-one", func(i int) error {
 			gs, _, err := db.ListGroups(ctx, org, models.GroupFilter{Limit: 1})
 			if err != nil || len(gs) == 0 {

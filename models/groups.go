@@ -356,18 +356,22 @@ func (db *DB) arrivals24h(ctx context.Context, orgID string, ids []string, now t
 const MaxProblems = 100
 
 // ProblemGroups returns the organization's groups with items to handle (pending or being
-// processed), the most of them first (then the most recently seen), at most MaxProblems,
+// processed), the most of them first (then the most recently seen), at most limit (1 to
+// MaxProblems; anything else is MaxProblems),
 // with their counts, subjects and arrivals: what the Problems page lists. The groups are
 // ranked by their own counts (OpenCount): the ranking reads the organization's groups'
 // rows (no index on a count that every failure changes: migration 00038) and no item.
-func (db *DB) ProblemGroups(ctx context.Context, orgID string) ([]GroupView, error) {
+func (db *DB) ProblemGroups(ctx context.Context, orgID string, limit int) ([]GroupView, error) {
+	if limit <= 0 || limit > MaxProblems {
+		limit = MaxProblems
+	}
 	now, err := db.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var groups []Group
 	if err := db.Conn(ctx).Where("organization_id = ? AND open_count > 0", orgID).
-		Order("open_count DESC, last_seen_at DESC, id DESC").Limit(MaxProblems).Find(&groups).Error; err != nil {
+		Order("open_count DESC, last_seen_at DESC, id DESC").Limit(limit).Find(&groups).Error; err != nil {
 		return nil, err
 	}
 	if len(groups) == 0 {

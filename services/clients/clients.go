@@ -81,7 +81,7 @@ func (s *Service) Today(ctx context.Context, orgID, userID string, now time.Time
 	if t.Money, err = s.db.StuckByClient(ctx, orgID, TodayMoney); err != nil {
 		return nil, err
 	}
-	problems, err := s.db.ProblemGroups(ctx, orgID)
+	problems, err := s.db.ProblemGroups(ctx, orgID, TodayProblems)
 	if err != nil {
 		return nil, err
 	}

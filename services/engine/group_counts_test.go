@@ -201,7 +201,7 @@ func TestGroupCountsKept(t *testing.T) {
 		}
 
 		// The Problems page ranks by them: the token group (3 open), then the NIP group (2).
-		groups, err := db.ProblemGroups(f.ctx, f.org)
+		groups, err := db.ProblemGroups(f.ctx, f.org, 0)
 		if err != nil || len(groups) != 3 || groups[0].ID != *token.GroupID || groups[1].ID != a || groups[2].ID != split {
 			t.Fatalf("problems %d, %v", len(groups), err)
 		}

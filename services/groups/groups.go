@@ -173,7 +173,7 @@ const ProblemSamples = 5
 // Problems returns the organization's groups with items to handle, the most first
 // (models.DB.ProblemGroups), and each one's newest ProblemSamples items to handle.
 func (s *Service) Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error) {
-	groups, err := s.DB.ProblemGroups(ctx, orgID)
+	groups, err := s.DB.ProblemGroups(ctx, orgID, models.MaxProblems)
 	if err != nil || len(groups) == 0 {
 		return groups, nil, err
 	}

@@ -13,7 +13,7 @@ type ClientDeadline struct {
 	Obligation string
 	Period     string
 	DueOn      string
-	// Open counts the executions not done (pending, running or dead-lettered); Failed those
+	// Open counts the executions not done (not succeeded: execNotDone); Failed those
 	// dead-lettered.
 	Open   int
 	Failed int
@@ -37,13 +37,14 @@ type ClientOverview struct {
 // MaxClientFailures bounds the failures a client overview lists.
 const MaxClientFailures = 100
 
-// execNotDone is work not done, as SQL: executions pending, running or dead-lettered (a
-// FAILED execution was replaced by a full retry, or ended without a dead letter; PARTIAL and
-// SUCCEEDED ones are done); dlqOpen is openDLQ. The values are written out: they are the
-// predicates of the partial indexes of open work (migration 00039), which a query must
-// repeat as they are for SQLite to use them.
+// execNotDone is work not done, as SQL: every execution that has not succeeded. A failed
+// one that an on-failure handler took over, or that a person skipped past, has not filed
+// anything; one a full retry replaced is counted with its successor (clients are counted
+// once). dlqOpen is openDLQ. The values are written out: they are the predicates of the
+// partial indexes of open work (migrations 00034 and 00039), which a query must repeat as
+// they are for SQLite to use them.
 const (
-	execNotDone = "status IN ('" + ExecPending + "', '" + ExecRunning + "', '" + ExecDLQPending + "')"
+	execNotDone = "status <> '" + ExecSucceeded + "'"
 	dlqOpen     = "status IN ('" + DLQPending + "', '" + DLQProcessing + "')"
 )
 

@@ -20,8 +20,8 @@ type DueGroup struct {
 	Stuck      []CurrencySum `gorm:"-"`
 }
 
-// DueBy returns the organization's obligations with work not done (pending, running or
-// dead-lettered executions) due on or before last (YYYY-MM-DD), the soonest first, at most
+// DueBy returns the organization's obligations with work not done (executions not
+// succeeded: execNotDone) due on or before last (YYYY-MM-DD), the soonest first, at most
 // limit of them.
 func (db *DB) DueBy(ctx context.Context, orgID, last string, limit int) ([]DueGroup, error) {
 	var groups []DueGroup

@@ -127,7 +127,7 @@ func (db *DB) GroupsDue(ctx context.Context, orgID string, ids []string, horizon
 // MaxDeadlineClients bounds the client keys OpenDeadlines lists per due date.
 const MaxDeadlineClients = 10
 
-// DueOpen is the open work (executions not done: pending, running or dead-lettered) of one obligation and due
+// DueOpen is the open work (executions not succeeded: execNotDone) of one obligation and due
 // date.
 type DueOpen struct {
 	Obligation, DueOn string

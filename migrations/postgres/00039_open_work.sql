@@ -1,14 +1,8 @@
 -- +goose Up
--- Deadlines and money at 1,000,000 executions (issue 23). Work not done is one set of
--- statuses everywhere (pending, running, dead-lettered; a FAILED execution was replaced by a
--- full retry or ended without a dead letter), written out in the predicates so that the
--- queries repeat them and both databases use these indexes. The open dead letters by due
--- date hold their amounts and currencies, so that the Today page sums its obligations' money
--- from the index; the open dead letters by client hold theirs, so that the clients holding
--- the most are summed from an index in its order.
-DROP INDEX idx_executions_open_due;
-CREATE INDEX idx_executions_open_due ON workflow_executions(organization_id, due_on, obligation, period, currency, amount_minor, client)
-    WHERE due_on IS NOT NULL AND status IN ('PENDING', 'RUNNING', 'DLQ_PENDING');
+-- Deadlines and money at 1,000,000 executions (issue 23). The open dead letters by due date
+-- hold their amounts and currencies, so that the Today page sums its obligations' money from
+-- the index; the open dead letters by client hold theirs, so that the clients holding the
+-- most are summed from an index in its order.
 DROP INDEX idx_dlq_open_due;
 CREATE INDEX idx_dlq_open_due ON dead_letter_queue(organization_id, due_on, obligation, period, currency, amount_minor, client)
     WHERE due_on IS NOT NULL AND status IN ('pending', 'processing');
@@ -20,6 +14,3 @@ DROP INDEX idx_dlq_open_money;
 DROP INDEX idx_dlq_open_due;
 CREATE INDEX idx_dlq_open_due ON dead_letter_queue(organization_id, due_on, obligation, period, client)
     WHERE due_on IS NOT NULL AND status IN ('pending', 'processing');
-DROP INDEX idx_executions_open_due;
-CREATE INDEX idx_executions_open_due ON workflow_executions(organization_id, due_on, obligation, period, currency, amount_minor, client)
-    WHERE due_on IS NOT NULL AND status <> 'SUCCEEDED';

@@ -128,7 +128,8 @@ func (g Groups) backfillBatch(ctx context.Context, batch int, touched map[string
 	}
 	if err := g.e.db.Conn(ctx).Table("dead_letter_queue").
 		Select("dead_letter_queue.id, dead_letter_queue.organization_id, dead_letter_queue.workflow_id, dead_letter_queue.failed_step_id, " +
-			"dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.status, dead_letter_queue.created_at, workflow_execution_errors.error_code").
+			"dead_letter_queue.error_type, dead_letter_queue.reason, dead_letter_queue.status, dead_letter_queue.amount_minor, dead_letter_queue.created_at, " +
+			"workflow_execution_errors.error_code").
 		Joins("LEFT JOIN workflow_execution_errors ON workflow_execution_errors.id = dead_letter_queue.error_id").
 		Where("dead_letter_queue.group_id IS NULL").Order("dead_letter_queue.created_at, dead_letter_queue.id").Limit(batch).
 		Scan(&rows).Error; err != nil {

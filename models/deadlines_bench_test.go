@@ -3,7 +3,6 @@ package models_test
 import (
 	"context"
 	"os"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -76,27 +75,9 @@ func BenchmarkDeadlines(b *testing.B) {
 		{"client", func() error { _, err := db.Client(ctx, org, "NIP0000001234"); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			// As BenchmarkDLQList: a few runs to warm the cache, then enough for a 95th
-			// percentile whatever -benchtime says (`make bench` runs 1x).
-			for range 3 {
-				if err := c.run(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			const runs = 40
-			ms := make([]float64, 0, runs)
-			b.ResetTimer()
-			for range runs {
-				t0 := time.Now()
-				if err := c.run(); err != nil {
-					b.Fatal(err)
-				}
-				ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
-			}
-			b.StopTimer()
-			slices.Sort(ms)
-			b.ReportMetric(ms[len(ms)/2], "p50-ms")
-			b.ReportMetric(ms[len(ms)*95/100], "p95-ms")
+			p50, p95 := percentiles(b, 3, 40, func(int) error { return c.run() })
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p95, "p95-ms")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

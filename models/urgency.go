@@ -22,7 +22,7 @@ const DLQUrgency = "urgency"
 // urgencyDueKey is the due date of a dead letter still to handle as a negated number
 // (2026-11-25 → -20261125); a closed one's (resolved, skipped, expired: nothing to do by
 // then) and none are the smallest, so last in a descending order (migration 00040).
-const urgencyDueKey = "(CASE WHEN dead_letter_queue.status IN ('" + DLQPending + "', '" + DLQProcessing + "') " +
+const urgencyDueKey = "(CASE WHEN dead_letter_queue." + dlqOpen + " " +
 	"THEN -CAST(REPLACE(COALESCE(dead_letter_queue.due_on, '" + noDue + "'), '-', '') AS INTEGER) ELSE " + noDueKey + " END)"
 
 // noDueKey is urgencyDueKey's value for no due date.
@@ -94,9 +94,9 @@ type GroupDue struct {
 // it reads of a group is its items at risk, whatever its size.
 const groupsDueSQL = `SELECT g.id AS group_id,
   (SELECT MIN(d.due_on) FROM dead_letter_queue d WHERE d.organization_id = g.organization_id AND d.group_id = g.id
-     AND d.due_on IS NOT NULL AND d.status IN ('pending', 'processing')) AS nearest_due,
+     AND d.due_on IS NOT NULL AND d.` + dlqOpen + `) AS nearest_due,
   (SELECT COUNT(*) FROM dead_letter_queue d WHERE d.organization_id = g.organization_id AND d.group_id = g.id
-     AND d.due_on IS NOT NULL AND d.due_on <= @horizon AND d.status IN ('pending', 'processing')) AS at_risk,
+     AND d.due_on IS NOT NULL AND d.due_on <= @horizon AND d.` + dlqOpen + `) AS at_risk,
   g.open_amount_minor AS amount
 FROM dlq_groups g WHERE g.organization_id = @org AND g.id IN @ids AND g.open_count > 0`
 
@@ -174,6 +174,7 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 		Group("due_on, obligation, period, currency").Order("period").Scan(&parts).Error; err != nil {
 		return nil, err
 	}
+	totals := make([]map[string]*big.Int, len(out))
 	for _, p := range parts {
 		i, ok := at[[2]string{p.Obligation, p.DueOn}]
 		if !ok {
@@ -183,15 +184,24 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 		if p.Period != nil && (len(d.Periods) == 0 || d.Periods[len(d.Periods)-1] != *p.Period) {
 			d.Periods = append(d.Periods, *p.Period)
 		}
-		if p.Total != nil {
-			sum, ok := new(big.Int).SetString(*p.Total, 10)
-			if !ok {
-				return nil, fmt.Errorf("deadlines: the database summed %q", *p.Total)
-			}
-			if prev, ok := new(big.Int).SetString(d.Amounts[p.Currency], 10); ok {
-				sum.Add(sum, prev)
-			}
-			d.Amounts[p.Currency] = sum.String()
+		if p.Total == nil {
+			continue
+		}
+		sum, ok := new(big.Int).SetString(*p.Total, 10)
+		if !ok {
+			return nil, fmt.Errorf("deadlines: the database summed %q", *p.Total)
+		}
+		if totals[i] == nil {
+			totals[i] = map[string]*big.Int{}
+		}
+		if prev := totals[i][p.Currency]; prev != nil {
+			sum.Add(sum, prev)
+		}
+		totals[i][p.Currency] = sum
+	}
+	for i, byCurrency := range totals {
+		for currency, sum := range byCurrency {
+			out[i].Amounts[currency] = sum.String()
 		}
 	}
 	var clients []struct{ Obligation, DueOn, Client string }

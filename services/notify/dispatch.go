@@ -169,14 +169,15 @@ func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery,
 		}
 		if n.GroupID != nil {
 			// A group's entry is the user's one for the group: updated in place (unread
-			// again, on top), made only the first time.
-			res := tx.Model(&models.Notification{}).Where("organization_id = ? AND user_id = ? AND group_id = ?", n.OrganizationID, n.UserID, *n.GroupID).
-				Updates(map[string]any{"delivery_id": n.DeliveryID, "kind": n.Kind, "title": n.Title, "body": n.Body, "link": n.Link,
-					"execution_id": n.ExecutionID, "occurrences": gorm.Expr("CASE WHEN occurrences > ? THEN occurrences ELSE ? END", n.Occurrences, n.Occurrences),
-					"read_at": nil, "created_at": now})
-			if res.Error != nil || res.RowsAffected == 1 {
-				return res.Error
-			}
+			// again, on top), made only the first time; of two deliveries of one group
+			// recorded at once, the second updates what the first made (the partial unique
+			// index idx_notifications_group is the conflict's target).
+			return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "user_id"}, {Name: "group_id"}},
+				TargetWhere: clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "group_id IS NOT NULL"}}},
+				DoUpdates: clause.Assignments(map[string]any{"delivery_id": n.DeliveryID, "kind": n.Kind, "title": n.Title, "body": n.Body,
+					"link": n.Link, "execution_id": n.ExecutionID,
+					"occurrences": gorm.Expr("CASE WHEN notifications.occurrences > ? THEN notifications.occurrences ELSE ? END", n.Occurrences, n.Occurrences),
+					"read_at": nil, "created_at": now})}).Create(&n).Error
 		}
 		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "delivery_id"}},
 			DoUpdates: clause.Assignments(map[string]any{"read_at": nil, "created_at": now})}).Create(&n).Error

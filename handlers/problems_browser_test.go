@@ -126,7 +126,7 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
 		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
 		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`), loaded)
 	// "Kolejka DLQ" opens on the problems, the most to handle first: the NIP, of 6 items, with
 	// the office's reason (the tenant's own single failure after it).
 	step("Kolejka DLQ", chromedp.Click(`#topnav a[href="/dlq"]`), chromedp.WaitVisible(`[data-testid=problem]`), loaded)

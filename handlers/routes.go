@@ -16,6 +16,9 @@ func (s *Server) routes() {
 	e := s.e
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if m := s.Metrics; m != nil && m.Token != "" && m.Handler != nil {
+		e.GET("/metrics", (&metricsHandler{token: []byte(m.Token), handler: m.Handler}).Serve).Name = "metrics"
+	}
 	e.StaticFS("/static", static.FS)
 	if s.Sandbox != nil {
 		e.Any("/sandbox/*", echo.WrapHandler(http.StripPrefix("/sandbox", s.Sandbox)))

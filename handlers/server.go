@@ -70,6 +70,11 @@ type Deps struct {
 	// the client is the address X-Forwarded-For names (for the login limits and the request
 	// log). Empty: proxy headers are ignored and the client is the TCP peer.
 	TrustedProxies []netip.Prefix
+	// Metrics, when set, measures every request and may serve /metrics (nil: neither).
+	Metrics *Metrics
+	// Observe are middlewares run for every request before the app's own, after panics are
+	// recovered (the traces' route names; nil: none).
+	Observe []echo.MiddlewareFunc
 }
 
 // Server is the app's plumbing: middleware, sessions and sign-in, CSRF, the language, the
@@ -141,6 +146,10 @@ func New(d Deps) *echo.Echo {
 	s.sessions.Cookie.Secure = strings.HasPrefix(d.BaseURL, "https://")
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
+	e.Use(d.Observe...)
+	if d.Metrics != nil && d.Metrics.Measure != nil {
+		e.Use(d.Metrics.Measure) // outside requestLog, which turns errors into responses: it sees their status
+	}
 	e.Use(s.requestLog)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection: "0", ContentTypeNosniff: "nosniff", XFrameOptions: "DENY", ReferrerPolicy: "same-origin",
@@ -194,7 +203,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		p := c.Request().URL.Path
-		if strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, "/sandbox/") || p == "/healthz" {
+		if strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, "/sandbox/") || p == "/healthz" || p == "/metrics" {
 			return nil
 		}
 		s.Log.Info("http", "method", c.Request().Method, "path", logPath(p), "status", c.Response().Status, "remote", c.RealIP())

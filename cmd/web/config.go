@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -51,7 +52,21 @@ type Config struct {
 	// SMTP is LIFELINE_SMTP_URL (smtp://user:pass@host:587?tls=starttls) with
 	// LIFELINE_SMTP_FROM; nil: no email (the demo starts a local sink, DemoSMTPSink).
 	SMTP *email.Config
+	// MetricsToken is LIFELINE_METRICS_TOKEN: when set, /metrics is served on Addr to
+	// requests with "Authorization: Bearer <token>" (and required on MetricsAddr too).
+	MetricsToken string
+	// MetricsAddr is LIFELINE_METRICS_ADDR: when set, /metrics is served on this separate
+	// listener (without a token unless MetricsToken is set), and not on Addr. Neither set:
+	// no metrics are kept.
+	MetricsAddr string
+	// OTLPEndpoint is OTEL_EXPORTER_OTLP_ENDPOINT, the OTLP/HTTP collector traces are sent to
+	// (empty: no tracing), and ServiceName OTEL_SERVICE_NAME (default "lifeline").
+	OTLPEndpoint string
+	ServiceName  string
 }
+
+// MetricsOn reports whether metrics are kept and served (a token or a separate address).
+func (c Config) MetricsOn() bool { return c.MetricsToken != "" || c.MetricsAddr != "" }
 
 // DemoSMTPSink is where the demo's local SMTP sink listens when LIFELINE_SMTP_URL is unset.
 const DemoSMTPSink = "127.0.0.1:2525"
@@ -108,6 +123,21 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.SMTP = &sc
 	}
+	c.MetricsToken = strings.TrimSpace(getenv("LIFELINE_METRICS_TOKEN"))
+	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
+		return c, fmt.Errorf("LIFELINE_METRICS_TOKEN: must be at least 16 characters")
+	}
+	if c.MetricsAddr = strings.TrimSpace(getenv("LIFELINE_METRICS_ADDR")); c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return c, fmt.Errorf("LIFELINE_METRICS_ADDR %q: %w", c.MetricsAddr, err)
+		}
+	}
+	if c.OTLPEndpoint = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")); c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %q: want an http(s) URL like http://collector:4318", c.OTLPEndpoint)
+		}
+	}
+	c.ServiceName = or(getenv("OTEL_SERVICE_NAME"), "lifeline")
 	_, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {
 		return c, fmt.Errorf("LIFELINE_ADDR %q: %w", c.Addr, err)

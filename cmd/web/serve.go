@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -21,6 +22,7 @@ import (
 	"lifeline/services/deadlines"
 	"lifeline/services/engine"
 	"lifeline/services/jobs"
+	"lifeline/services/metrics"
 	"lifeline/services/notify"
 	"lifeline/services/notify/email"
 	"lifeline/services/notify/slack"
@@ -29,6 +31,7 @@ import (
 	"lifeline/services/redact"
 	"lifeline/services/sandbox"
 	"lifeline/services/secrets"
+	"lifeline/services/telemetry"
 	"lifeline/services/workflows"
 	"lifeline/views/i18n"
 )
@@ -44,7 +47,36 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	wfs := &workflows.Service{DB: db, Steps: reg}
 	as := &auth.Service{DB: db}
 
+	// Metrics (LIFELINE_METRICS_TOKEN or LIFELINE_METRICS_ADDR) and traces
+	// (OTEL_EXPORTER_OTLP_ENDPOINT): each off, and free, unless configured.
+	var met *metrics.Metrics
+	if cfg.MetricsOn() {
+		met = metrics.New(db, log)
+	}
+	tracing, err := telemetry.Start(ctx, telemetry.Config{Endpoint: cfg.OTLPEndpoint, ServiceName: cfg.ServiceName})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(sctx); err != nil {
+			log.Warn("traces not all exported", "err", err)
+		}
+	}()
+	var observers []engine.Observer
+	notifyCfg := notify.Config{Log: log}
 	jcfg := jobs.Config{Workers: cfg.Workers}
+	if met != nil {
+		observers = append(observers, met)
+		notifyCfg.Delivered = met.Delivered
+		jcfg.Middleware = append(jcfg.Middleware, met.River())
+	}
+	if tracing != nil {
+		observers = append(observers, tracing)
+		jcfg.Middleware = append(jcfg.Middleware, tracing.River()...)
+		log.Info("tracing on: spans are exported over OTLP", "endpoint", cfg.OTLPEndpoint)
+	}
 	var sandboxHandler http.Handler
 	var hooks *sandbox.Hooks // the sandbox's Slack and Teams stand-ins (the demo only)
 	var demoInfo *demoSeed
@@ -59,7 +91,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	}
 	// Registered even without the demo: demo jobs left in the queue by an earlier demo run
 	// must still find their worker.
-	notifier, sink, stopNotify, err := notifications(ctx, cfg, db, log, demoInfo)
+	notifier, sink, stopNotify, err := notifications(ctx, cfg, db, notifyCfg, demoInfo)
 	if err != nil {
 		return err
 	}
@@ -75,7 +107,7 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		return err
 	}
 	eng := engine.New(db, reg, log, engine.Config{Queue: queue, LeaseGrace: cfg.LeaseGrace, RedactKeys: cfg.RedactKeys,
-		Sealer: sealer, Notifier: notifier, Databases: databases})
+		Sealer: sealer, Notifier: notifier, Databases: databases, Observer: engine.Observers(observers...)})
 	wfs.Checks = append(wfs.Checks, workflows.NotificationsCheck(notifier))
 	// Dead letters made before failure groups get theirs (issue 22; idempotent, so every start
 	// runs it and finds nothing once it is done).
@@ -108,16 +140,28 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	}
 	e := handlers.New(handlers.Deps{DB: db, Engine: eng, Workflows: wfs, Auth: as, Log: log, BaseURL: cfg.BaseURL,
 		Sandbox: sandboxHandler, TrustedProxies: cfg.TrustedProxies, Ready: eng.Health().Ready, Bulk: runner.Bulk(), Databases: databases,
-		Notify: notifier, DemoInbox: inbox})
-	srv := &http.Server{Addr: cfg.Addr, Handler: e, ReadHeaderTimeout: 10 * time.Second}
+		Notify: notifier, DemoInbox: inbox, Metrics: appMetrics(cfg, met), Observe: tracing.Route()})
+	srv := &http.Server{Addr: cfg.Addr, Handler: tracing.Handler(e), ReadHeaderTimeout: 10 * time.Second}
 
-	errc := make(chan error, 1)
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-		close(errc)
-	}()
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	listen := func(srv *http.Server) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("listen on %s: %w", srv.Addr, err)
+			}
+		}()
+	}
+	listen(srv)
+	var metricsSrv *http.Server
+	if met != nil && cfg.MetricsAddr != "" {
+		metricsSrv = &http.Server{Addr: cfg.MetricsAddr, Handler: handlers.MetricsServer(met.Handler(), cfg.MetricsToken),
+			ReadHeaderTimeout: 10 * time.Second}
+		listen(metricsSrv)
+		log.Info("metrics served", "addr", cfg.MetricsAddr, "path", "/metrics")
+	}
 	// Start the queue once the server listens: demo steps call the sandbox on this server.
 	if err := runner.Start(ctx); err != nil {
 		return err
@@ -136,11 +180,9 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		}
 	}
 
+	var failed error
 	select {
-	case err := <-errc:
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-		}
+	case failed = <-errc:
 	case <-ctx.Done():
 	}
 	// Graceful stop within one ShutdownTimeout: no new requests or jobs are taken; running
@@ -161,8 +203,25 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 		log.Warn("queue stop", "err", err)
 	}
 	<-httpDone
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(sctx)
+	}
+	wg.Wait()
 	log.Info("stopped")
-	return nil
+	return failed
+}
+
+// appMetrics is what the app's handlers measure and serve: nil without metrics; with them,
+// /metrics on the app's address only when it has a token and no address of its own.
+func appMetrics(cfg Config, met *metrics.Metrics) *handlers.Metrics {
+	if met == nil {
+		return nil
+	}
+	hm := &handlers.Metrics{Measure: met.HTTP(), Handler: met.Handler()}
+	if cfg.MetricsAddr == "" {
+		hm.Token = cfg.MetricsToken
+	}
+	return hm
 }
 
 // keyRing returns the sealer of secret values at rest: LIFELINE_ENCRYPTION_KEYS, or a key
@@ -193,8 +252,9 @@ func keyRing(cfg Config, log *slog.Logger) (engine.Sealer, error) {
 // own: email and in-app to the demo's admins and accountants, and Slack and Teams messages
 // to the sandbox's stand-ins of their webhooks. stop closes the sink; sink is nil outside
 // the demo.
-func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Logger, demo *demoSeed) (svc *notify.Service, sink *email.Sink, stop func(), err error) {
+func notifications(ctx context.Context, cfg Config, db *models.DB, base notify.Config, demo *demoSeed) (svc *notify.Service, sink *email.Sink, stop func(), err error) {
 	stop = func() {}
+	log := base.Log
 	client := outbound.NewClient(outbound.Options{Allow: cfg.OutboundAllow, Timeout: 15 * time.Second})
 	teamsSender := teams.New(client)
 	teamsSender.SkipURLCheck = true // validated when saved (notify.ValidateWebhookURL)
@@ -217,7 +277,8 @@ func notifications(ctx context.Context, cfg Config, db *models.DB, log *slog.Log
 	if smtpCfg != nil {
 		senders[notify.Email] = email.New(*smtpCfg)
 	}
-	svc = notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: cfg.BaseURL, Allow: cfg.OutboundAllow, Senders: senders, Log: log})
+	base.Texts, base.BaseURL, base.Allow, base.Senders = i18n.Catalog{}, cfg.BaseURL, cfg.OutboundAllow, senders
+	svc = notify.New(db, base)
 	if demo != nil {
 		row, err := db.GetNotificationSettings(db.Conn(ctx), demo.OrgID)
 		if err == nil && row == nil {

@@ -84,6 +84,9 @@ type Config struct {
 	// Databases run database_operation compensations through the organizations' named
 	// connections (nil: such compensations fail for good).
 	Databases DatabaseExecutor
+	// Observer is told of attempts, moves to the DLQ and replays, for metrics and traces
+	// (nil: nobody is, at no cost).
+	Observer Observer
 
 	// ungrouped leaves new dead letters out of failure groups: only for the benchmark that
 	// measures what grouping costs the failure branch (export_test.go).
@@ -195,6 +198,8 @@ type core struct {
 	databases DatabaseExecutor
 	// notifier is told of failures, in the transactions that record them (nil: nobody is).
 	notifier Notifier
+	// observer is told of attempts, moves to the DLQ and replays (never nil).
+	observer Observer
 	// group commits the statements that start executions, claim attempts and record steps
 	// together (PostgreSQL; nil on SQLite).
 	group *group
@@ -221,6 +226,10 @@ func New(db *models.DB, reg *steps.Registry, log *slog.Logger, cfg Config) *Engi
 		health:    newHealth(db, log),
 		notifier:  cfg.Notifier,
 		databases: cfg.Databases,
+		observer:  cfg.Observer,
+	}
+	if c.observer == nil {
+		c.observer = unobserved{}
 	}
 	if db.Dialect == models.Postgres {
 		c.group = &group{pool: db.Pool, insert: cfg.Queue.EnqueuePgx}

@@ -123,6 +123,7 @@ func (e *attempts) fail(ctx context.Context, r *attemptRun, runErr error) (Outco
 func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) (Outcome, error) {
 	ex, def, a, generation, h, attempts, log := r.ex, r.def, r.a, r.generation, r.h, r.attempts, r.log
 	runErr, c, input, trace := sf.err, sf.c, sf.input, sf.trace
+	r.errorType = string(c.Type)
 	outcome := OutcomeRetrying
 	var delay time.Duration
 	var decision retry.Decision

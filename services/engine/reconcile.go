@@ -167,6 +167,7 @@ func (e *maintenance) exhaust(ctx context.Context, a *models.StepAttempt) error 
 	c := classify.Result{Type: classify.Internal, Code: "LEASE_EXHAUSTED",
 		Message: fmt.Sprintf("The process running this step stopped %d times before the step finished (its lease ran out each time); it was not run again.", MaxReclaims)}
 	r := &attemptRun{ex: &ex, def: def, a: a, generation: a.Generation}
+	var outcome Outcome
 	err = e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		policy, err := e.policyFor(tx, &ex, def, a.StepIndex)
 		if err != nil {
@@ -186,9 +187,13 @@ func (e *maintenance) exhaust(ctx context.Context, a *models.StepAttempt) error 
 		decision := retry.Decision{Retry: false, Reason: "lease exhausted"}
 		upd := map[string]any{"reclaims": a.Reclaims + 1, "error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
 			"lease_expires_at": nil}
-		_, jobs, err := e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil, models.NewID()})
+		var jobs []Job
+		outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil, models.NewID()})
 		return jobs, err
 	})
+	if err == nil && outcome == OutcomeDLQ {
+		e.observer.DeadLettered(ex.WorkflowID, a.StepID, string(c.Type))
+	}
 	if err == nil {
 		e.log.ErrorContext(ctx, "an attempt's process died too often; execution moved to the dead-letter queue",
 			"execution_id", a.ExecutionID, "step_id", a.StepID, "attempt", a.Attempt, "reclaims", a.Reclaims+1)

@@ -255,6 +255,7 @@ func (e *recovery) Replay(ctx context.Context, r ReplayRequest) (*ReplayResult, 
 		return nil, err
 	}
 	if !res.Replayed {
+		e.observer.Replayed(ex.WorkflowID, r.Mode)
 		e.log.InfoContext(ctx, "dead letter replayed", "dead_letter_id", dl.ID, "mode", r.Mode, "execution_id", res.ExecutionID)
 	}
 	return res, nil

@@ -93,7 +93,10 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 	chain := &chainBudget{started: time.Now()}
 	var env map[string]any // what templates see: built at the first step, extended after each
 	for {
-		outcome, next, err := e.runClaimed(ctx, &attemptRun{ex: &ex, def: def, a: &a, generation: generation, attempts: attempts}, &env, chain)
+		r := &attemptRun{ex: &ex, def: def, a: &a, generation: generation, attempts: attempts}
+		outcome, next, err := e.observeAttempt(ctx, r, func(ctx context.Context) (Outcome, *models.StepAttempt, error) {
+			return e.runClaimed(ctx, r, &env, chain)
+		})
 		if next == nil || err != nil {
 			return outcome, err
 		}
@@ -153,6 +156,8 @@ type attemptRun struct {
 	log *slog.Logger
 	// took is how long the step's run (its request) took; 0 when it did not run.
 	took time.Duration
+	// errorType is the recorded failure's type (empty: none was), for the Observer.
+	errorType string
 }
 
 // durationUs is what an attempt's duration_us records of took: microseconds, at least 1

@@ -203,6 +203,9 @@ type Config struct {
 	// periodic jobs that run the reconciler) start at once when the process becomes River's
 	// leader, instead of each after a random wait of up to a second, one after another.
 	TestOnly bool
+	// Middleware are more River middlewares, after Lifeline's own: metrics of jobs' wait and
+	// run times, trace spans (nil: none).
+	Middleware []rivertype.Middleware
 	// Clock is the application's clock, River's included (default time.Now). Lifeline never
 	// decides when an attempt is due by it: the database clock does. Tests skew it.
 	Clock func() time.Time

@@ -74,7 +74,7 @@ func (c Config) riverConfig(db *models.DB, log *slog.Logger) *river.Config {
 		JobTimeout:        15 * time.Minute,
 		Logger:            log,
 		TestOnly:          c.TestOnly,
-		Middleware:        []rivertype.Middleware{&onTime{}},
+		Middleware:        append([]rivertype.Middleware{&onTime{}}, c.Middleware...),
 	}
 	switch {
 	case c.Clock != nil:

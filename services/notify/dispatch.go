@@ -100,8 +100,9 @@ func (s *Service) claim(ctx context.Context, id string, now time.Time) (*models.
 		// Its webhook URL cannot be decrypted (a key left the ring): it can never be sent.
 		// It fails now rather than being claimed again every lease, and the batch goes on.
 		s.cfg.Log.Warn("notification not delivered: its target cannot be decrypted", "delivery", d.ID, "err", err)
-		_, err := FinishDelivery(s.db.Conn(ctx), &d, models.DeliveryFailed, now,
+		won, err := FinishDelivery(s.db.Conn(ctx), &d, models.DeliveryFailed, now,
 			map[string]any{"last_error": "the webhook URL cannot be decrypted with the current keys"})
+		s.delivered(won, &d, models.DeliveryFailed)
 		return nil, err
 	}
 	return &d, nil
@@ -128,7 +129,8 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 	now := s.now()
 	conn := s.db.Conn(rctx)
 	if err == nil {
-		_, err := FinishDelivery(conn, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
+		won, err := FinishDelivery(conn, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
+		s.delivered(won, d, models.DeliverySent)
 		return err
 	}
 	permanent, after := classify(err)
@@ -139,15 +141,24 @@ func (s *Service) deliver(ctx context.Context, d *models.NotificationDelivery, o
 	msg = clip(msg, 2000)
 	if permanent || once || d.Attempts >= s.cfg.MaxAttempts {
 		s.cfg.Log.Warn("notification not delivered", "delivery", d.ID, "channel", d.Channel, "err", msg)
-		_, err := FinishDelivery(conn, d, models.DeliveryFailed, now, map[string]any{"last_error": msg})
+		won, err := FinishDelivery(conn, d, models.DeliveryFailed, now, map[string]any{"last_error": msg})
+		s.delivered(won, d, models.DeliveryFailed)
 		return err
 	}
 	if after <= 0 {
 		after = s.cfg.Backoff(d.Attempts)
 	}
 	after = min(after, maxRetryAfter) // a service's Retry-After of a year is not a schedule
-	_, err = FinishDelivery(conn, d, models.DeliveryPending, now, map[string]any{"last_error": msg, "next_attempt_at": now.Add(after)})
+	won, err := FinishDelivery(conn, d, models.DeliveryPending, now, map[string]any{"last_error": msg, "next_attempt_at": now.Add(after)})
+	s.delivered(won, d, models.DeliveryPending)
 	return err
+}
+
+// delivered tells Config.Delivered of an outcome this dispatcher recorded (won its claim).
+func (s *Service) delivered(won bool, d *models.NotificationDelivery, outcome string) {
+	if won && s.cfg.Delivered != nil {
+		s.cfg.Delivered(d.Channel, outcome)
+	}
 }
 
 func (s *Service) send(ctx context.Context, m Message) error {
@@ -162,8 +173,9 @@ func (s *Service) send(ctx context.Context, m Message) error {
 // transaction: one row per delivery whatever happens.
 func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery, n models.Notification) error {
 	now := s.now()
-	return s.db.Tx(ctx, func(tx *gorm.DB) error {
-		won, err := FinishDelivery(tx, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
+	var won bool
+	err := s.db.Tx(ctx, func(tx *gorm.DB) (err error) {
+		won, err = FinishDelivery(tx, d, models.DeliverySent, now, map[string]any{"sent_at": now, "last_error": nil})
 		if err != nil || !won {
 			return err // lost the claim: the new holder writes it
 		}
@@ -177,11 +189,13 @@ func (s *Service) recordApp(ctx context.Context, d *models.NotificationDelivery,
 				DoUpdates: clause.Assignments(map[string]any{"delivery_id": n.DeliveryID, "kind": n.Kind, "title": n.Title, "body": n.Body,
 					"link": n.Link, "execution_id": n.ExecutionID,
 					"occurrences": gorm.Expr("CASE WHEN notifications.occurrences > ? THEN notifications.occurrences ELSE ? END", n.Occurrences, n.Occurrences),
-					"read_at": nil, "created_at": now})}).Create(&n).Error
+					"read_at":     nil, "created_at": now})}).Create(&n).Error
 		}
 		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "delivery_id"}},
 			DoUpdates: clause.Assignments(map[string]any{"read_at": nil, "created_at": now})}).Create(&n).Error
 	})
+	s.delivered(won && err == nil, d, models.DeliverySent)
+	return err
 }
 
 // message renders a delivery for its recipient; for the app channel it returns the row.

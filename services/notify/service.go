@@ -126,6 +126,10 @@ type Config struct {
 	Batch int
 	// Log records failed sends (default: discard).
 	Log *slog.Logger
+	// Delivered is told of each delivery's outcome once it is recorded: the channel and
+	// DeliverySent, DeliveryFailed (for good) or DeliveryPending (to be tried again), for
+	// metrics (nil: nobody is).
+	Delivered func(channel, outcome string)
 }
 
 // Service records notification events and sends their deliveries.

@@ -51,7 +51,9 @@ func serveWith(t *testing.T, env map[string]string) {
 	env["DATABASE_URL"] = filepath.Join(t.TempDir(), "l.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -92,7 +92,7 @@ func New(src Source, log *slog.Logger) *Metrics {
 		Help:    "How long steps ran (their request), by step type and outcome.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"step_type", "outcome"})
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameDeliveries,
-		Help: "Notification deliveries recorded, by channel and outcome (sent, failed for good, retry)."}, []string{"channel", "outcome"})
+		Help: "Notification deliveries recorded, by channel and outcome (sent; failed, for good; pending, to be tried again)."}, []string{"channel", "outcome"})
 	m.jobWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameJobWait,
 		Help:    "How long River's jobs waited after they fell due before a worker took them, by queue and kind.",
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"queue", "kind"})

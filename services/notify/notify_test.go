@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/quotedprintable"
 	"net/http"
@@ -138,6 +139,25 @@ type env struct {
 	clk  *clock
 	sink *email.Sink
 	org  org
+	// outcomes counts what Config.Delivered was told, by "channel outcome".
+	outcomes *outcomes
+}
+
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) add(channel, outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n[channel+" "+outcome]++
+}
+
+func (o *outcomes) get() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.n)
 }
 
 func newEnv(t *testing.T, db *models.DB) *env {
@@ -153,12 +173,14 @@ func newEnv(t *testing.T, db *models.DB) *env {
 	tm := teams.New(client)
 	tm.SkipURLCheck = true
 	clk := &clock{t: time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC)}
+	outs := &outcomes{n: map[string]int{}}
 	svc := notify.New(db, notify.Config{Texts: i18n.Catalog{}, BaseURL: "https://lifeline.example.pl/", Allow: loopback, Now: clk.Now,
+		Delivered: outs.add,
 		Senders: map[notify.Channel]notify.Sender{
 			notify.Email: email.New(withLogin(sink.Config("Lifeline <alerts@lifeline.example.pl>"), "lifeline", "smtp-haslo")),
 			notify.Slack: slack.New(client), notify.Teams: tm,
 		}})
-	return &env{db: db, svc: svc, clk: clk, sink: sink, org: newOrg(t, db, "Biuro Nowak")}
+	return &env{db: db, svc: svc, clk: clk, sink: sink, org: newOrg(t, db, "Biuro Nowak"), outcomes: outs}
 }
 
 func (e *env) settings(t *testing.T, orgID, raw string) {
@@ -432,6 +454,10 @@ func TestRetryAfterAndPermanentFailures(t *testing.T) {
 		if d := ds["email"]; d.Status != models.DeliveryFailed || d.Attempts != 1 || d.LastError == nil || !strings.Contains(*d.LastError, "550") {
 			t.Errorf("email to a rejected address: %s, %d attempts, %v", d.Status, d.Attempts, d.LastError)
 		}
+		// Each recorded outcome is told once (lifeline_notification_deliveries_total).
+		if got, want := e.outcomes.get(), map[string]int{"slack pending": 1, "teams failed": 1, "email failed": 1}; !maps.Equal(got, want) {
+			t.Errorf("outcomes told: %v, want %v", got, want)
+		}
 		e.clk.Add(29 * time.Second)
 		if n := e.dispatch(t); n != 0 {
 			t.Errorf("retried before Retry-After: %d", n)
@@ -448,6 +474,9 @@ func TestRetryAfterAndPermanentFailures(t *testing.T) {
 		}
 		if len(tm.got()) != 1 {
 			t.Errorf("a 404 was retried: %d posts", len(tm.got()))
+		}
+		if got, want := e.outcomes.get(), map[string]int{"slack pending": 1, "slack sent": 1, "teams failed": 1, "email failed": 1}; !maps.Equal(got, want) {
+			t.Errorf("outcomes told: %v, want %v", got, want)
 		}
 
 		// Resend: a failed delivery goes again, attempts start over.

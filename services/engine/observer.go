@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"time"
-
-	"lifeline/models"
 )
 
 // Observer is told what the engine did, for metrics and traces (Config.Observer). The engine
@@ -118,16 +116,17 @@ func (unobserved) Replayed(string, string)             {}
 
 func noEnd(AttemptEnd) {}
 
-// observeAttempt runs fn (running the claimed attempt r) between the observer's Attempt and
-// its end, and reports a move to the DLQ.
-func (e *attempts) observeAttempt(ctx context.Context, r *attemptRun, fn func(context.Context) (Outcome, *models.StepAttempt, error)) (Outcome, *models.StepAttempt, error) {
-	step := r.def.Steps[r.a.StepIndex]
-	octx, end := e.observer.Attempt(ctx, AttemptInfo{WorkflowID: r.ex.WorkflowID, StepID: r.a.StepID, StepType: step.Type,
+// startAttempt tells the observer that the claimed attempt r is about to run; the context
+// it returns is the step's.
+func (e *attempts) startAttempt(ctx context.Context, r *attemptRun) (context.Context, func(AttemptEnd)) {
+	return e.observer.Attempt(ctx, AttemptInfo{WorkflowID: r.ex.WorkflowID, StepID: r.a.StepID, StepType: r.def.Steps[r.a.StepIndex].Type,
 		Attempt: r.a.Attempt, CorrelationID: r.ex.CorrelationID})
-	outcome, next, err := fn(octx)
+}
+
+// endAttempt tells what became of r (end, from startAttempt), and a move to the DLQ.
+func (e *attempts) endAttempt(r *attemptRun, end func(AttemptEnd), outcome Outcome, err error) {
 	end(AttemptEnd{Outcome: outcome, ErrorType: r.errorType, Took: r.took, Err: err})
 	if outcome == OutcomeDLQ && err == nil {
 		e.observer.DeadLettered(r.ex.WorkflowID, r.a.StepID, r.errorType)
 	}
-	return outcome, next, err
 }

@@ -94,9 +94,9 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 	var env map[string]any // what templates see: built at the first step, extended after each
 	for {
 		r := &attemptRun{ex: &ex, def: def, a: &a, generation: generation, attempts: attempts}
-		outcome, next, err := e.observeAttempt(ctx, r, func(ctx context.Context) (Outcome, *models.StepAttempt, error) {
-			return e.runClaimed(ctx, r, &env, chain)
-		})
+		octx, end := e.startAttempt(ctx, r)
+		outcome, next, err := e.runClaimed(octx, r, &env, chain)
+		e.endAttempt(r, end, outcome, err)
 		if next == nil || err != nil {
 			return outcome, err
 		}

@@ -93,3 +93,28 @@ func TestMetricsToken(t *testing.T) {
 		t.Fatalf("with the token: %d", status)
 	}
 }
+
+// TestMetricsConfig: the metrics and tracing settings are checked when read.
+func TestMetricsConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		fail string
+	}{
+		{map[string]string{"LIFELINE_METRICS_TOKEN": "short"}, "LIFELINE_METRICS_TOKEN"},
+		{map[string]string{"LIFELINE_METRICS_ADDR": "9090"}, "LIFELINE_METRICS_ADDR"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{map[string]string{"LIFELINE_METRICS_ADDR": "127.0.0.1:9090", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ""},
+		{map[string]string{}, ""},
+	} {
+		c, err := loadConfig(func(k string) string { return tc.env[k] })
+		switch {
+		case tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)):
+			t.Errorf("%v: %v, want an error about %s", tc.env, err, tc.fail)
+		case tc.fail == "" && err != nil:
+			t.Errorf("%v: %v", tc.env, err)
+		case tc.fail == "" && c.MetricsOn() != (tc.env["LIFELINE_METRICS_ADDR"] != ""):
+			t.Errorf("%v: metrics on = %v", tc.env, c.MetricsOn())
+		}
+	}
+}

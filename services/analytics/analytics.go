@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -743,4 +744,32 @@ func recommend(r *Report, byStep, rateLimit map[string]*agg, steps []stepAttempt
 		}
 	}
 	return out
+}
+
+// RefreshEvery is how often the periodic job (services/jobs) recomputes the rollups; the
+// figures are as fresh as its last run, and the page says when that was.
+const RefreshEvery = 5 * time.Minute
+
+// Refresher is what the periodic refresh needs (models.DB).
+type Refresher interface {
+	OrganizationIDs(ctx context.Context) ([]string, error)
+	RefreshAnalytics(ctx context.Context, orgID string) (time.Time, error)
+}
+
+var _ Refresher = (*models.DB)(nil)
+
+// Refresh recomputes every organization's recent rollups (models.DB.RefreshAnalytics), one
+// transaction per organization; it returns the first error after trying them all.
+func Refresh(ctx context.Context, r Refresher) error {
+	orgs, err := r.OrganizationIDs(ctx)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, org := range orgs {
+		if _, err := r.RefreshAnalytics(ctx, org); err != nil && first == nil {
+			first = fmt.Errorf("refresh analytics of %s: %w", org, err)
+		}
+	}
+	return first
 }

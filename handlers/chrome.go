@@ -67,6 +67,9 @@ func (ch *chrome) page(c echo.Context, title, active string) layouts.Page {
 		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: cmp.Or(ch.url("dlq.problems"), ch.url("dlq")), Active: active == "dlq", Badge: dlq},
 		{ID: "breakers", Label: l.T("nav.breakers"), URL: ch.url("breakers"), Active: active == "breakers"},
 	}
+	if pr.Can(models.RoleAccountant) && ch.url("analytics") != "" {
+		p.Nav = append(p.Nav, layouts.NavItem{ID: "analytics", Label: l.T("nav.analytics"), URL: ch.url("analytics"), Active: active == "analytics"})
+	}
 	if pr.Can(models.RoleAdmin) && pr.UserID != "" {
 		tabs := ch.settingsTabs(l, active)
 		inSettings := slices.ContainsFunc(tabs, func(t layouts.NavItem) bool { return t.Active })

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lifeline/models"
+	"lifeline/services/analytics"
 	"lifeline/static"
 )
 
@@ -113,6 +114,9 @@ func (s *Server) routes() {
 	clientPages := newClientsHandler(s.chrome, clientsOf(s.Deps))
 	app.GET("/clients/:key", clientPages.Page).Name = "client"
 	app.GET("/breakers", breakers.List).Name = "breakers"
+	analyticsPage := newAnalyticsHandler(s.chrome, analytics.New(s.DB), s.Workflows)
+	app.GET("/analytics", analyticsPage.Page, requireRole(models.RoleAccountant)).Name = "analytics"
+	app.GET("/analytics/export.csv", analyticsPage.Export, requireRole(models.RoleAccountant)).Name = "analytics.export"
 	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"
 	app.POST("/breakers/:id/open", breakers.Open, admin).Name = "breakers.open"
 	app.POST("/settings/organization", profile.SaveOrg, admin).Name = "organization.save"
@@ -191,6 +195,7 @@ func (s *Server) routes() {
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	api.GET("/clients/:key", clientPages.API).Name = "api.client"
 	api.GET("/deadlines", (&DeadlinesHandler{svc: s.deadlines}).API).Name = "api.deadlines"
+	api.GET("/analytics", analyticsPage.API, requireRole(models.RoleAccountant)).Name = "api.analytics"
 	if s.groups != nil {
 		// Failure groups (issue 22): everyone reads them; accountants act, as on one item.
 		api.GET("/dlq/groups", groupsUI.APIList).Name = "api.dlq.groups"

@@ -125,10 +125,14 @@ func serve(ctx context.Context, cfg Config, db *models.DB, stdout io.Writer) err
 	}}
 	registerDeadlines, remind := jobs.DeadlineJobs(reminders)
 	jcfg.Periodic = append(jcfg.Periodic, remind)
+	// Error analytics (issue 24): the daily rollups, recomputed by a periodic job.
+	registerAnalytics, refreshAnalytics := jobs.AnalyticsJobs(db)
+	jcfg.Periodic = append(jcfg.Periodic, refreshAnalytics)
 	jcfg.Register = func(w *river.Workers) {
 		river.AddWorker(w, &jobs.DemoTrafficWorker{DB: db, Engine: eng})
 		registerNotify(w)
 		registerDeadlines(w)
+		registerAnalytics(w)
 	}
 	runner, err := jobs.New(db, eng, queue, jcfg, log)
 	if err != nil {

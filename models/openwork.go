@@ -43,8 +43,8 @@ const clientsAdjustment = "(CASE WHEN SUM(items) > 0 THEN 1 ELSE 0 END) - " +
 // period, due_on, currency, items, failed, priced, amount_minor and clients to sum by key:
 // open_work's rows, and per client touched by a delta not yet folded its clientsAdjustment.
 // clients are per period, or per obligation and due date across periods (perDue: the
-// adjustments' period is then ''). Executions count clients that are not ''; dead letters
-// count '' as one (as the queries they replace did).
+// adjustments' period is then ”). Executions count clients that are not ”; dead letters
+// count ” as one (as the queries they replace did).
 func openWorkUnion(orgID, src string, perDue bool, cond string, condArgs ...any) (string, []any) {
 	clients, period, key := "clients", "period", "obligation, period, due_on, client"
 	if perDue {

@@ -245,7 +245,18 @@ func TestOpenWorkCountersKept(t *testing.T) {
 		}
 		openWorkAgrees(t, f, "expired, rolled back, split, replaced, succeeded")
 
-		// A counter broken behind the triggers' back is found, and repaired.
+		// The reconciler folds the deltas.
+		if err := db.Conn(f.ctx).Model(&models.DeadLetter{}).Where("id = ?", items[8].ID).Update("client", "NIP0000000009").Error; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.e.Reconcile(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		var deltas int64
+		if err := db.Conn(f.ctx).Table("open_work_clients").Where("organization_id = ? AND folded = 0", f.org).Count(&deltas).Error; err != nil || deltas != 0 {
+			t.Fatalf("after the reconciler: %d deltas, %v", deltas, err)
+		}
+		// A counter broken behind the triggers' back is found, and repaired by retention.
 		if err := db.Conn(f.ctx).Exec("INSERT INTO open_work (organization_id, src, obligation, period, due_on, currency, items, folded) "+
 			"VALUES (?, 'd', 'JPK_V7M', '2026-10', '2026-11-25', 'PLN', 3, 1)", f.org).Error; err != nil {
 			t.Fatal(err)
@@ -253,8 +264,8 @@ func TestOpenWorkCountersKept(t *testing.T) {
 		if drift, err := db.OpenWorkDrift(f.ctx, f.org); err != nil || len(drift) != 1 {
 			t.Fatalf("a broken counter: drift %q, %v", drift, err)
 		}
-		if err := db.RepairOpenWork(f.ctx, f.org); err != nil {
-			t.Fatal(err)
+		if res, err := f.e.Retain(f.ctx); err != nil || res.RepairedOpenWork != 1 {
+			t.Fatalf("retention repaired %+v, %v", res, err)
 		}
 		openWorkAgrees(t, f, "repaired")
 	})
@@ -387,4 +398,3 @@ func oracleOpenDeadlines(f *fixture, from, to string) ([]models.DueOpen, error) 
 	}
 	return out, nil
 }
-

@@ -214,7 +214,19 @@ func (db *DB) snapshotTx(ctx context.Context, readOnly bool, fn func(tx *gorm.DB
 
 // RepairOpenWork sets the organization's counters of open work to a recount of its
 // executions and dead letters (the repair of a drift: OpenWorkDrift), in one transaction.
+// On PostgreSQL its snapshot is taken before it waits for a fold of the organization, which
+// then makes it fail to serialize: it tries again, up to three times.
 func (db *DB) RepairOpenWork(ctx context.Context, orgID string) error {
+	var err error
+	for range 3 {
+		if err = db.repairOpenWork(ctx, orgID); !Busy(err) {
+			break
+		}
+	}
+	return err
+}
+
+func (db *DB) repairOpenWork(ctx context.Context, orgID string) error {
 	return db.snapshotTx(ctx, false, func(tx *gorm.DB) error {
 		if err := db.openWorkLock(tx, orgID); err != nil {
 			return err

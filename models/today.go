@@ -22,32 +22,33 @@ type DueGroup struct {
 
 // DueBy returns the organization's obligations with work not done (executions not
 // succeeded: execNotDone) due on or before last (YYYY-MM-DD), the soonest first, at most
-// limit of them.
+// limit of them, each with the money of its open dead letters per currency (the largest
+// first, as StuckMoney orders them). It reads the counters of open work (openwork.go): as
+// many rows as there are obligations, periods and due dates, whatever the number of items.
 func (db *DB) DueBy(ctx context.Context, orgID, last string, limit int) ([]DueGroup, error) {
+	const cond = "due_on <= ? AND obligation <> ''"
+	u, args := openWorkUnion(orgID, srcExecutions, false, cond, last)
 	var groups []DueGroup
-	if err := db.Conn(ctx).Table("workflow_executions").
-		Select("obligation, period, due_on, COUNT(DISTINCT client) AS clients, COUNT(*) AS open, "+
-			"SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS failed", ExecDLQPending).
-		Where("organization_id = ? AND "+execNotDone+" AND due_on IS NOT NULL AND due_on <= ? AND obligation IS NOT NULL", orgID, last).
-		Group("due_on, obligation, period").Order("due_on, obligation, period").Limit(limit).Scan(&groups).Error; err != nil {
+	if err := db.Conn(ctx).Raw(`SELECT obligation, period, due_on, CAST(SUM(clients) AS BIGINT) AS clients,
+  CAST(SUM(items) AS BIGINT) AS open, CAST(SUM(failed) AS BIGINT) AS failed
+FROM (`+u+`) w GROUP BY due_on, obligation, period HAVING SUM(items) > 0 ORDER BY due_on, obligation, period LIMIT ?`,
+		append(args, limit)...).Scan(&groups).Error; err != nil {
 		return nil, err
 	}
 	if len(groups) == 0 {
 		return groups, nil
 	}
 	// The money of every group's open failures in one query, per obligation, period and
-	// currency (the largest first, as StuckMoney orders them), over the same due dates: a
-	// range of the index of open dead letters by due date (migration 00039), which holds
-	// the amounts.
+	// currency, over the same due dates.
 	var sums []struct {
 		Obligation, Period, DueOn string
 		CurrencySum
 	}
-	if err := db.Conn(ctx).Table("dead_letter_queue").
-		Select("obligation, period, due_on, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
-		Where("organization_id = ? AND due_on IS NOT NULL AND "+dlqOpen+" AND due_on <= ? AND amount_minor IS NOT NULL AND obligation IS NOT NULL",
-			orgID, last).
-		Group("due_on, obligation, period, currency").Order("minor DESC, currency").Scan(&sums).Error; err != nil {
+	if err := db.Conn(ctx).Raw(`SELECT obligation, period, due_on, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor,
+  CAST(SUM(priced) AS BIGINT) AS count
+FROM open_work WHERE organization_id = ? AND src = ? AND `+cond+`
+GROUP BY due_on, obligation, period, currency HAVING SUM(priced) > 0 ORDER BY minor DESC, currency`,
+		orgID, srcDeadLetters, last).Scan(&sums).Error; err != nil {
 		return nil, err
 	}
 	at := make(map[[3]string]int, len(groups))
@@ -71,13 +72,13 @@ type ClientMoney struct {
 }
 
 // StuckByClient returns the clients whose open failures hold up the most money (per
-// currency, the largest first), at most limit.
+// currency, the largest first), at most limit. It reads the counters of open money per
+// client (openwork.go): a row per client and currency, whatever the number of items.
 func (db *DB) StuckByClient(ctx context.Context, orgID string, limit int) ([]ClientMoney, error) {
 	var rows []ClientMoney
-	err := db.Conn(ctx).Table("dead_letter_queue").
-		Select("client, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, COUNT(*) AS count").
-		Where("organization_id = ? AND client IS NOT NULL AND amount_minor IS NOT NULL AND "+dlqOpen, orgID).
-		Group("client, currency").Order("minor DESC, client").Limit(limit).Scan(&rows).Error
+	err := db.Conn(ctx).Raw(`SELECT client, currency, CAST(SUM(amount_minor) AS BIGINT) AS minor, CAST(SUM(items) AS BIGINT) AS count
+FROM open_client_money WHERE organization_id = ? GROUP BY client, currency HAVING SUM(items) > 0
+ORDER BY minor DESC, client LIMIT ?`, orgID, limit).Scan(&rows).Error
 	return rows, err
 }
 

@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"gorm.io/gorm"
 )
 
 // DLQUrgency is the dead-letter list's order by urgency (issue 23): overdue first, then due
@@ -62,17 +61,14 @@ type AtRiskDue struct {
 
 // AtRiskDeadLetters returns the organization's dead letters still to handle (pending or
 // being processed) that are due on or before horizon (YYYY-MM-DD: overdue, due today and at
-// risk), per obligation, period and due date, the soonest first (at most 50). It reads a
-// range of the index of open dead letters by due date (migration 00034) and nothing else,
-// grouped in the index's order (due date first), so nothing is sorted but each group's
-// clients.
+// risk), per obligation, period and due date, the soonest first (at most 50). It reads the
+// counters of open work (openwork.go), whatever the number of items.
 func (db *DB) AtRiskDeadLetters(ctx context.Context, orgID, horizon string) ([]AtRiskDue, error) {
+	u, args := openWorkUnion(orgID, srcDeadLetters, false, "due_on <= ?", horizon)
 	var out []AtRiskDue
-	err := db.Conn(ctx).Table("dead_letter_queue").
-		Select("COALESCE(obligation, '') AS obligation, COALESCE(period, '') AS period, due_on, "+
-			"COUNT(DISTINCT COALESCE(client, '')) AS clients, COUNT(*) AS items").
-		Where("organization_id = ? AND due_on IS NOT NULL AND due_on <= ? AND "+dlqOpen, orgID, horizon).
-		Group("due_on, obligation, period").Order("due_on, obligation, period").Limit(50).Scan(&out).Error
+	err := db.Conn(ctx).Raw(`SELECT obligation, period, due_on, CAST(SUM(clients) AS BIGINT) AS clients, CAST(SUM(items) AS BIGINT) AS items
+FROM (`+u+`) w GROUP BY due_on, obligation, period HAVING SUM(items) > 0 ORDER BY due_on, obligation, period LIMIT 50`,
+		args...).Scan(&out).Error
 	return out, err
 }
 
@@ -142,17 +138,19 @@ type DueOpen struct {
 }
 
 // OpenDeadlines returns the organization's open work per obligation and due date, due from
-// from to to (YYYY-MM-DD, inclusive), the soonest first: three grouped queries over the
-// index of open executions by due date (migration 00039), whatever the number of rows.
+// from to to (YYYY-MM-DD, inclusive), the soonest first: it reads the counters of open work
+// (openwork.go), as many rows as there are obligations, periods, due dates and currencies,
+// and each due date's first clients from the counters per client.
 func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueOpen, error) {
-	const open = "organization_id = ? AND due_on IS NOT NULL AND " + execNotDone + " AND due_on >= ? AND due_on <= ?"
-	q := func() *gorm.DB { return db.Conn(ctx).Table("workflow_executions").Where(open, orgID, from, to) }
+	const cond = "due_on >= ? AND due_on <= ?"
+	u, args := openWorkUnion(orgID, srcExecutions, true, cond, from, to)
 	var heads []struct {
 		Obligation, DueOn string
 		Open, Clients     int
 	}
-	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, COUNT(*) AS open, COUNT(DISTINCT client) AS clients").
-		Group("due_on, obligation").Order("due_on, obligation").Limit(1000).Scan(&heads).Error; err != nil {
+	if err := db.Conn(ctx).Raw(`SELECT obligation, due_on, CAST(SUM(items) AS BIGINT) AS open, CAST(SUM(clients) AS BIGINT) AS clients
+FROM (`+u+`) w GROUP BY due_on, obligation HAVING SUM(items) > 0 ORDER BY due_on, obligation LIMIT 1000`, args...).
+		Scan(&heads).Error; err != nil {
 		return nil, err
 	}
 	out := make([]DueOpen, len(heads))
@@ -164,14 +162,19 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 	if len(out) == 0 {
 		return out, nil
 	}
-	// The money per currency and the periods in one pass: per due date, obligation, period
-	// and currency (a handful of rows), the sums added across periods here, exactly.
+	// The money per currency and the periods: per due date, obligation, period and currency
+	// (a handful of rows), the sums added across periods here, exactly; work without a
+	// currency is in złoty.
 	var parts []struct {
-		Obligation, DueOn, Currency string
-		Period, Total               *string
+		Obligation, DueOn, Period, Currency string
+		Priced                              int64
+		Total                               string
 	}
-	if err := q().Select("COALESCE(obligation, '') AS obligation, due_on, period, COALESCE(currency, 'PLN') AS currency, CAST(SUM(amount_minor) AS TEXT) AS total").
-		Group("due_on, obligation, period, currency").Order("period").Scan(&parts).Error; err != nil {
+	if err := db.Conn(ctx).Raw(`SELECT obligation, due_on, period, currency, CAST(SUM(priced) AS BIGINT) AS priced,
+  CAST(SUM(amount_minor) AS TEXT) AS total
+FROM open_work WHERE organization_id = ? AND src = ? AND `+cond+`
+GROUP BY due_on, obligation, period, currency HAVING SUM(items) > 0 ORDER BY period`, orgID, srcExecutions, from, to).
+		Scan(&parts).Error; err != nil {
 		return nil, err
 	}
 	totals := make([]map[string]*big.Int, len(out))
@@ -181,41 +184,58 @@ func (db *DB) OpenDeadlines(ctx context.Context, orgID, from, to string) ([]DueO
 			continue
 		}
 		d := &out[i]
-		if p.Period != nil && (len(d.Periods) == 0 || d.Periods[len(d.Periods)-1] != *p.Period) {
-			d.Periods = append(d.Periods, *p.Period)
+		if p.Period != "" && (len(d.Periods) == 0 || d.Periods[len(d.Periods)-1] != p.Period) {
+			d.Periods = append(d.Periods, p.Period)
 		}
-		if p.Total == nil {
+		if p.Priced == 0 {
 			continue
 		}
-		sum, ok := new(big.Int).SetString(*p.Total, 10)
+		sum, ok := new(big.Int).SetString(p.Total, 10)
 		if !ok {
-			return nil, fmt.Errorf("deadlines: the database summed %q", *p.Total)
+			return nil, fmt.Errorf("deadlines: the database summed %q", p.Total)
+		}
+		currency := p.Currency
+		if currency == "" {
+			currency = "PLN"
 		}
 		if totals[i] == nil {
 			totals[i] = map[string]*big.Int{}
 		}
-		if prev := totals[i][p.Currency]; prev != nil {
+		if prev := totals[i][currency]; prev != nil {
 			sum.Add(sum, prev)
 		}
-		totals[i][p.Currency] = sum
+		totals[i][currency] = sum
 	}
 	for i, byCurrency := range totals {
 		for currency, sum := range byCurrency {
 			out[i].Amounts[currency] = sum.String()
 		}
 	}
-	var clients []struct{ Obligation, DueOn, Client string }
-	if err := db.Conn(ctx).Raw(`SELECT obligation, due_on, client FROM (
-  SELECT obligation, due_on, client, ROW_NUMBER() OVER (PARTITION BY obligation, due_on ORDER BY client) AS n
-  FROM (SELECT DISTINCT COALESCE(obligation, '') AS obligation, due_on, client FROM workflow_executions
-        WHERE `+open+` AND client IS NOT NULL) d) s
-WHERE n <= ? ORDER BY client`, orgID, from, to, MaxDeadlineClients).Scan(&clients).Error; err != nil {
-		return nil, err
-	}
-	for _, c := range clients {
-		if i, ok := at[[2]string{c.Obligation, c.DueOn}]; ok {
-			out[i].ClientKeys = append(out[i].ClientKeys, c.Client)
+	// Each due date's first clients in key order: a short range of the counters per client
+	// (idx_open_work_clients) per due date, in statements of at most 50 of them.
+	const each = `SELECT * FROM (SELECT obligation, due_on, client FROM open_work_clients
+  WHERE organization_id = ? AND src = ? AND obligation = ? AND due_on = ? AND client <> ''
+  GROUP BY obligation, due_on, client HAVING SUM(items) > 0 ORDER BY client LIMIT ?) c`
+	for lo := 0; lo < len(out); lo += 50 {
+		hi := min(lo+50, len(out))
+		var parts []string
+		var args []any
+		for _, d := range out[lo:hi] {
+			parts = append(parts, each)
+			args = append(args, orgID, srcExecutions, d.Obligation, d.DueOn, MaxDeadlineClients)
 		}
+		var clients []struct{ Obligation, DueOn, Client string }
+		if err := db.Conn(ctx).Raw(strings.Join(parts, "\nUNION ALL\n"), args...).Scan(&clients).Error; err != nil {
+			return nil, err
+		}
+		for _, c := range clients {
+			if i, ok := at[[2]string{c.Obligation, c.DueOn}]; ok {
+				out[i].ClientKeys = append(out[i].ClientKeys, c.Client)
+			}
+		}
+	}
+	for i := range out {
+		sort.Strings(out[i].ClientKeys)
 	}
 	return out, nil
 }

@@ -55,7 +55,8 @@ func (e *Engine) Escalate(ctx context.Context) (EscalationResult, error) {
 }
 
 // Reconcile repairs executions stuck between the database and the queue (seed 001,
-// "workflow reconciliation"). It is safe to run at any time, on any number of processes.
+// "workflow reconciliation"), then folds the deltas of the counters of open work
+// (models.DB.FoldOpenWork). It is safe to run at any time, on any number of processes.
 func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	return e.maintenance.Reconcile(ctx)
 }
@@ -87,7 +88,8 @@ func (e *Engine) Reseal(ctx context.Context) (int, error) {
 // replay is running (processing) wait for it. API idempotency keys past their 24 hours are
 // deleted, and failures counted against circuit breakers more than an hour ago. Then every
 // failure group whose kept counts differ from its items' is recounted (logged, with how many:
-// RetentionResult.RepairedGroups).
+// RetentionResult.RepairedGroups), and every organization whose counters of open work differ
+// from a recount of its items is repaired (RetentionResult.RepairedOpenWork).
 func (e *Engine) Retain(ctx context.Context) (RetentionResult, error) {
 	return e.maintenance.Retain(ctx)
 }

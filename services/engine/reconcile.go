@@ -147,7 +147,10 @@ func (e *maintenance) reconcile(ctx context.Context, pendingGrace time.Duration)
 			res.Requeued++
 		}
 	}
-	return res, e.reconcileCompensations(ctx, now, pendingGrace)
+	if err := e.reconcileCompensations(ctx, now, pendingGrace); err != nil {
+		return res, err
+	}
+	return res, e.foldOpenWork(ctx)
 }
 
 // exhaust sends an attempt that was reclaimed MaxReclaims times to the DLQ: its process

@@ -26,6 +26,9 @@ type RetentionResult struct {
 	// RepairedGroups counts the failure groups whose kept counts differed from their items'
 	// and were recounted (repairGroupCounts).
 	RepairedGroups int
+	// RepairedOpenWork counts the organizations whose counters of open work differed from a
+	// recount of their items and were set to it (repairOpenWork).
+	RepairedOpenWork int
 }
 
 // Retain does what Engine.Retain says.
@@ -56,7 +59,10 @@ func (e *maintenance) Retain(ctx context.Context) (RetentionResult, error) {
 		return res, r.Error
 	}
 	res.IdempotencyKeys = int(r.RowsAffected)
-	res.RepairedGroups, err = e.repairGroupCounts(ctx)
+	if res.RepairedGroups, err = e.repairGroupCounts(ctx); err != nil {
+		return res, err
+	}
+	res.RepairedOpenWork, err = e.repairOpenWork(ctx)
 	return res, err
 }
 

@@ -40,8 +40,11 @@ const commitTimeout = 30 * time.Second
 
 // RunAttempt does what Engine.RunAttempt says.
 func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
+	// The attempt and its execution (of the attempt's organization) in one query, without
+	// GORM's reflection: this runs for every job.
 	var a models.StepAttempt
-	if err := e.db.Conn(ctx).Where("id = ?", attemptID).First(&a).Error; err != nil {
+	var ex models.Execution
+	if err := e.db.AttemptAndExecution(ctx, attemptID, &a, &ex); err != nil {
 		if models.IsNotFound(err) {
 			return OutcomeSkipped, nil
 		}
@@ -49,10 +52,6 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 	}
 	if a.Status != models.StepPending || a.Generation != generation {
 		return OutcomeSkipped, nil
-	}
-	var ex models.Execution
-	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", a.OrganizationID, a.ExecutionID).First(&ex).Error; err != nil {
-		return "", err
 	}
 	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
 	if err != nil {

@@ -189,7 +189,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, ce *chainEnv, 
 		shown := time.AfterFunc(showAfter, func() { e.showRunning(exID, attemptID, stepID) })
 		defer shown.Stop()
 	}
-	r.log = e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
+	r.log = lazyWith(e.log, "execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 	log := r.log
 	var input json.RawMessage
 	var mask *redact.Masker

@@ -93,25 +93,57 @@ func (db *DB) AttemptAndExecution(ctx context.Context, id string, a *StepAttempt
 	return rows.Close()
 }
 
-// attemptInsert writes every column of an attempt.
-var attemptInsert = func() string {
-	cols := attemptColumns(&StepAttempt{})
+// insertOf is the INSERT of every column of table.
+func insertOf(table string, cols []column) string {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.name
 	}
-	return "INSERT INTO step_executions (" + strings.Join(names, ", ") + ") VALUES (?" + strings.Repeat(", ?", len(cols)-1) + ")"
-}()
+	return "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ") VALUES (?" + strings.Repeat(", ?", len(cols)-1) + ")"
+}
 
-// CreateAttempt inserts a in tx, every column as a holds it (what tx.Create(a) writes, for
-// the step path: no reflection).
+var (
+	attemptInsert   = insertOf("step_executions", attemptColumns(&StepAttempt{}))
+	executionInsert = insertOf("workflow_executions", executionColumns(&Execution{}))
+)
+
+// CreateAttempt inserts a in tx, every column as a holds it, its times set as GORM's Create
+// sets them when zero: what tx.Create(a) writes, for the step path (no reflection).
 func CreateAttempt(tx *gorm.DB, a *StepAttempt) error {
-	cols := attemptColumns(a)
+	stampCreated(tx, &a.CreatedAt, &a.UpdatedAt)
+	return tx.Exec(attemptInsert, argsOf(attemptColumns(a))...).Error
+}
+
+// CreateExecution inserts ex in tx as tx.Create(ex) does (its BeforeCreate included), for
+// the start of an execution (no reflection).
+func CreateExecution(tx *gorm.DB, ex *Execution) error {
+	if err := ex.BeforeCreate(tx); err != nil {
+		return err
+	}
+	stampCreated(tx, &ex.CreatedAt, &ex.UpdatedAt)
+	return tx.Exec(executionInsert, argsOf(executionColumns(ex))...).Error
+}
+
+// stampCreated sets zero creation and update times to tx's clock, as GORM's Create does.
+func stampCreated(tx *gorm.DB, created, updated *time.Time) {
+	if created.IsZero() || updated.IsZero() {
+		now := tx.NowFunc()
+		if created.IsZero() {
+			*created = now
+		}
+		if updated.IsZero() {
+			*updated = now
+		}
+	}
+}
+
+// argsOf are the columns' values, as a statement's arguments.
+func argsOf(cols []column) []any {
 	args := make([]any, len(cols))
 	for i, c := range cols {
 		args[i] = argOf(c.dest)
 	}
-	return tx.Exec(attemptInsert, args...).Error
+	return args
 }
 
 // argOf is the value a column's destination points to, as a statement's argument.

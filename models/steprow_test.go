@@ -34,7 +34,7 @@ func TestStepRowColumns(t *testing.T) {
 			OriginalInput: models.JSON(`{"nip": "1"}`), RollbackStatus: str(models.RollingBack), StartedAt: tm(2 * time.Minute),
 			FinishedAt: tm(3 * time.Minute), CreatedAt: at, UpdatedAt: at.Add(4 * time.Minute)}
 		allSet(t, "execution", ex)
-		if err := db.Conn(ctx).Create(&ex).Error; err != nil {
+		if err := models.CreateExecution(db.Conn(ctx), &ex); err != nil {
 			t.Fatal(err)
 		}
 		a := models.StepAttempt{ID: models.NewID(), OrganizationID: org, ExecutionID: ex.ID, StepID: "post", StepIndex: 2, Attempt: 3,
@@ -59,6 +59,10 @@ func TestStepRowColumns(t *testing.T) {
 		if err := db.Conn(ctx).Where("id = ?", ex.ID).First(&wantEx).Error; err != nil {
 			t.Fatal(err)
 		}
+		allSet(t, "execution written by CreateExecution", wantEx)
+		if *wantEx.DueOn != *ex.DueOn || *wantEx.AmountMinor != amount || !wantEx.ReplayedAt.Equal(*ex.ReplayedAt) {
+			t.Fatalf("CreateExecution wrote %+v, want %+v", wantEx, ex)
+		}
 		var gotA models.StepAttempt
 		var gotEx models.Execution
 		if err := db.AttemptAndExecution(ctx, a.ID, &gotA, &gotEx); err != nil {
@@ -66,6 +70,21 @@ func TestStepRowColumns(t *testing.T) {
 		}
 		sameJSON(t, "attempt", gotA, wantA)
 		sameJSON(t, "execution", gotEx, wantEx)
+
+		// As GORM's Create: the search text from the subject when none is given, the times
+		// from the clock when zero.
+		bare := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: wf, WorkflowVersion: 1, Status: models.ExecPending,
+			Input: models.JSON(`{}`), TriggerType: "api", CorrelationID: models.NewID(), Subject: str("Deklaracja ŁÓDŹ")}
+		if err := models.CreateExecution(db.Conn(ctx), &bare); err != nil {
+			t.Fatal(err)
+		}
+		var back models.Execution
+		if err := db.Conn(ctx).Where("id = ?", bare.ID).First(&back).Error; err != nil {
+			t.Fatal(err)
+		}
+		if back.SearchText != models.SearchText("Deklaracja ŁÓDŹ") || back.SearchText == "" || back.CreatedAt.IsZero() || back.UpdatedAt.IsZero() {
+			t.Fatalf("bare execution stored %+v", back)
+		}
 
 		if err := db.AttemptAndExecution(ctx, models.NewID(), &gotA, &gotEx); !models.IsNotFound(err) {
 			t.Fatalf("unknown attempt: %v, want not found", err)

@@ -188,8 +188,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		}
 		i := def.After(s.place())
 		if i < 0 {
-			if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-				Updates(map[string]any{"status": endStatus(def, s.place()), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
+			if err := st.EndExecution(ex, endStatus(def, s.place())); err != nil {
 				return nil, err
 			}
 			return nil, st.deadLetters().ResolveReplayed(ex)
@@ -442,6 +441,13 @@ func (s stateTx) FailUnrunnable(ex *models.Execution, a *models.StepAttempt, gen
 	}
 	return s.tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
 		Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": s.now, "updated_at": s.now}).Error
+}
+
+// EndExecution ends ex in status (SUCCEEDED, PARTIAL) after its last step, finished now.
+// Written only in the transaction whose SucceedAttempt of that step won: that is its guard.
+func (s stateTx) EndExecution(ex *models.Execution, status string) error {
+	return s.tx.Exec(`UPDATE workflow_executions SET status = ?, current_step_id = NULL, finished_at = ?, updated_at = ?
+  WHERE id = ? AND organization_id = ?`, status, s.now, s.now, ex.ID, ex.OrganizationID).Error
 }
 
 // DeadLetterExecution moves ex to DLQ_PENDING at its failed step. Written only in the

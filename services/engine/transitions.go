@@ -188,7 +188,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		}
 		i := def.After(s.place())
 		if i < 0 {
-			if err := st.EndExecution(ex, endStatus(def, s.place())); err != nil {
+			if err := endExecution(st, ex, endStatus(def, s.place())); err != nil {
 				return nil, err
 			}
 			return nil, st.deadLetters().ResolveReplayed(ex)
@@ -443,9 +443,10 @@ func (s stateTx) FailUnrunnable(ex *models.Execution, a *models.StepAttempt, gen
 		Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": s.now, "updated_at": s.now}).Error
 }
 
-// EndExecution ends ex in status (SUCCEEDED, PARTIAL) after its last step, finished now.
-// Written only in the transaction whose SucceedAttempt of that step won: that is its guard.
-func (s stateTx) EndExecution(ex *models.Execution, status string) error {
+// endExecution ends ex in status (SUCCEEDED, PARTIAL: endStatus) after its last step,
+// finished now, in s. Written only in the transaction whose SucceedAttempt of that step won:
+// that is its guard. (A function, not a method: stateTx keeps within 25 methods.)
+func endExecution(s stateTx, ex *models.Execution, status string) error {
 	return s.tx.Exec(`UPDATE workflow_executions SET status = ?, current_step_id = NULL, finished_at = ?, updated_at = ?
   WHERE id = ? AND organization_id = ?`, status, s.now, s.now, ex.ID, ex.OrganizationID).Error
 }

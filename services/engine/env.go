@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"lifeline/models"
+	"lifeline/services/definition"
+	"lifeline/services/redact"
 )
 
 // env is what templates see at step index: input, the outputs of the succeeded (or skipped)
@@ -78,4 +81,56 @@ func credentialsOf(env map[string]any) credentialValues {
 		}
 	}
 	return out
+}
+
+// chainEnv is what templates see while a worker runs steps of one execution in a row (built
+// at the first step, extended after each), with the secret values found so far in it and in
+// the definition: each step's masker needs them all, and walking every earlier output again
+// at every step cost the step path more than its own work. A step's entry is walked once
+// (again only if it is replaced by another map); the union is what walking the whole env
+// finds, since a value's secrecy depends only on the keys above it.
+type chainEnv struct {
+	env map[string]any
+	// def's literal secrets, found once per chain.
+	defFound []string
+	defDone  bool
+	// found are the secret values of env's input and of the steps' entries walked (by step
+	// id, the entry's map).
+	found       []string
+	inputWalked bool
+	walked      map[string]uintptr
+}
+
+// drop forgets env and what was found in it (it is built again from the attempts).
+func (c *chainEnv) drop() {
+	c.env, c.found, c.inputWalked, c.walked = nil, nil, false, nil
+}
+
+// secrets returns the secret values of def and of env's input and steps (knownSecrets: the
+// masker takes each as a whole), walking only what it has not walked yet.
+func (c *chainEnv) secrets(r *redact.Redactor, def *definition.Definition) knownSecrets {
+	if !c.defDone {
+		c.defFound, c.defDone = defSecrets(r, def), true
+	}
+	if !c.inputWalked {
+		c.found = append(c.found, r.SecretValues(c.env["input"])...)
+		c.inputWalked = true
+	}
+	steps, _ := c.env["steps"].(map[string]any)
+	for id, entry := range steps {
+		var p uintptr // 0: not a map (never so), walked every time
+		if m, ok := entry.(map[string]any); ok {
+			p = reflect.ValueOf(m).Pointer()
+		}
+		if w, ok := c.walked[id]; ok && w == p && p != 0 {
+			continue
+		}
+		if c.walked == nil {
+			c.walked = map[string]uintptr{}
+		}
+		c.walked[id] = p
+		c.found = append(c.found, r.SecretValues(map[string]any{id: entry})...)
+	}
+	out := make(knownSecrets, 0, len(c.defFound)+len(c.found))
+	return append(append(out, c.defFound...), c.found...)
 }

@@ -30,23 +30,37 @@ import (
 // JSON: an environment, a rendered configuration…; credentialValues each as a whole). nil
 // when there are none.
 func (e *secrets) masker(def *definition.Definition, values ...any) *redact.Masker {
+	found := defSecrets(e.redactor, def)
+	for _, v := range values {
+		switch v := v.(type) {
+		case credentialValues:
+			found = append(found, v...)
+		case knownSecrets:
+			found = append(found, v...)
+		default:
+			found = append(found, e.redactor.SecretValues(v)...)
+		}
+	}
+	return redact.NewMasker(found...)
+}
+
+// knownSecrets are secret values found already (chainEnv.secrets): the masker takes each as
+// a whole.
+type knownSecrets []string
+
+// defSecrets are def's literal secrets: the values under secret-looking keys of every step's
+// configuration and compensation (none for a nil def).
+func defSecrets(r *redact.Redactor, def *definition.Definition) []string {
 	var found []string
 	if def != nil {
 		for _, st := range def.Steps {
-			found = append(found, e.redactor.SecretValues(st.Config)...)
+			found = append(found, r.SecretValues(st.Config)...)
 			if st.Compensation != nil {
-				found = append(found, e.redactor.SecretValues(st.Compensation.Config)...)
+				found = append(found, r.SecretValues(st.Compensation.Config)...)
 			}
 		}
 	}
-	for _, v := range values {
-		if cv, ok := v.(credentialValues); ok {
-			found = append(found, cv...)
-			continue
-		}
-		found = append(found, e.redactor.SecretValues(v)...)
-	}
-	return redact.NewMasker(found...)
+	return found
 }
 
 // sealFound is seal that also seals, inside every string of raw, the secrets m finds (any

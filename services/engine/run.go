@@ -40,8 +40,11 @@ const commitTimeout = 30 * time.Second
 
 // RunAttempt does what Engine.RunAttempt says.
 func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation int) (Outcome, error) {
+	// The attempt and its execution (of the attempt's organization) in one query, without
+	// GORM's reflection: this runs for every job.
 	var a models.StepAttempt
-	if err := e.db.Conn(ctx).Where("id = ?", attemptID).First(&a).Error; err != nil {
+	var ex models.Execution
+	if err := e.db.AttemptAndExecution(ctx, attemptID, &a, &ex); err != nil {
 		if models.IsNotFound(err) {
 			return OutcomeSkipped, nil
 		}
@@ -49,10 +52,6 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 	}
 	if a.Status != models.StepPending || a.Generation != generation {
 		return OutcomeSkipped, nil
-	}
-	var ex models.Execution
-	if err := e.db.Conn(ctx).Where("organization_id = ? AND id = ?", a.OrganizationID, a.ExecutionID).First(&ex).Error; err != nil {
-		return "", err
 	}
 	def, err := e.definitionFor(ctx, ex.OrganizationID, ex.WorkflowID, ex.WorkflowVersion)
 	if err != nil {
@@ -91,21 +90,21 @@ func (e *attempts) RunAttempt(ctx context.Context, attemptID string, generation 
 		}
 	}
 	chain := &chainBudget{started: time.Now()}
-	var env map[string]any // what templates see: built at the first step, extended after each
+	var ce chainEnv // what templates see: built at the first step, extended after each
 	for {
 		r := &attemptRun{ex: &ex, def: def, a: &a, generation: generation, attempts: attempts}
 		octx, end := e.startAttempt(ctx, r)
-		outcome, next, err := e.runClaimed(octx, r, &env, chain)
+		outcome, next, err := e.runClaimed(octx, r, &ce, chain)
 		e.endAttempt(r, end, outcome, err)
 		if next == nil || err != nil {
 			return outcome, err
 		}
 		attempts = append(attempts, a) // a is now the SUCCEEDED attempt, with its stored output
-		if env != nil {
-			if err := e.addOutput(env, a); err != nil {
-				env = nil // built again from attempts, where the error is the step's
-			} else if err := e.standIn(env, a, attempts, -1); err != nil {
-				env = nil
+		if ce.env != nil {
+			if err := e.addOutput(ce.env, a); err != nil {
+				ce.drop() // built again from attempts, where the error is the step's
+			} else if err := e.standIn(ce.env, a, attempts, -1); err != nil {
+				ce.drop()
 			}
 		}
 		a, generation = *next, next.Generation
@@ -182,7 +181,7 @@ type stepFailure struct {
 // runClaimed runs a claimed (RUNNING at generation) attempt and records its result. When the
 // step succeeded and its successor was claimed in the same commit, it returns that attempt:
 // the caller runs it next. On return a holds what was stored (status, output).
-func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[string]any, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
+func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, ce *chainEnv, chain *chainBudget) (Outcome, *models.StepAttempt, error) {
 	ex, def, a, attempts := r.ex, r.def, r.a, r.attempts
 	step := def.Steps[a.StepIndex]
 	timeout := time.Duration(step.Timeout()) * time.Millisecond
@@ -195,7 +194,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		shown := time.AfterFunc(showAfter, func() { e.showRunning(exID, attemptID, stepID) })
 		defer shown.Stop()
 	}
-	r.log = e.log.With("execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
+	r.log = lazyWith(e.log, "execution_id", ex.ID, "correlation_id", ex.CorrelationID, "step_id", a.StepID, "attempt", a.Attempt)
 	log := r.log
 	var input json.RawMessage
 	var mask *redact.Masker
@@ -213,14 +212,14 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		if err := e.periodGate(ctx, ex, step); err != nil {
 			return nil, err
 		}
-		if *envp == nil {
+		if ce.env == nil {
 			env, err := e.env(ctx, ex, attempts, a.StepIndex, def.UsesCredentials())
 			if err != nil {
 				return nil, classify.New(classify.Internal, "DECRYPT", err.Error())
 			}
-			*envp = env
+			ce.env = env
 		}
-		env := *envp
+		env := ce.env
 		// Every secret the attempt can see (the execution's input, earlier outputs, the
 		// definition's literal secrets, what its templates produce under secret-looking
 		// keys) is sealed or masked wherever it appears in what is stored.
@@ -241,7 +240,8 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, envp *map[stri
 		if err != nil {
 			return nil, classify.New(classify.Validation, "TEMPLATE", err.Error())
 		}
-		mask = e.masker(def, env["input"], env["steps"], failedStep, cfg, credentialsOf(env))
+		// (A handler's env shares the chain's input and steps: their secrets are the chain's.)
+		mask = e.masker(nil, ce.secrets(e.redactor, def), failedStep, cfg, credentialsOf(env))
 		input, _ = json.Marshal(cfg)
 		if mapped != nil {
 			input = mapped

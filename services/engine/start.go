@@ -115,11 +115,11 @@ func (e *starts) start(ctx context.Context, r StartRequest, input []byte) (*mode
 		ex.CreatedAt, ex.UpdatedAt = now, now
 		fi := def.First()
 		first := def.Steps[fi]
-		if err := tx.Create(&ex).Error; err != nil {
+		if err := models.CreateExecution(tx, &ex); err != nil {
 			return nil, err
 		}
 		a := newAttempt(&ex, first, fi, 1, e.scheduleFor(first, now))
-		if err := tx.Create(&a).Error; err != nil {
+		if err := models.CreateAttempt(tx, &a); err != nil {
 			return nil, err
 		}
 		if r.IdempotencyKey != "" {

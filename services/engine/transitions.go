@@ -100,16 +100,16 @@ SELECT now(), (SELECT count(*) FROM cl)`
 	}
 	claimed := false
 	err = t.db.Tx(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&models.StepAttempt{}).
-			Where("id = ? AND status = ? AND generation = ?", a.ID, models.StepPending, generation).
-			Updates(map[string]any{"status": models.StepRunning, "started_at": now, "lease_expires_at": now.Add(lease), "updated_at": now})
+		res := tx.Exec(`UPDATE step_executions SET status = ?, started_at = ?, lease_expires_at = ?, updated_at = ?
+  WHERE id = ? AND status = ? AND generation = ?`,
+			models.StepRunning, now, now.Add(lease), now, a.ID, models.StepPending, generation)
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
 		claimed = true
-		err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-			Updates(map[string]any{"status": gorm.Expr("CASE WHEN status = ? THEN ? ELSE status END", models.ExecPending, models.ExecRunning),
-				"started_at": gorm.Expr("COALESCE(started_at, ?)", now), "current_step_id": a.StepID, "updated_at": now}).Error
+		err := tx.Exec(`UPDATE workflow_executions SET status = CASE WHEN status = ? THEN ? ELSE status END,
+  started_at = COALESCE(started_at, ?), current_step_id = ?, updated_at = ? WHERE id = ? AND organization_id = ?`,
+			models.ExecPending, models.ExecRunning, now, a.StepID, now, ex.ID, ex.OrganizationID).Error
 		if err != nil {
 			return err
 		}
@@ -177,8 +177,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 	ex, def, a := s.ex, s.def, s.a
 	err = t.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
 		st := stateTx{tx: tx, now: now}
-		if err := st.FinishAttempt(a, s.generation, models.StepSucceeded, map[string]any{"input": models.JSON(s.in),
-			"output": models.JSON(s.out), "lease_expires_at": nil, "duration_us": durationUs(s.took)}); err != nil {
+		if err := st.SucceedAttempt(a, s.generation, s.in, s.out, s.took); err != nil {
 			return nil, err
 		}
 		// A step that recovers by retrying resolves its error record (a first attempt has none).
@@ -189,8 +188,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		}
 		i := def.After(s.place())
 		if i < 0 {
-			if err := tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
-				Updates(map[string]any{"status": endStatus(def, s.place()), "current_step_id": nil, "finished_at": now, "updated_at": now}).Error; err != nil {
+			if err := endExecution(st, ex, endStatus(def, s.place())); err != nil {
 				return nil, err
 			}
 			return nil, st.deadLetters().ResolveReplayed(ex)
@@ -209,7 +207,7 @@ func (t *transitions) AdvanceAttempt(ctx context.Context, s *success) (next *mod
 		if claimed {
 			markClaimed(nil, &na, now, s.lease)
 		}
-		if err := tx.Create(&na).Error; err != nil {
+		if err := models.CreateAttempt(tx, &na); err != nil {
 			return nil, err
 		}
 		next = &na
@@ -343,6 +341,23 @@ func (s stateTx) FinishAttempt(a *models.StepAttempt, generation int, status str
 	return fromRunning(s, a, generation, upd)
 }
 
+// SucceedAttempt is FinishAttempt in SUCCEEDED with the attempt's (sealed) input and output
+// and how long its request took, its lease cleared: one fixed statement, for the step path.
+// errLost when the attempt is no longer RUNNING at generation: nothing is written.
+func (s stateTx) SucceedAttempt(a *models.StepAttempt, generation int, in, out []byte, took time.Duration) error {
+	const q = `UPDATE step_executions SET status = ?, input = ?, output = ?, finished_at = ?, lease_expires_at = NULL,
+  duration_us = ?, updated_at = ? WHERE id = ? AND status = ? AND generation = ?`
+	res := s.tx.Exec(q, models.StepSucceeded, models.JSON(in), models.JSON(out), s.now, durationUs(took), s.now,
+		a.ID, models.StepRunning, generation)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return errLost
+	}
+	return nil
+}
+
 // fromRunning writes upd to the attempt if it is RUNNING at generation; errLost if not.
 func fromRunning(s stateTx, a *models.StepAttempt, generation int, upd map[string]any) error {
 	res := s.tx.Model(&models.StepAttempt{}).
@@ -426,6 +441,14 @@ func (s stateTx) FailUnrunnable(ex *models.Execution, a *models.StepAttempt, gen
 	}
 	return s.tx.Model(&models.Execution{}).Where("id = ? AND organization_id = ?", ex.ID, ex.OrganizationID).
 		Updates(map[string]any{"status": models.ExecFailed, "current_step_id": a.StepID, "finished_at": s.now, "updated_at": s.now}).Error
+}
+
+// endExecution ends ex in status (SUCCEEDED, PARTIAL: endStatus) after its last step,
+// finished now, in s. Written only in the transaction whose SucceedAttempt of that step won:
+// that is its guard. (A function, not a method: stateTx keeps within 25 methods.)
+func endExecution(s stateTx, ex *models.Execution, status string) error {
+	return s.tx.Exec(`UPDATE workflow_executions SET status = ?, current_step_id = NULL, finished_at = ?, updated_at = ?
+  WHERE id = ? AND organization_id = ?`, status, s.now, s.now, ex.ID, ex.OrganizationID).Error
 }
 
 // DeadLetterExecution moves ex to DLQ_PENDING at its failed step. Written only in the

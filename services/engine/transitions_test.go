@@ -267,6 +267,28 @@ func attemptTransitions() []transitionCase {
 			})
 			return w, f.attemptState(a.ID), err
 		}},
+		{"SucceedAttempt", "SUCCEEDED/1 out {\"n\": 1} 250us unleased", "RUNNING/2 out  0us leased", func(f *fixture, lost bool) (bool, string, error) {
+			a := f.attempt(f.execution(models.ExecRunning, nil), models.StepRunning, pick(lost, 1, 2)) // lost: taken by another worker
+			f.db.Conn(f.ctx).Model(a).Update("lease_expires_at", time.Now().Add(time.Minute))
+			w, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.SucceedAttempt(a, 1, []byte(`{"in": 1}`), []byte(`{"n": 1}`), 250*time.Microsecond))
+			})
+			var got models.StepAttempt
+			if err := f.db.Conn(f.ctx).First(&got, "id = ?", a.ID).Error; err != nil {
+				return false, "", err
+			}
+			us, lease := int64(0), "unleased"
+			if got.DurationUs != nil {
+				us = *got.DurationUs
+			}
+			if got.LeaseExpiresAt != nil {
+				lease = "leased"
+			}
+			if w && (string(got.Input) != `{"in": 1}` || got.FinishedAt == nil) {
+				return false, "", fmt.Errorf("stored input %s, finished %v", got.Input, got.FinishedAt)
+			}
+			return w, fmt.Sprintf("%s out %s %dus %s", f.attemptState(a.ID), got.Output, us, lease), err
+		}},
 		{"ReleaseAttempt", "PENDING/2", "RUNNING/3", func(f *fixture, lost bool) (bool, string, error) {
 			a := f.attempt(f.execution(models.ExecRunning, nil), models.StepRunning, pick(lost, 1, 3))
 			w, err := f.in(func(st stateTx) (bool, error) { return won(st.ReleaseAttempt(a, 1, st.now)) })

@@ -48,7 +48,7 @@ type workflowVersions interface {
 	Version(ctx context.Context, orgID, id string, version int) (models.JSON, error)
 }
 
-// approvals are an item's input-change requests and reopening (engine.Engine).
+// approvals are an item's input-change requests and reopening (engine.Approvals).
 type approvals interface {
 	RequestInputChange(ctx context.Context, r engine.ChangeRequest) (*models.InputChangeRequest, error)
 	ApproveInputChange(ctx context.Context, d engine.Decision) (*engine.ReplayResult, error)
@@ -65,7 +65,7 @@ type fixRules interface {
 }
 
 var (
-	_ approvals        = (*engine.Engine)(nil)
+	_ approvals        = engine.Approvals{}
 	_ fixRules         = (*fixrules.Service)(nil)
 	_ recoverer        = (*engine.Engine)(nil)
 	_ deadLetters      = (*executions.Service)(nil)
@@ -100,7 +100,7 @@ type DLQActionsHandler struct {
 
 // newDLQActionsHandler returns the handler.
 func newDLQActionsHandler(ch *chrome, eng *engine.Engine, dlq deadLetters, wfs workflowVersions, history auditHistory, rules fixRules) *DLQActionsHandler {
-	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history, chg: eng, rules: rules}
+	return &DLQActionsHandler{chrome: ch, eng: eng, dlq: dlq, wfs: wfs, audit: history, chg: eng.Approvals(), rules: rules}
 }
 
 // Roles (seed 000, scenarios 3 and 4: the accountant fixes her data): viewers read;

@@ -121,29 +121,36 @@ func (e *Engine) Start(ctx context.Context, r StartRequest) (*models.Execution, 
 	return e.starts.Start(ctx, r)
 }
 
+// Approvals are a dead letter's input-change requests (an accountant's edit an admin
+// approves or rejects) and the reopening of an item closed by hand (Engine.Approvals).
+type Approvals struct{ e *Engine }
+
+// Approvals returns the engine's approval actions.
+func (e *Engine) Approvals() Approvals { return Approvals{e: e} }
+
 // RequestInputChange stores an accountant's edited input of a workflow that moves money as
 // a request for an admin's approval, instead of running the replay (recovery.RequestInputChange).
-func (e *Engine) RequestInputChange(ctx context.Context, r ChangeRequest) (*models.InputChangeRequest, error) {
-	return e.recovery.RequestInputChange(ctx, r)
+func (a Approvals) RequestInputChange(ctx context.Context, r ChangeRequest) (*models.InputChangeRequest, error) {
+	return a.e.recovery.RequestInputChange(ctx, r)
 }
 
 // ApproveInputChange approves a pending input-change request and runs its replay, or
 // neither (recovery.ApproveInputChange); a second approval is ECONFLICT.
-func (e *Engine) ApproveInputChange(ctx context.Context, d Decision) (*ReplayResult, error) {
-	return e.recovery.ApproveInputChange(ctx, d)
+func (a Approvals) ApproveInputChange(ctx context.Context, d Decision) (*ReplayResult, error) {
+	return a.e.recovery.ApproveInputChange(ctx, d)
 }
 
 // RejectInputChange rejects a pending input-change request with a note.
-func (e *Engine) RejectInputChange(ctx context.Context, d Decision) (*models.InputChangeRequest, error) {
-	return e.recovery.RejectInputChange(ctx, d)
+func (a Approvals) RejectInputChange(ctx context.Context, d Decision) (*models.InputChangeRequest, error) {
+	return a.e.recovery.RejectInputChange(ctx, d)
 }
 
 // InputChanges lists a dead letter's input-change requests, newest first.
-func (e *Engine) InputChanges(ctx context.Context, orgID, deadLetterID string) ([]models.InputChangeRequest, error) {
-	return e.recovery.InputChanges(ctx, orgID, deadLetterID)
+func (a Approvals) InputChanges(ctx context.Context, orgID, deadLetterID string) ([]models.InputChangeRequest, error) {
+	return a.e.recovery.InputChanges(ctx, orgID, deadLetterID)
 }
 
 // Reopen makes an item closed by hand pending again (recovery.Reopen).
-func (e *Engine) Reopen(ctx context.Context, r ReopenRequest) error {
-	return e.recovery.Reopen(ctx, r)
+func (a Approvals) Reopen(ctx context.Context, r ReopenRequest) error {
+	return a.e.recovery.Reopen(ctx, r)
 }

@@ -1,0 +1,200 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"lifeline/handlers/openapi"
+	"lifeline/models"
+	"lifeline/models/modeltest"
+)
+
+// apiContract is the API's OpenAPI document (handlers/openapi), loaded once, with a router
+// that finds a request's operation in it.
+type apiContract struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+var loadContract = sync.OnceValues(func() (*apiContract, error) {
+	b, err := openapi.JSON()
+	if err != nil {
+		return nil, err
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, err
+	}
+	r, err := legacy.NewRouter(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &apiContract{doc: doc, router: r}, nil
+})
+
+// checkContract holds an /api/v1 exchange to the OpenAPI document; do calls it for every
+// request, so every API response the handlers' tests receive is checked:
+//   - the response: its status must be one the operation lists (not only "default"), and
+//     its body and headers must match that response's schema;
+//   - the request, when the server accepted it (2xx): its path, query, headers and body
+//     must match the operation's parameters and request body, so a client that follows
+//     the document is not refused, and the server takes nothing the document does not say;
+//   - a request the document has no operation for must be refused (4xx) with the error shape.
+func checkContract(t testing.TB, req *http.Request, reqBody string, status int, header http.Header, body []byte) {
+	t.Helper()
+	if !strings.HasPrefix(req.URL.Path, "/api/v1/") {
+		return
+	}
+	ct, err := loadContract()
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	what := req.Method + " " + req.URL.RequestURI()
+	route, params, err := ct.router.FindRoute(req)
+	if err != nil {
+		if status < 400 || status >= 500 {
+			t.Errorf("contract: %s answered %d, but the OpenAPI document has no such operation (%v)", what, status, err)
+			return
+		}
+		if err := validateErrorBody(ct.doc, body); err != nil {
+			t.Errorf("contract: %s answered %d with a body that is not the error shape: %v\n%s", what, status, err, body)
+		}
+		return
+	}
+	op := route.Operation
+	if op.Responses.Value(strconv.Itoa(status)) == nil {
+		t.Errorf("contract: %s answered %d, a status its operation %s does not list", what, status, op.OperationID)
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
+	// A copy of the request to validate: its body read again, JSON when it does not say
+	// (the API reads every body as JSON).
+	vreq := req.Clone(context.Background())
+	vreq.Body = io.NopCloser(strings.NewReader(reqBody))
+	if reqBody != "" && vreq.Header.Get("Content-Type") == "" {
+		vreq.Header.Set("Content-Type", "application/json")
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: opts}
+	if status >= 200 && status < 300 {
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			t.Errorf("contract: %s was accepted (%d), but the request does not match operation %s: %v\nrequest body: %.500s", what, status, op.OperationID, err, reqBody)
+		}
+		vreq.Body = io.NopCloser(strings.NewReader(reqBody))
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
+		Options: &openapi3filter.Options{MultiError: true, IncludeResponseStatus: true}}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("contract: the response to %s (%d) does not match operation %s: %v\nbody: %.1000s", what, status, op.OperationID, err, body)
+	}
+}
+
+// validateErrorBody checks body against the document's Error schema.
+func validateErrorBody(doc *openapi3.T, body []byte) error {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return err
+	}
+	return doc.Components.Schemas["Error"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020())
+}
+
+var echoParam = regexp.MustCompile(`:([A-Za-z_][A-Za-z0-9_]*)`)
+
+// TestOpenAPICoversEveryRoute: every route the router serves under /api/v1 (with every
+// optional part of the server on) is an operation of the OpenAPI document, with the same
+// path parameters, and the document has no operation the router does not serve.
+func TestOpenAPICoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newFullApp(t, db)
+		ct, err := loadContract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := map[string]bool{}
+		for _, r := range routesOf(t, a) {
+			method, path, _ := strings.Cut(r, " ")
+			if !strings.HasPrefix(path, "/api/v1/") {
+				continue
+			}
+			path = echoParam.ReplaceAllString(path, "{$1}")
+			served[method+" "+path] = true
+			item := ct.doc.Paths.Value(path)
+			if item == nil || item.GetOperation(method) == nil {
+				t.Errorf("%s %s is served but not in the OpenAPI document (handlers/openapi/openapi.yaml)", method, path)
+				continue
+			}
+			op := item.GetOperation(method)
+			var names []string
+			for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+				if p.Value.In == openapi3.ParameterInPath {
+					names = append(names, p.Value.Name)
+				}
+			}
+			var want []string
+			for _, m := range echoParam.FindAllStringSubmatch(strings.ReplaceAll(path, "{", ":"), -1) {
+				want = append(want, strings.TrimSuffix(m[1], "}"))
+			}
+			slices.Sort(names)
+			slices.Sort(want)
+			if !slices.Equal(names, want) {
+				t.Errorf("%s %s: the document's path parameters are %v, the route's %v", method, path, names, want)
+			}
+		}
+		if len(served) < 50 {
+			t.Fatalf("only %d API routes found: is the full app built?", len(served))
+		}
+		for path, item := range ct.doc.Paths.Map() {
+			for method := range item.Operations() {
+				if !served[method+" "+path] {
+					t.Errorf("the OpenAPI document has %s %s, which the router does not serve", method, path)
+				}
+			}
+		}
+	})
+}
+
+// TestOpenAPIDocumentServed: GET /api/v1/openapi.json answers the document as JSON without
+// a token (it describes the API, no organization's data), the same document as the
+// repository's.
+func TestOpenAPIDocumentServed(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/openapi.json", "", nil)
+		if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+			t.Fatalf("openapi.json: %d %s", r.status, r.header.Get("Content-Type"))
+		}
+		want, err := openapi.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal([]byte(r.body), want) {
+			t.Fatal("the served document is not the repository's")
+		}
+		doc := r.json(t)
+		if doc["openapi"] != "3.1.0" {
+			t.Fatalf("openapi: %v", doc["openapi"])
+		}
+		paths, _ := doc["paths"].(map[string]any)
+		if _, ok := paths["/api/v1/dlq/{id}/actions"]; !ok {
+			t.Fatalf("the served document lacks /api/v1/dlq/{id}/actions: %d paths", len(paths))
+		}
+	})
+}

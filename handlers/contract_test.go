@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -83,13 +84,16 @@ func checkContract(t testing.TB, req *http.Request, reqBody string, status int, 
 		t.Errorf("contract: %s answered %d, a status its operation %s does not list", what, status, op.OperationID)
 	}
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true}
-	// A copy of the request to validate: its body read again, JSON when it does not say
-	// (the API reads every body as JSON).
+	// A copy of the request to validate, read as the server reads it: its query (readQuery),
+	// its body without null members (withoutNulls), as JSON when it does not say (the API
+	// reads every body as JSON).
 	vreq := req.Clone(context.Background())
-	vreq.Body = io.NopCloser(strings.NewReader(reqBody))
 	if reqBody != "" && vreq.Header.Get("Content-Type") == "" {
 		vreq.Header.Set("Content-Type", "application/json")
 	}
+	vreq.URL.RawQuery = readQuery(vreq.URL.Query()).Encode()
+	reqBody = withoutNulls(reqBody)
+	vreq.Body = io.NopCloser(strings.NewReader(reqBody))
 	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: opts}
 	if status >= 200 && status < 300 {
 		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
@@ -103,6 +107,50 @@ func checkContract(t testing.TB, req *http.Request, reqBody string, status int, 
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		t.Errorf("contract: the response to %s (%d) does not match operation %s: %v\nbody: %.1000s", what, status, op.OperationID, err, body)
 	}
+}
+
+// readQuery is a query as the lists read it (listQuery, and the document's info says so):
+// each value trimmed, an empty one the same as none, a value repeated the same as once.
+func readQuery(q url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range q {
+		for _, v := range vs {
+			if v = strings.TrimSpace(v); v != "" && !slices.Contains(out[k], v) {
+				out[k] = append(out[k], v)
+			}
+		}
+	}
+	return out
+}
+
+// withoutNulls is a JSON body as the server reads it (encoding/json): a member that is null
+// is the same as one left out (the document's info says so). A body that is not JSON is
+// left as it is.
+func withoutNulls(body string) string {
+	var v any
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return body
+	}
+	var strip func(any) any
+	strip = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if e == nil {
+					delete(x, k)
+				} else {
+					x[k] = strip(e)
+				}
+			}
+		case []any:
+			for i := range x {
+				x[i] = strip(x[i])
+			}
+		}
+		return v
+	}
+	b, _ := json.Marshal(strip(v))
+	return string(b)
 }
 
 // validateErrorBody checks body against the document's Error schema.
@@ -172,7 +220,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 
 // TestOpenAPIDocumentServed: GET /api/v1/openapi.json answers the document as JSON without
 // a token (it describes the API, no organization's data), the same document as the
-// repository's.
+// repository's, and the API tokens page links it.
 func TestOpenAPIDocumentServed(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
@@ -195,6 +243,12 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 		paths, _ := doc["paths"].(map[string]any)
 		if _, ok := paths["/api/v1/dlq/{id}/actions"]; !ok {
 			t.Fatalf("the served document lacks /api/v1/dlq/{id}/actions: %d paths", len(paths))
+		}
+		// The API tokens page (where integrators start) links it.
+		b, _ := a.browser(a.tenant("Biuro Dokumentacja"))
+		page := do(t, b, "GET", a.srv.URL+"/settings/tokens", "", nil)
+		if page.status != http.StatusOK || !regexp.MustCompile(`data-testid="api-doc"[^>]*>[^<]*<a href="/api/v1/openapi.json"`).MatchString(page.body) {
+			t.Fatalf("the tokens page does not link the document: %d %s", page.status, page.body)
 		}
 	})
 }

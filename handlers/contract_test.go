@@ -252,3 +252,89 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenAPIQueryAndBodyNames: the document names what the server reads.
+//   - Each GET operation's query parameters are the keys the fuzz table (routeInputs) says
+//     its route reads, and each key of a route's ordinary JSON body there is a property of
+//     the operation's request body.
+//   - Each query parameter is read by the server under that name: a value with a control
+//     character in it (which every list refuses) is a 422 naming exactly that key.
+func TestOpenAPIQueryAndBodyNames(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newFullApp(t, db)
+		tn := a.tenant("Biuro Parametry")
+		ct, err := loadContract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/dlq/bulk",
+			`{"action": "resolve", "ids": ["`+tn.dlqID+`"], "resolutionNotes": "zapłacone w banku"}`, bearer(tn.token))
+		if r.status != http.StatusAccepted {
+			t.Fatalf("bulk job: %d %s", r.status, r.body)
+		}
+		ids := map[string]string{"id": r.json(t)["id"].(string)}
+		probed := 0
+		for route, in := range routeInputs(tn, "postgres://u:p@127.0.0.1:5432/db") {
+			method, path, _ := strings.Cut(route, " ")
+			if !strings.HasPrefix(path, "/api/v1/") {
+				continue
+			}
+			path = echoParam.ReplaceAllString(path, "{$1}")
+			item := ct.doc.Paths.Value(path)
+			if item == nil || item.GetOperation(method) == nil {
+				continue // TestOpenAPICoversEveryRoute says so
+			}
+			op := item.GetOperation(method)
+			var query []string
+			for _, p := range op.Parameters {
+				if p.Value.In == openapi3.ParameterInQuery {
+					query = append(query, p.Value.Name)
+				}
+			}
+			if method == http.MethodGet {
+				want := slices.Clone(in.query)
+				slices.Sort(query)
+				slices.Sort(want)
+				if !slices.Equal(query, want) {
+					t.Errorf("%s %s: the document's query parameters are %v, the route reads %v", method, path, query, want)
+				}
+			}
+			if in.json != "" && op.RequestBody != nil {
+				var body map[string]any
+				if err := json.Unmarshal([]byte(in.json), &body); err != nil {
+					t.Fatalf("%s: %v", route, err)
+				}
+				schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
+				if len(schema.Properties) > 0 {
+					for k := range body {
+						if schema.Properties[k] == nil {
+							t.Errorf("%s %s: the body's %q is not in the document's request body", method, path, k)
+						}
+					}
+				}
+			}
+			if method != http.MethodGet {
+				continue
+			}
+			for _, name := range query {
+				if name == "items" {
+					continue // only "true" asks for the items; any other value is no filter
+				}
+				u := a.srv.URL + strings.ReplaceAll(path, "{id}", ids["id"]) + "?" + url.Values{name: {"x\x01"}}.Encode()
+				r := do(t, http.DefaultClient, "GET", u, "", bearer(tn.token))
+				var e struct {
+					Error struct{ Fields map[string]string } `json:"error"`
+				}
+				_ = json.Unmarshal([]byte(r.body), &e)
+				if _, ok := e.Error.Fields[name]; r.status != http.StatusUnprocessableEntity || !ok || len(e.Error.Fields) != 1 {
+					t.Errorf("GET %s?%s=x%%01: %d %s, want a 422 naming %s", path, name, r.status, r.body, name)
+				}
+				probed++
+			}
+		}
+		if probed < 30 {
+			t.Fatalf("only %d query parameters probed", probed)
+		}
+	})
+}

@@ -92,7 +92,12 @@ func checkContract(t testing.TB, req *http.Request, reqBody string, status int, 
 		vreq.Header.Set("Content-Type", "application/json")
 	}
 	vreq.URL.RawQuery = readQuery(vreq.URL.Query()).Encode()
-	reqBody = withoutNulls(reqBody)
+	var readable bool
+	reqBody, readable = withoutNulls(reqBody)
+	// JSON that Go cannot hold as values (a number beyond float64, such as 1e400, in a field
+	// a route passes through as it is) is valid JSON the server may accept, which kin-openapi
+	// cannot decode: its body goes unchecked; its parameters are still checked.
+	opts.ExcludeRequestBody = !readable
 	vreq.Body = io.NopCloser(strings.NewReader(reqBody))
 	vreq.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(reqBody)), nil }
 	vreq.ContentLength = int64(len(reqBody))
@@ -126,11 +131,13 @@ func readQuery(q url.Values) url.Values {
 
 // withoutNulls is a JSON body as the server reads it (encoding/json): a member that is null
 // is the same as one left out (the document's info says so). A body that is not JSON is
-// left as it is.
-func withoutNulls(body string) string {
+// left as it is (and checked as it is).
+// ok is false for valid JSON that encoding/json cannot decode into values (a number out of
+// float64's range).
+func withoutNulls(body string) (_ string, ok bool) {
 	var v any
-	if json.Unmarshal([]byte(body), &v) != nil {
-		return body
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return body, !json.Valid([]byte(body))
 	}
 	var strip func(any) any
 	strip = func(v any) any {
@@ -151,7 +158,7 @@ func withoutNulls(body string) string {
 		return v
 	}
 	b, _ := json.Marshal(strip(v))
-	return string(b)
+	return string(b), true
 }
 
 // validateErrorBody checks body against the document's Error schema.

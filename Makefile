@@ -30,11 +30,12 @@ chaos: ## Full-size failure tests: chaos (1,000 executions, 20 kill -9) and 5 s 
 bench: ## Benchmarks: steps per second against River alone, retry lateness, memory (SQLite and a durable PostgreSQL); the DLQ list at 1,000,000 items (PostgreSQL, seeding takes minutes)
 	PG_DURABLE=1 ./scripts/with-postgres.sh $(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./... | ./scripts/bench-table.sh
 
-generate: ## Regenerate templ components
+generate: ## Regenerate templ components and the API client (from handlers/openapi/openapi.yaml)
 	$(GO) tool templ generate -path views
+	$(GO) tool oapi-codegen -config handlers/openapi/client/oapi-codegen.yaml handlers/openapi/openapi.yaml
 
 verify: generate ## Check that generated code is committed
-	git diff --exit-code -- views
+	git diff --exit-code -- views handlers/openapi/client
 
 lint: ## go vet, staticcheck, and go.mod/go.sum as `go mod tidy` leaves them
 	$(GO) vet ./...

@@ -144,6 +144,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /workflows/:id/notifications":             {},
 		"GET /demo/inbox":                              {},
 
+		"GET /api/v1/openapi.json":              {},
 		"GET /api/v1/workflows":                 {},
 		"POST /api/v1/workflows":                {json: `{"name": "x", "steps": [{"id": "a", "type": "delay", "config": {"ms": 1}}]}`},
 		"GET /api/v1/workflows/:id":             {},

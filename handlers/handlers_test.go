@@ -213,6 +213,7 @@ func do(t testing.TB, c *http.Client, method, u string, body string, hdr map[str
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
+	checkContract(t, req, body, res.StatusCode, res.Header, b)
 	return resp{status: res.StatusCode, body: string(b), header: res.Header}
 }
 

@@ -184,6 +184,8 @@ func (s *Server) routes() {
 		app.GET("/demo/inbox", newDemoInboxHandler(s.chrome, s.DemoInbox).Show, admin).Name = "demo.inbox"
 	}
 
+	// The API's contract (handlers/openapi): public, see apiDocument.
+	e.GET("/api/v1/openapi.json", apiDocument()).Name = "api.openapi"
 	api := e.Group("/api/v1", s.requireAPI)
 	api.GET("/workflows", wfs.APIList).Name = "api.workflows"
 	api.POST("/workflows", wfs.APICreate, requireRole(models.RoleAdmin))

@@ -100,7 +100,7 @@ func (h *TokensHandler) render(c echo.Context, status int, f pages.TokenForm, cr
 		return err
 	}
 	now, l := h.now(), localizer(c)
-	vm := pages.TokensVM{Created: created, CreatedName: createdName, OrgID: p.OrganizationID}
+	vm := pages.TokensVM{Created: created, CreatedName: createdName, OrgID: p.OrganizationID, APIDocURL: h.url("api.openapi")}
 	for _, t := range ts {
 		r := pages.TokenRow{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: rfc(t.CreatedAt), Created: displayTime(l, t.CreatedAt),
 			LastUsed: l.T("tokens.never"), Expires: l.T("tokens.never"), Status: "active"}

@@ -9,6 +9,8 @@ type TokensVM struct {
 	CreatedName string
 	// OrgID is the organization's id, which API calls and the command line name.
 	OrgID string
+	// APIDocURL is the API's OpenAPI document (/api/v1/openapi.json).
+	APIDocURL string
 }
 
 // TokenRow is one API token.

@@ -154,6 +154,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /api/v1/executions/:id":            {},
 		"GET /api/v1/dlq":                       {query: listDLQ},
 		"GET /api/v1/deadlines":                 {query: []string{"from", "to"}},
+		"GET /api/v1/analytics":                 {query: []string{"range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
 		"GET /api/v1/dlq/:id":                   {},
 		"GET /api/v1/clients/:key":              {},
 		"GET /api/v1/dlq/groups":                {query: []string{"status", "workflowId", "errorType", "q", "limit", "cursor"}},

@@ -18,6 +18,36 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AnalyticsReportRecommendationsCode.
+const (
+	LowRecoveryRate   AnalyticsReportRecommendationsCode = "low_recovery_rate"
+	RateLimitShare    AnalyticsReportRecommendationsCode = "rate_limit_share"
+	RetryNeverPays    AnalyticsReportRecommendationsCode = "retry_never_pays"
+	SlowResolution    AnalyticsReportRecommendationsCode = "slow_resolution"
+	StepErrorRate     AnalyticsReportRecommendationsCode = "step_error_rate"
+	ValidationRetried AnalyticsReportRecommendationsCode = "validation_retried"
+)
+
+// Valid indicates whether the value is a known member of the AnalyticsReportRecommendationsCode enum.
+func (e AnalyticsReportRecommendationsCode) Valid() bool {
+	switch e {
+	case LowRecoveryRate:
+		return true
+	case RateLimitShare:
+		return true
+	case RetryNeverPays:
+		return true
+	case SlowResolution:
+		return true
+	case StepErrorRate:
+		return true
+	case ValidationRetried:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BreakerScope.
 const (
 	BreakerScopeHost BreakerScope = "host"
@@ -329,31 +359,31 @@ func (e NotificationSettingsInputNotifyPer) Valid() bool {
 
 // Defines values for Obligation.
 const (
-	CITADVANCE Obligation = "CIT_ADVANCE"
-	Custom     Obligation = "custom"
-	JPKV7K     Obligation = "JPK_V7K"
-	JPKV7M     Obligation = "JPK_V7M"
-	PIT4R      Obligation = "PIT_4R"
-	PITADVANCE Obligation = "PIT_ADVANCE"
-	ZUS        Obligation = "ZUS"
+	ObligationCITADVANCE Obligation = "CIT_ADVANCE"
+	ObligationCustom     Obligation = "custom"
+	ObligationJPKV7K     Obligation = "JPK_V7K"
+	ObligationJPKV7M     Obligation = "JPK_V7M"
+	ObligationPIT4R      Obligation = "PIT_4R"
+	ObligationPITADVANCE Obligation = "PIT_ADVANCE"
+	ObligationZUS        Obligation = "ZUS"
 )
 
 // Valid indicates whether the value is a known member of the Obligation enum.
 func (e Obligation) Valid() bool {
 	switch e {
-	case CITADVANCE:
+	case ObligationCITADVANCE:
 		return true
-	case Custom:
+	case ObligationCustom:
 		return true
-	case JPKV7K:
+	case ObligationJPKV7K:
 		return true
-	case JPKV7M:
+	case ObligationJPKV7M:
 		return true
-	case PIT4R:
+	case ObligationPIT4R:
 		return true
-	case PITADVANCE:
+	case ObligationPITADVANCE:
 		return true
-	case ZUS:
+	case ObligationZUS:
 		return true
 	default:
 		return false
@@ -414,6 +444,30 @@ func (e BulkStatus) Valid() bool {
 	case BulkStatusSkipped:
 		return true
 	case BulkStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GetAnalyticsParamsRange.
+const (
+	GetAnalyticsParamsRangeCustom GetAnalyticsParamsRange = "custom"
+	GetAnalyticsParamsRangeN30    GetAnalyticsParamsRange = "30"
+	GetAnalyticsParamsRangeN7     GetAnalyticsParamsRange = "7"
+	GetAnalyticsParamsRangeN90    GetAnalyticsParamsRange = "90"
+)
+
+// Valid indicates whether the value is a known member of the GetAnalyticsParamsRange enum.
+func (e GetAnalyticsParamsRange) Valid() bool {
+	switch e {
+	case GetAnalyticsParamsRangeCustom:
+		return true
+	case GetAnalyticsParamsRangeN30:
+		return true
+	case GetAnalyticsParamsRangeN7:
+		return true
+	case GetAnalyticsParamsRangeN90:
 		return true
 	default:
 		return false
@@ -836,6 +890,118 @@ type ActionResult struct {
 	// Status processing (the replay runs), resolved, skipped, or awaiting_approval.
 	Status string `json:"status"`
 }
+
+// AnalyticsCount defines model for AnalyticsCount.
+type AnalyticsCount struct {
+	// Attempts Finished attempts (by workflow and step).
+	Attempts *int `json:"attempts,omitempty"`
+
+	// ErrorRate Failures ÷ attempts (by workflow and step).
+	ErrorRate *float32 `json:"errorRate,omitempty"`
+	Failures  int      `json:"failures"`
+
+	// Key The workflow id, workflowId/stepId, the error type, the code or the host.
+	Key   string `json:"key"`
+	Label string `json:"label"`
+}
+
+// AnalyticsDurations defines model for AnalyticsDurations.
+type AnalyticsDurations struct {
+	Count int     `json:"count"`
+	Key   *string `json:"key,omitempty"`
+	Label *string `json:"label,omitempty"`
+
+	// Median Seconds.
+	Median *int `json:"median"`
+
+	// P90 Seconds.
+	P90 *int `json:"p90"`
+}
+
+// AnalyticsReport defines model for AnalyticsReport.
+type AnalyticsReport struct {
+	// AsOf When the daily summaries were last rebuilt.
+	AsOf         *time.Time `json:"asOf"`
+	AutoRecovery struct {
+		Recovered   int `json:"recovered"`
+		WithFailure int `json:"withFailure"`
+	} `json:"autoRecovery"`
+
+	// AutoRecoveryRate Of the executions with a failed attempt, the share that succeeded without the DLQ.
+	AutoRecoveryRate *float32 `json:"autoRecoveryRate"`
+	BreakerOpenings  *[]struct {
+		BreakerId   string  `json:"breakerId"`
+		Host        *string `json:"host,omitempty"`
+		Label       string  `json:"label"`
+		Openings    int     `json:"openings"`
+		SecondsOpen int     `json:"secondsOpen"`
+		StepId      *string `json:"stepId,omitempty"`
+		WorkflowId  *string `json:"workflowId,omitempty"`
+	} `json:"breakerOpenings"`
+	ByCode      *[]AnalyticsCount `json:"byCode"`
+	ByErrorType *[]AnalyticsCount `json:"byErrorType"`
+	ByGroup     *[]struct {
+		Arrivals int    `json:"arrivals"`
+		GroupId  string `json:"groupId"`
+
+		// Previous Arrivals in the range of the same length before.
+		Previous int    `json:"previous"`
+		Title    string `json:"title"`
+		Trend    int    `json:"trend"`
+	} `json:"byGroup"`
+	ByHost     *[]AnalyticsCount `json:"byHost"`
+	ByStep     *[]AnalyticsCount `json:"byStep"`
+	ByWorkflow *[]AnalyticsCount `json:"byWorkflow"`
+	Dlq        *[]struct {
+		Arrivals int                `json:"arrivals"`
+		Closures int                `json:"closures"`
+		Day      openapi_types.Date `json:"day"`
+	} `json:"dlq"`
+	Failures *[]struct {
+		ByErrorType *map[string]int    `json:"byErrorType"`
+		Day         openapi_types.Date `json:"day"`
+		Total       int                `json:"total"`
+	} `json:"failures"`
+	From            openapi_types.Date `json:"from"`
+	Recommendations *[]struct {
+		Code    AnalyticsReportRecommendationsCode `json:"code"`
+		Figure  float32                            `json:"figure"`
+		Subject *string                            `json:"subject,omitempty"`
+		Text    string                             `json:"text"`
+	} `json:"recommendations"`
+	Recovery struct {
+		ByReplay int `json:"byReplay"`
+		Closed   int `json:"closed"`
+		Expired  int `json:"expired"`
+		Resolved int `json:"resolved"`
+		Skipped  int `json:"skipped"`
+	} `json:"recovery"`
+
+	// RecoveryRate Of the items closed, the share closed by a successful replay.
+	RecoveryRate    *float32 `json:"recoveryRate"`
+	RetriesThatPaid *[]struct {
+		Attempt   int      `json:"attempt"`
+		Attempts  int      `json:"attempts"`
+		Rate      *float32 `json:"rate"`
+		Succeeded int      `json:"succeeded"`
+	} `json:"retriesThatPaid"`
+	TimeToResolution struct {
+		ByHow      *[]AnalyticsDurations `json:"byHow"`
+		ByWorkflow *[]AnalyticsDurations `json:"byWorkflow"`
+		Count      int                   `json:"count"`
+
+		// Median Seconds.
+		Median *int `json:"median"`
+
+		// P90 Seconds.
+		P90 *int `json:"p90"`
+	} `json:"timeToResolution"`
+	To            openapi_types.Date `json:"to"`
+	TotalFailures int                `json:"totalFailures"`
+}
+
+// AnalyticsReportRecommendationsCode defines model for AnalyticsReport.Recommendations.Code.
+type AnalyticsReportRecommendationsCode string
 
 // AnyJSON Any JSON value, null included.
 type AnyJSON = any
@@ -1515,6 +1681,27 @@ type TooLarge = Error
 // Unauthorized defines model for Unauthorized.
 type Unauthorized = Error
 
+// GetAnalyticsParams defines parameters for GetAnalytics.
+type GetAnalyticsParams struct {
+	// Range The last 7, 30 or 90 days to today, or custom (from, to); from or to alone makes it custom.
+	Range *GetAnalyticsParamsRange `form:"range,omitempty" json:"range,omitempty"`
+
+	// From Required when the range is custom.
+	From *openapi_types.Date `form:"from,omitempty" json:"from,omitempty"`
+
+	// To By default today; at most 400 days after from.
+	To         *openapi_types.Date `form:"to,omitempty" json:"to,omitempty"`
+	WorkflowId *WorkflowIDQuery    `form:"workflowId,omitempty" json:"workflowId,omitempty"`
+	StepId     *string             `form:"stepId,omitempty" json:"stepId,omitempty"`
+	ErrorType  *ErrorType          `form:"errorType,omitempty" json:"errorType,omitempty"`
+
+	// Client Work about this client (its key).
+	Client *ClientQuery `form:"client,omitempty" json:"client,omitempty"`
+}
+
+// GetAnalyticsParamsRange defines parameters for GetAnalytics.
+type GetAnalyticsParamsRange string
+
 // ListBreakersParams defines parameters for ListBreakers.
 type ListBreakersParams struct {
 	State      *BreakerState    `form:"state,omitempty" json:"state,omitempty"`
@@ -2029,6 +2216,17 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// GetAnalytics Error analytics for a range (accountants and admins; viewers get 403).
+	//
+	// The figures of the Analytics page: failures per day by error type, dead letters arrived
+	// and closed per day, errors by workflow, step, type, code, host and problem group, time to
+	// resolution (seconds, nearest-rank median and p90), recovery rates (fractions 0 to 1),
+	// retries that paid, breaker openings and recommendations in the request's language. Days
+	// are UTC. The daily summaries are rebuilt by a periodic job: `asOf` says when.
+	//
+	// Corresponds with GET /api/v1/analytics (the `GetAnalytics` operationId).
+	GetAnalytics(ctx context.Context, params *GetAnalyticsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListBreakers The organization's circuit breakers.
 	//
 	// Corresponds with GET /api/v1/breakers (the `ListBreakers` operationId).
@@ -2529,6 +2727,27 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/workflows/{id}/executions (the `StartExecution` operationId).
 	StartExecution(ctx context.Context, id ID, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// GetAnalytics Error analytics for a range (accountants and admins; viewers get 403).
+//
+// The figures of the Analytics page: failures per day by error type, dead letters arrived
+// and closed per day, errors by workflow, step, type, code, host and problem group, time to
+// resolution (seconds, nearest-rank median and p90), recovery rates (fractions 0 to 1),
+// retries that paid, breaker openings and recommendations in the request's language. Days
+// are UTC. The daily summaries are rebuilt by a periodic job: `asOf` says when.
+//
+// Corresponds with GET /api/v1/analytics (the `GetAnalytics` operationId).
+func (c *Client) GetAnalytics(ctx context.Context, params *GetAnalyticsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAnalyticsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListBreakers The organization's circuit breakers.
@@ -3840,6 +4059,132 @@ func (c *Client) StartExecution(ctx context.Context, id ID, params *StartExecuti
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewGetAnalyticsRequest constructs an http.Request for the GetAnalytics method
+func NewGetAnalyticsRequest(server string, params *GetAnalyticsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/analytics")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Range != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "range", *params.Range, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.From != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.To != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.WorkflowId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "workflowId", *params.WorkflowId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.StepId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stepId", *params.StepId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.ErrorType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "errorType", *params.ErrorType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Client != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "client", *params.Client, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListBreakersRequest constructs an http.Request for the ListBreakers method
@@ -6772,6 +7117,19 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// GetAnalyticsWithResponse Error analytics for a range (accountants and admins; viewers get 403).
+	//
+	// The figures of the Analytics page: failures per day by error type, dead letters arrived
+	// and closed per day, errors by workflow, step, type, code, host and problem group, time to
+	// resolution (seconds, nearest-rank median and p90), recovery rates (fractions 0 to 1),
+	// retries that paid, breaker openings and recommendations in the request's language. Days
+	// are UTC. The daily summaries are rebuilt by a periodic job: `asOf` says when.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/analytics (the `GetAnalytics` operationId).
+	GetAnalyticsWithResponse(ctx context.Context, params *GetAnalyticsParams, reqEditors ...RequestEditorFn) (*GetAnalyticsResponse, error)
+
 	// ListBreakersWithResponse The organization's circuit breakers.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7346,6 +7704,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/workflows/{id}/executions (the `StartExecution` operationId).
 	StartExecutionWithResponse(ctx context.Context, id ID, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error)
+}
+
+type GetAnalyticsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AnalyticsReport
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAnalyticsResponse) GetJSON200() *AnalyticsReport {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAnalyticsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetAnalyticsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetAnalyticsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetAnalyticsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAnalyticsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAnalyticsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAnalyticsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAnalyticsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type ListBreakersResponse struct {
@@ -11794,6 +12221,25 @@ func (r StartExecutionResponse) ContentType() string {
 	return ""
 }
 
+// GetAnalyticsWithResponse Error analytics for a range (accountants and admins; viewers get 403).
+//
+// The figures of the Analytics page: failures per day by error type, dead letters arrived
+// and closed per day, errors by workflow, step, type, code, host and problem group, time to
+// resolution (seconds, nearest-rank median and p90), recovery rates (fractions 0 to 1),
+// retries that paid, breaker openings and recommendations in the request's language. Days
+// are UTC. The daily summaries are rebuilt by a periodic job: `asOf` says when.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/analytics (the `GetAnalytics` operationId).
+func (c *ClientWithResponses) GetAnalyticsWithResponse(ctx context.Context, params *GetAnalyticsParams, reqEditors ...RequestEditorFn) (*GetAnalyticsResponse, error) {
+	rsp, err := c.GetAnalytics(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAnalyticsResponse(rsp)
+}
+
 // ListBreakersWithResponse The organization's circuit breakers.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12853,6 +13299,60 @@ func (c *ClientWithResponses) StartExecutionWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseStartExecutionResponse(rsp)
+}
+
+// ParseGetAnalyticsResponse parses an HTTP response from a GetAnalyticsWithResponse call
+func ParseGetAnalyticsResponse(rsp *http.Response) (*GetAnalyticsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAnalyticsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AnalyticsReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseListBreakersResponse parses an HTTP response from a ListBreakersWithResponse call

@@ -70,6 +70,8 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /":                          {},
 		"GET /workflows":                 {},
 		"GET /today":                     {},
+		"GET /analytics":                 {query: []string{"range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
+		"GET /analytics/export.csv":      {query: []string{"table", "range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
 		"GET /clients/:key":              {},
 		"POST /workflows":                {form: map[string]string{"definition": `{"name": "x", "steps": [{"id": "a", "type": "delay", "config": {"ms": 1}}]}`}},
 		"GET /workflows/:id":             {},

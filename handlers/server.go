@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"lifeline/models"
+	"lifeline/services/analytics"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
@@ -179,6 +180,9 @@ func clientsOf(d Deps) *clients.Service { return clients.New(d.DB) }
 
 // credentialsOf is the organization credentials' service (on the handlers' database).
 func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }
+
+// analyticsOf is the error analytics' service (on the handlers' database).
+func analyticsOf(d Deps) *analytics.Service { return analytics.New(d.DB) }
 
 // periodsOf is the closed periods' service (on the handlers' database).
 func periodsOf(d Deps) *periods.Service { return periods.New(d.DB, nil) }

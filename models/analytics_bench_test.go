@@ -36,6 +36,9 @@ func BenchmarkAnalytics(b *testing.B) {
 		org, wfs = seededOrg(b, db, "Biuro Analityczne")
 	} else {
 		org, wfs = seedAnalytics(b, db, n)
+		if os.Getenv("BENCH_ANALYTICS_SEED_ONLY") != "" {
+			b.Skip("seeded only (BENCH_ANALYTICS_SEED_ONLY)")
+		}
 	}
 	t0 := time.Now()
 	if _, err := db.RefreshAnalytics(ctx, org); err != nil {
@@ -94,10 +97,10 @@ func seedAnalytics(b *testing.B, db *models.DB, n int) (string, []string) {
 VALUES (?, ?, ?, 1, ?, 'retry', ?, 's')`, wf, org, fmt.Sprintf("Proces %d", i+1),
 			`{"steps": [{"id": "s0", "type": "http", "config": {"url": "https://api`+strconv.Itoa(i)+`.example/a"}}, {"id": "s1", "type": "transform"}, {"id": "s2", "type": "http", "config": {"url": "https://mail.example/send"}}]}`, models.NewID())
 	}
-	exec(`INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, title, first_seen_at, last_seen_at, created_at, updated_at)
-SELECT md5('g' || g)::uuid, ?, 'fp' || g, 1, (ARRAY[?, ?, ?, ?]::uuid[])[1 + g % 4], 's' || (g % 3), 'timeout', 'Problem ' || g, now(), now(), now(), now()
-FROM generate_series(0, 199) g`, org, wfs[0], wfs[1], wfs[2], wfs[3])
 	const types = "ARRAY['transient','timeout','rate_limit','external_service','validation','authorization','permanent','internal','unknown']"
+	exec(`INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, title, first_seen_at, last_seen_at, created_at, updated_at)
+SELECT md5('g' || g)::uuid, ?, 'fp' || g, 1, (ARRAY[?, ?, ?, ?]::uuid[])[1 + g % 4], 's' || (g % 3), (`+types+`)[1 + g % 9], 'Problem ' || g, now(), now(), now(), now()
+FROM generate_series(0, 199) g`, org, wfs[0], wfs[1], wfs[2], wfs[3])
 	exec(`INSERT INTO workflow_executions (id, organization_id, workflow_id, workflow_version, status, input, trigger_type, correlation_id, client,
   created_at, updated_at, started_at, finished_at)
 SELECT md5('e' || i)::uuid, ?, (ARRAY[?, ?, ?, ?]::uuid[])[1 + i % 4], 1, CASE WHEN i % 10 < 3 THEN 'SUCCEEDED' ELSE 'DLQ_PENDING' END, '{}', 'api',
@@ -112,7 +115,7 @@ FROM generate_series(0, ? - 1) i`, org, n)
 SELECT md5('d' || i)::uuid, ?, md5('x' || i)::uuid, e.workflow_id, e.id, '{}', '[]', 's2',
   CASE WHEN i % 10 < 6 THEN 'resolved' WHEN i % 10 = 6 THEN 'skipped' WHEN i % 10 = 7 THEN 'expired' ELSE 'pending' END,
   e.finished_at + interval '30 days', e.finished_at, e.finished_at + (i % 7200) * interval '1 second' + (i % 3) * interval '1 hour',
-  (`+types+`)[1 + i % 9], 'x', md5('g' || (i % 200))::uuid, e.client,
+  (`+types+`)[1 + (i % 200) % 9], 'x', md5('g' || (i % 200))::uuid, e.client,
   CASE WHEN i % 10 < 7 THEN e.finished_at + (i % 7200) * interval '1 second' + (i % 3) * interval '1 hour' END,
   CASE WHEN i % 10 < 3 THEN e.id END
 FROM generate_series(0, ? - 1) i JOIN workflow_executions e ON e.id = md5('e' || i)::uuid`, org, n)

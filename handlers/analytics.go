@@ -133,11 +133,15 @@ func percent(l *i18n.Localizer, f *float64) string {
 	return l.Number(*f*100, 1) + " %"
 }
 
-// duration shows seconds as the largest units that matter: "2 h 5 min", "45 s".
+// duration shows seconds as the largest units that matter: "2 h 5 min", "45 s". Times to
+// resolution are kept to the second only under 10 minutes (models.ResolutionBucket), so
+// from 10 minutes on it shows minutes, not a ":00 s" that would claim more.
 func duration(l *i18n.Localizer, s int64) string {
 	switch {
 	case s < 60:
 		return l.T("analytics.dur.s", "S", s)
+	case s >= 600 && s < 3600:
+		return l.T("analytics.dur.mm", "M", s/60)
 	case s < 3600:
 		return l.T("analytics.dur.m", "M", s/60, "S", s%60)
 	case s < 86400:

@@ -3,16 +3,22 @@
 // and code, host and problem group, time to resolution, the recovery rates, the retries that
 // paid, breaker openings, and recommendations with the figure behind each.
 //
-// The figures are computed in Go from the daily facts models.AnalyticsFacts reads (the
-// rollups a periodic job refreshes, or, for a client, the history itself), so they are the
-// same on both databases. Definitions:
+// The figures are computed in Go from the facts models.AnalyticsFacts reads, already summed
+// over the range by the database (from the daily rollups a periodic job refreshes, or, for a
+// client, from the history itself), so they are the same on both databases. Definitions:
 //
 //   - A failure is a finished attempt with an error type (it was retried, failed for good or
 //     went to the DLQ); days are UTC calendar days.
 //   - Time to resolution is a closed dead letter's time from its arrival to its closing, in
-//     whole seconds. Its median and p90 are nearest-rank percentiles: the value at rank
+//     whole seconds, counted as models.ResolutionBucket: exact under 10 minutes, floored to
+//     the minute under a day and to the hour beyond (the rollups keep a histogram per day,
+//     not every item). Its median and p90 are nearest-rank percentiles: the value at rank
 //     ceil(p/100 · n) of the n times sorted ascending (no interpolation: every figure is a
-//     time some item took).
+//     time some item took, to that precision).
+//   - A dead letter's closing counts on the day it closed, once per closing, even if it is
+//     reopened later (the refresh keeps a ledger of closings).
+//   - Recommendations judge only samples of at least their minimum (StepErrorRateMinAttempts
+//     and the others), and say the figure and its sample ("7,2 % (36 z 500)").
 //   - The recovery rate is, of the dead letters closed in the range, the share closed by a
 //     manual replay that succeeded (the others were resolved by hand, skipped or expired).
 //   - The automatic recovery rate is, of the executions that had a failed attempt and ended

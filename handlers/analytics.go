@@ -203,6 +203,18 @@ func (h *AnalyticsHandler) Page(c echo.Context) error {
 		{ID: "ttr", Label: l.T("analytics.fig.ttr"), Value: durationPtr(l, r.TimeToResolution.Median),
 			Note: l.T("analytics.fig.ttr.note", "P90", durationPtr(l, r.TimeToResolution.P90), "Count", r.TimeToResolution.Count)},
 	}
+	if pr := r.Previous; pr != nil {
+		change := l.T("analytics.fig.same")
+		if d := r.Total - pr.Total; d > 0 {
+			change = "+" + l.Number(float64(d), 0)
+		} else if d < 0 {
+			change = "−" + l.Number(float64(-d), 0)
+		}
+		vm.Figures[0].Trend = l.T("analytics.fig.failures.prev", "Days", q.Days(), "Prev", l.Number(float64(pr.Total), 0), "Change", change)
+		if pr.Closed > 0 {
+			vm.Figures[1].Trend = l.T("analytics.fig.recovery.prev", "Days", q.Days(), "Prev", percent(l, pr.RecoveryRate), "ByReplay", pr.ByReplay, "Closed", pr.Closed)
+		}
+	}
 	tables := h.tables(c, l, r)
 	vm.Charts = charts(l, r, tables)
 	for _, id := range []string{"workflows", "steps", "types", "codes", "hosts", "groups", "ttr", "breakers"} {

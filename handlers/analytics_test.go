@@ -35,7 +35,7 @@ func TestAnalytics(t *testing.T) {
 		}
 		body := r.json(t)
 		for _, k := range []string{"failures", "byWorkflow", "byStep", "byErrorType", "byCode", "byHost", "byGroup", "timeToResolution",
-			"recoveryRate", "autoRecoveryRate", "retriesThatPaid", "breakerOpenings", "recommendations", "dlq", "asOf"} {
+			"recoveryRate", "autoRecoveryRate", "retriesThatPaid", "breakerOpenings", "recommendations", "dlq", "asOf", "previous"} {
 			if _, ok := body[k]; !ok {
 				t.Errorf("no %q in %s", k, r.body)
 			}
@@ -76,7 +76,7 @@ func TestAnalytics(t *testing.T) {
 		for _, want := range []string{`data-testid="analytics-advice"`, `data-testid="figure-failures"`, `data-testid="chart-failures"`,
 			`data-testid="chart-dlq"`, `data-testid="chart-table-failures"`, `role="img"`, "<title id=\"failures-svg-title\">",
 			`name="range"`, `name="from"`, `name="to"`, `name="workflowId"`, `name="stepId"`, `name="errorType"`, `name="client"`,
-			`data-testid="csv-dlq"`} {
+			`data-testid="csv-dlq"`, `data-testid="figure-trend">Poprzednie 7 dni: 0 (+`} {
 			if !strings.Contains(page.body, want) {
 				t.Errorf("page lacks %s", want)
 			}

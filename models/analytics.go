@@ -90,6 +90,13 @@ type AnalyticsGroup struct {
 	Arrivals int
 }
 
+// AnalyticsTotals are a span's failures, and its dead letters closed, all and by a replay.
+type AnalyticsTotals struct {
+	Failures int
+	Closed   int
+	ByReplay int
+}
+
 // AnalyticsResolution counts the closures of a range of a workflow, closed How, whose time
 // to resolution was Seconds (a ResolutionBucket).
 type AnalyticsResolution struct {
@@ -113,8 +120,10 @@ type AnalyticsFacts struct {
 	FailuresByDay []AnalyticsDayFailures
 	DLQ           []AnalyticsDLQ
 	Groups        []AnalyticsGroup
-	// PreviousGroups are the groups' arrivals in AnalyticsScope's previous span (if any).
+	// PreviousGroups are the groups' arrivals in AnalyticsScope's previous span, and
+	// Previous its totals (nil: no previous span asked for).
 	PreviousGroups []AnalyticsGroup
+	Previous       *AnalyticsTotals
 	Resolution     []AnalyticsResolution
 	Recovery       []AnalyticsRecovery
 	// AsOf is when the rollups read were computed (nil: never, or read live for a client).
@@ -153,9 +162,9 @@ func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope
 		}
 		src = live
 	}
-	read := func(dest any, table, cols string, failures, steps bool, group string, from, to string) error {
+	read := func(dest any, table, cols string, failures, steps bool, group string, from, to string, conds ...string) error {
 		sql, args := src(table)
-		where := []string{"t.organization_id = ?", "t.day >= ?", "t.day <= ?"}
+		where := append([]string{"t.organization_id = ?", "t.day >= ?", "t.day <= ?"}, conds...)
 		args = append(args, orgID, from, to)
 		if s.WorkflowID != "" {
 			where, args = append(where, "t.workflow_id = ?"), append(args, s.WorkflowID)
@@ -185,7 +194,7 @@ func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope
 		return nil, err
 	}
 	if err := read(&out.FailuresByDay, "analytics_attempts_daily", "t.day, t.error_type, SUM(t.attempts) AS failures", true, true,
-		"t.day, t.error_type HAVING t.error_type <> ''", s.From, s.To); err != nil {
+		"t.day, t.error_type", s.From, s.To, "t.error_type <> ''"); err != nil {
 		return nil, err
 	}
 	if err := read(&out.DLQ, "analytics_dlq_daily", "t.day, t.workflow_id, t.how, SUM(t.arrivals) AS arrivals, SUM(t.closures) AS closures",
@@ -199,6 +208,22 @@ func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope
 		if err := read(&out.PreviousGroups, "analytics_groups_daily", "t.group_id, SUM(t.arrivals) AS arrivals", true, true, "t.group_id",
 			s.PrevFrom, s.PrevTo); err != nil {
 			return nil, err
+		}
+		var failures, closed []AnalyticsTotals
+		if err := read(&failures, "analytics_attempts_daily", "COALESCE(SUM(t.attempts), 0) AS failures", true, true,
+			"", s.PrevFrom, s.PrevTo, "t.error_type <> ''"); err != nil {
+			return nil, err
+		}
+		if err := read(&closed, "analytics_dlq_daily", `COALESCE(SUM(t.closures), 0) AS closed,
+  COALESCE(SUM(CASE WHEN t.how = 'replay' THEN t.closures ELSE 0 END), 0) AS by_replay`, true, true, "", s.PrevFrom, s.PrevTo); err != nil {
+			return nil, err
+		}
+		out.Previous = &AnalyticsTotals{}
+		if len(failures) == 1 {
+			out.Previous.Failures = failures[0].Failures
+		}
+		if len(closed) == 1 {
+			out.Previous.Closed, out.Previous.ByReplay = closed[0].Closed, closed[0].ByReplay
 		}
 	}
 	ttr, steps := "analytics_ttr_daily", false

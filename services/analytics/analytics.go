@@ -203,6 +203,18 @@ type Report struct {
 	RetriesThatPaid  []AttemptPaid   `json:"retriesThatPaid"`
 	BreakerOpenings  []BreakerOpened `json:"breakerOpenings"`
 	Recommendations  []Advice        `json:"recommendations"`
+	// Previous is the span of equal length before From, for "are we getting better?".
+	Previous *Previous `json:"previous,omitempty"`
+}
+
+// Previous is the totals of the span of equal length before a report's.
+type Previous struct {
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Total        int      `json:"totalFailures"`
+	Closed       int      `json:"closed"`
+	ByReplay     int      `json:"byReplay"`
+	RecoveryRate *float64 `json:"recoveryRate"`
 }
 
 // DayFailures is one day's failures, by error type.
@@ -565,6 +577,10 @@ func Compute(in Input) *Report {
 		}
 	}
 	r.RecoveryRate = ratio(r.Recovery.ByReplay, r.Recovery.Closed)
+	if p := f.Previous; p != nil {
+		r.Previous = &Previous{From: models.AnalyticsDay(q.From.AddDate(0, 0, -q.Days())), To: models.AnalyticsDay(q.From.AddDate(0, 0, -1)),
+			Total: p.Failures, Closed: p.Closed, ByReplay: p.ByReplay, RecoveryRate: ratio(p.ByReplay, p.Closed)}
+	}
 
 	// Automatic recovery: the executions that ended without a dead letter, and the dead
 	// letters (each an execution that did not recover by itself).

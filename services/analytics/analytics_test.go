@@ -246,6 +246,10 @@ func TestReport(t *testing.T) {
 				}
 			}
 		}
+		// The three days before: E7's and E8's failures, nothing closed.
+		if p := r.Previous; p == nil || *p != (analytics.Previous{From: "2026-11-14", To: "2026-11-16", Total: 2}) {
+			t.Errorf("previous %+v", p)
+		}
 		// Arrivals and closures per day.
 		wantDLQ := [][2]int{{1, 1}, {2, 2}, {0, 1}}
 		for i, w := range wantDLQ {

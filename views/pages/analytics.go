@@ -39,12 +39,14 @@ type AnalyticsAdvice struct {
 	Figure string
 }
 
-// AnalyticsFigure is a headline figure: its label, value and what it counts.
+// AnalyticsFigure is a headline figure: its label, value, what it counts and how it
+// compares with the span before ("" when not compared).
 type AnalyticsFigure struct {
 	ID    string
 	Label string
 	Value string
 	Note  string
+	Trend string
 }
 
 // DataTable is a table of numbers: a chart's table view, or a breakdown, with its CSV.

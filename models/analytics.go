@@ -342,21 +342,29 @@ func (db *DB) closuresOf(w analyticsWindow, live bool) (string, []any) {
 // rollupCols' order) from w's history.
 func (db *DB) rollupSelect(table string, w analyticsWindow, live bool) (string, []any) {
 	cc, ca := "", []any{}
-	if w.client != "" {
-		cc, ca = " AND x.client = ?", []any{w.client}
+	if w.client != "" { // x's organization too: the client indexes begin with it
+		cc, ca = " AND x.organization_id = ? AND x.client = ?", []any{w.org, w.client}
 	}
 	win := func() []any { return append([]any{w.org, w.from, w.until}, ca...) }
 	switch table {
 	case "analytics_attempts_daily":
 		day := db.dayExpr("s.finished_at")
+		execs, args := "workflow_executions", []any{}
+		if w.client != "" {
+			// The client's executions first (its index), fenced by OFFSET 0 so that the
+			// planner, which overestimates a step's attempts per execution, does not scan
+			// every execution in parallel instead.
+			execs, args = "(SELECT id, workflow_id FROM workflow_executions WHERE organization_id = ? AND client = ? OFFSET 0)", []any{w.org, w.client}
+		}
 		return `SELECT s.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, s.step_id, s.attempt,
   COALESCE(s.error_type, '') AS error_type, COALESCE(s.error_code, '') AS error_code, COUNT(*) AS attempts,
   SUM(CASE WHEN s.status = 'SUCCEEDED' THEN 1 ELSE 0 END) AS succeeded,
   SUM(CASE WHEN s.status = 'RETRYING' THEN 1 ELSE 0 END) AS retried
-FROM step_executions s JOIN workflow_executions x ON x.id = s.execution_id
+FROM step_executions s JOIN ` + execs + ` x ON x.id = s.execution_id
 WHERE s.organization_id = ? AND s.finished_at >= ? AND s.finished_at < ?
-  AND s.status IN ('SUCCEEDED', 'RETRYING', 'FAILED', 'DLQ')` + cc + `
-GROUP BY s.organization_id, ` + day + `, x.workflow_id, s.step_id, s.attempt, COALESCE(s.error_type, ''), COALESCE(s.error_code, '')`, win()
+  AND s.status IN ('SUCCEEDED', 'RETRYING', 'FAILED', 'DLQ')
+GROUP BY s.organization_id, ` + day + `, x.workflow_id, s.step_id, s.attempt, COALESCE(s.error_type, ''), COALESCE(s.error_code, '')`,
+			append(args, w.org, w.from, w.until)
 	case "analytics_dlq_daily":
 		day, cday := db.dayExpr("x.created_at"), db.dayExpr("c.closed_at")
 		cq, cargs := db.closuresOf(w, live)

@@ -119,7 +119,16 @@ CREATE TABLE analytics_refreshes (
 -- analytics read them by organization and time without the rest of the log.
 CREATE INDEX idx_audit_breakers ON audit_log(organization_id, created_at) WHERE entity_type = 'circuit_breaker_state';
 
+-- A refresh reads only what changed since the day before its last run: the attempts
+-- finished, the executions ended and the dead letters updated (closed) since then.
+CREATE INDEX idx_steps_finished ON step_executions(organization_id, finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX idx_executions_finished ON workflow_executions(organization_id, finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX idx_dlq_updated ON dead_letter_queue(organization_id, updated_at);
+
 -- +goose Down
+DROP INDEX idx_dlq_updated;
+DROP INDEX idx_executions_finished;
+DROP INDEX idx_steps_finished;
 DROP INDEX idx_audit_breakers;
 DROP TABLE analytics_refreshes;
 DROP TABLE analytics_recovery_daily;

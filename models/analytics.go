@@ -351,10 +351,14 @@ func (db *DB) rollupSelect(table string, w analyticsWindow, live bool) (string, 
 		day := db.dayExpr("s.finished_at")
 		execs, args := "workflow_executions", []any{}
 		if w.client != "" {
-			// The client's executions first (its index), fenced by OFFSET 0 so that the
-			// planner, which overestimates a step's attempts per execution, does not scan
+			// The client's executions first (its index), fenced by OFFSET 0 on PostgreSQL so
+			// that the planner, which overestimates a step's attempts per execution, does not scan
 			// every execution in parallel instead.
-			execs, args = "(SELECT id, workflow_id FROM workflow_executions WHERE organization_id = ? AND client = ? OFFSET 0)", []any{w.org, w.client}
+			fence := ""
+			if db.Dialect == Postgres {
+				fence = " OFFSET 0"
+			}
+			execs, args = "(SELECT id, workflow_id FROM workflow_executions WHERE organization_id = ? AND client = ?"+fence+")", []any{w.org, w.client}
 		}
 		return `SELECT s.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, s.step_id, s.attempt,
   COALESCE(s.error_type, '') AS error_type, COALESCE(s.error_code, '') AS error_code, COUNT(*) AS attempts,

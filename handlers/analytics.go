@@ -157,6 +157,19 @@ func durationPtr(l *i18n.Localizer, s *int64) string {
 	return duration(l, *s)
 }
 
+// maxStepAdvice is how many steps' error rates the page advises on, worst first.
+const maxStepAdvice = 5
+
+func countAdvice(as []analytics.Advice, code string) int {
+	n := 0
+	for _, a := range as {
+		if a.Code == code {
+			n++
+		}
+	}
+	return n
+}
+
 // Page renders the page; a refused filter shows the form with its messages (422).
 func (h *AnalyticsHandler) Page(c echo.Context) error {
 	p, l, ctx := principal(c), localizer(c), c.Request().Context()
@@ -191,8 +204,21 @@ func (h *AnalyticsHandler) Page(c echo.Context) error {
 	if r.AsOf != nil {
 		vm.AsOf = l.T("analytics.asof", "Time", l.Time(*r.AsOf))
 	}
+	// The worst steps' error rates, then one line for the rest (the steps' table lists them
+	// all; the API answers every recommendation).
+	moreSteps := 0
 	for _, a := range r.Recommendations {
+		if a.Code == analytics.AdviceStepErrorRate {
+			if moreSteps++; moreSteps > maxStepAdvice {
+				continue
+			}
+		}
 		vm.Advice = append(vm.Advice, pages.AnalyticsAdvice{Code: a.Code, Text: adviceText(l, a), Figure: adviceFigure(l, a)})
+		if a.Code == analytics.AdviceStepErrorRate && moreSteps == maxStepAdvice {
+			if n := countAdvice(r.Recommendations, analytics.AdviceStepErrorRate) - maxStepAdvice; n > 0 {
+				vm.Advice = append(vm.Advice, pages.AnalyticsAdvice{Code: "more_steps", Text: l.N("analytics.advice.more_steps", n)})
+			}
+		}
 	}
 	vm.Figures = []pages.AnalyticsFigure{
 		{ID: "failures", Label: l.T("analytics.fig.failures"), Value: l.Number(float64(r.Total), 0), Note: l.T("analytics.fig.failures.note", "Days", q.Days())},

@@ -143,12 +143,6 @@ type AnalyticsScope struct {
 	Client           string
 }
 
-// analyticsSource is where AnalyticsFacts reads each fact: a rollup table, or, for a
-// client, the SELECT that fills it over the client's history (a subquery and its args).
-type analyticsSource struct {
-	from func(table string) (string, []any)
-}
-
 // AnalyticsFacts returns the organization's facts of scope, aggregated in the database: from
 // the rollups, or, with a client, from the history itself.
 func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope) (*AnalyticsFacts, error) {

@@ -134,7 +134,7 @@ func percent(l *i18n.Localizer, f *float64) string {
 }
 
 // duration shows seconds as the largest units that matter: "2 h 5 min", "45 s". Times to
-// resolution are kept to the second only under 10 minutes (models.ResolutionBucket), so
+// resolution are kept to the second only under 10 minutes (the rollups' buckets), so
 // from 10 minutes on it shows minutes, not a ":00 s" that would claim more.
 func duration(l *i18n.Localizer, s int64) string {
 	switch {

@@ -34,20 +34,10 @@ var ClosedHows = []string{ClosedByReplay, ClosedResolved, ClosedSkipped, ClosedE
 // AnalyticsDay formats t's UTC calendar day as the rollups key it.
 func AnalyticsDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// ResolutionBucket is the duration (whole seconds) a time to resolution of secs seconds is
-// counted as: itself under 10 minutes, its whole minute under a day, its whole hour beyond.
-// The rollups keep closures per bucket, so medians and p90s are exact to the second under
-// 10 minutes and floored to the minute (the hour) above. The SQL twin is resolutionBucketSQL.
-func ResolutionBucket(secs int64) int64 {
-	switch {
-	case secs < 600:
-		return secs
-	case secs < 86400:
-		return secs - secs%60
-	}
-	return secs - secs%3600
-}
-
+// resolutionBucketSQL is the SQL of the duration (whole seconds) a time to resolution col
+// is counted as: itself under 10 minutes, its whole minute under a day, its whole hour
+// beyond. The rollups keep closures per bucket (a histogram per day), so medians and p90s
+// are exact to the second under 10 minutes and floored to the minute (the hour) above.
 func resolutionBucketSQL(col string) string {
 	return "CASE WHEN " + col + " < 600 THEN " + col + " WHEN " + col + " < 86400 THEN " + col + " - " + col + " % 60 ELSE " +
 		col + " - " + col + " % 3600 END"
@@ -98,7 +88,8 @@ type AnalyticsTotals struct {
 }
 
 // AnalyticsResolution counts the closures of a range of a workflow, closed How, whose time
-// to resolution was Seconds (a ResolutionBucket).
+// to resolution was Seconds (a bucket: the whole second under 10 minutes, the whole
+// minute under a day, the whole hour beyond).
 type AnalyticsResolution struct {
 	WorkflowID string
 	How        string

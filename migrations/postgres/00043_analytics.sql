@@ -72,7 +72,7 @@ CREATE TABLE analytics_groups_daily (
 );
 
 -- Times to resolution per day closed, workflow and how, as a histogram: closures per
--- duration bucket (models.ResolutionBucket: the whole second under 10 minutes, the whole
+-- duration bucket (the whole second under 10 minutes, the whole
 -- minute under a day, the whole hour beyond). The nearest-rank median and p90 are read
 -- from it: exact under 10 minutes, to the minute under a day, to the hour beyond.
 CREATE TABLE analytics_ttr_daily (

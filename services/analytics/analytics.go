@@ -10,7 +10,7 @@
 //   - A failure is a finished attempt with an error type (it was retried, failed for good or
 //     went to the DLQ); days are UTC calendar days.
 //   - Time to resolution is a closed dead letter's time from its arrival to its closing, in
-//     whole seconds, counted as models.ResolutionBucket: exact under 10 minutes, floored to
+//     whole seconds, counted in the rollups' buckets: exact under 10 minutes, floored to
 //     the minute under a day and to the hour beyond (the rollups keep a histogram per day,
 //     not every item). Its median and p90 are nearest-rank percentiles: the value at rank
 //     ceil(p/100 · n) of the n times sorted ascending (no interpolation: every figure is a

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"lifeline/models"
+	"lifeline/services/analytics"
 	"lifeline/services/audit"
 	"lifeline/services/auth"
 	"lifeline/services/bulk"
@@ -98,6 +99,9 @@ type Server struct {
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
+
+	// analytics answers the error analytics (issue 24).
+	analytics *analytics.Service
 }
 
 // New builds the Echo instance with every route.
@@ -132,6 +136,7 @@ func New(d Deps) *echo.Echo {
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}
+	s.analytics = analytics.New(d.DB)
 	if d.Engine != nil {
 		s.groups = &groups.Service{DB: d.DB, Engine: d.Engine.Groups()}
 		if d.Bulk != nil {

@@ -133,11 +133,15 @@ func percent(l *i18n.Localizer, f *float64) string {
 	return l.Number(*f*100, 1) + " %"
 }
 
-// duration shows seconds as the largest units that matter: "2 h 5 min", "45 s".
+// duration shows seconds as the largest units that matter: "2 h 5 min", "45 s". Times to
+// resolution are kept to the second only under 10 minutes (the rollups' buckets), so
+// from 10 minutes on it shows minutes, not a ":00 s" that would claim more.
 func duration(l *i18n.Localizer, s int64) string {
 	switch {
 	case s < 60:
 		return l.T("analytics.dur.s", "S", s)
+	case s >= 600 && s < 3600:
+		return l.T("analytics.dur.mm", "M", s/60)
 	case s < 3600:
 		return l.T("analytics.dur.m", "M", s/60, "S", s%60)
 	case s < 86400:
@@ -151,6 +155,19 @@ func durationPtr(l *i18n.Localizer, s *int64) string {
 		return "–"
 	}
 	return duration(l, *s)
+}
+
+// maxStepAdvice is how many steps' error rates the page advises on, worst first.
+const maxStepAdvice = 5
+
+func countAdvice(as []analytics.Advice, code string) int {
+	n := 0
+	for _, a := range as {
+		if a.Code == code {
+			n++
+		}
+	}
+	return n
 }
 
 // Page renders the page; a refused filter shows the form with its messages (422).
@@ -187,8 +204,21 @@ func (h *AnalyticsHandler) Page(c echo.Context) error {
 	if r.AsOf != nil {
 		vm.AsOf = l.T("analytics.asof", "Time", l.Time(*r.AsOf))
 	}
+	// The worst steps' error rates, then one line for the rest (the steps' table lists them
+	// all; the API answers every recommendation).
+	moreSteps := 0
 	for _, a := range r.Recommendations {
+		if a.Code == analytics.AdviceStepErrorRate {
+			if moreSteps++; moreSteps > maxStepAdvice {
+				continue
+			}
+		}
 		vm.Advice = append(vm.Advice, pages.AnalyticsAdvice{Code: a.Code, Text: adviceText(l, a), Figure: adviceFigure(l, a)})
+		if a.Code == analytics.AdviceStepErrorRate && moreSteps == maxStepAdvice {
+			if n := countAdvice(r.Recommendations, analytics.AdviceStepErrorRate) - maxStepAdvice; n > 0 {
+				vm.Advice = append(vm.Advice, pages.AnalyticsAdvice{Code: "more_steps", Text: l.N("analytics.advice.more_steps", n)})
+			}
+		}
 	}
 	vm.Figures = []pages.AnalyticsFigure{
 		{ID: "failures", Label: l.T("analytics.fig.failures"), Value: l.Number(float64(r.Total), 0), Note: l.T("analytics.fig.failures.note", "Days", q.Days())},
@@ -198,6 +228,18 @@ func (h *AnalyticsHandler) Page(c echo.Context) error {
 			Note: l.T("analytics.fig.autorecovery.note", "Recovered", r.AutoRecovery.Recovered, "All", r.AutoRecovery.WithFailure)},
 		{ID: "ttr", Label: l.T("analytics.fig.ttr"), Value: durationPtr(l, r.TimeToResolution.Median),
 			Note: l.T("analytics.fig.ttr.note", "P90", durationPtr(l, r.TimeToResolution.P90), "Count", r.TimeToResolution.Count)},
+	}
+	if pr := r.Previous; pr != nil {
+		change := l.T("analytics.fig.same")
+		if d := r.Total - pr.Total; d > 0 {
+			change = "+" + l.Number(float64(d), 0)
+		} else if d < 0 {
+			change = "−" + l.Number(float64(-d), 0)
+		}
+		vm.Figures[0].Trend = l.T("analytics.fig.failures.prev", "Days", q.Days(), "Prev", l.Number(float64(pr.Total), 0), "Change", change)
+		if pr.Closed > 0 {
+			vm.Figures[1].Trend = l.T("analytics.fig.recovery.prev", "Days", q.Days(), "Prev", percent(l, pr.RecoveryRate), "ByReplay", pr.ByReplay, "Closed", pr.Closed)
+		}
 	}
 	tables := h.tables(c, l, r)
 	vm.Charts = charts(l, r, tables)

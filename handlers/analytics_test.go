@@ -1,9 +1,11 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -35,7 +37,7 @@ func TestAnalytics(t *testing.T) {
 		}
 		body := r.json(t)
 		for _, k := range []string{"failures", "byWorkflow", "byStep", "byErrorType", "byCode", "byHost", "byGroup", "timeToResolution",
-			"recoveryRate", "autoRecoveryRate", "retriesThatPaid", "breakerOpenings", "recommendations", "dlq", "asOf"} {
+			"recoveryRate", "autoRecoveryRate", "retriesThatPaid", "breakerOpenings", "recommendations", "dlq", "asOf", "previous"} {
 			if _, ok := body[k]; !ok {
 				t.Errorf("no %q in %s", k, r.body)
 			}
@@ -76,7 +78,7 @@ func TestAnalytics(t *testing.T) {
 		for _, want := range []string{`data-testid="analytics-advice"`, `data-testid="figure-failures"`, `data-testid="chart-failures"`,
 			`data-testid="chart-dlq"`, `data-testid="chart-table-failures"`, `role="img"`, "<title id=\"failures-svg-title\">",
 			`name="range"`, `name="from"`, `name="to"`, `name="workflowId"`, `name="stepId"`, `name="errorType"`, `name="client"`,
-			`data-testid="csv-dlq"`} {
+			`data-testid="csv-dlq"`, `data-testid="figure-trend">Poprzednie 7 dni: 0 (+`} {
 			if !strings.Contains(page.body, want) {
 				t.Errorf("page lacks %s", want)
 			}
@@ -105,6 +107,58 @@ func TestAnalytics(t *testing.T) {
 		accountant, _ := a.browser(rs.accountant)
 		if r := do(t, accountant, "GET", a.srv.URL+"/analytics", "", nil); r.status != 200 || !strings.Contains(r.body, `data-testid="chart-failures"`) {
 			t.Errorf("accountant's page: %d", r.status)
+		}
+	})
+}
+
+// TestAnalyticsAdviceCap: the page advises on the five worst steps' error rates and says how
+// many more cross the threshold in one line (in Polish, with its plural); the API answers
+// all seven.
+func TestAnalyticsAdviceCap(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		tn := a.tenant("Biuro Siedmiu Kroków")
+		now := time.Now().UTC()
+		timeout := "timeout"
+		// Seven steps of 20 attempts each; step k fails k+2 times (10 % … 40 %).
+		for k := range 7 {
+			for n := 1; n <= 20; n++ {
+				s := models.StepAttempt{ID: models.NewID(), OrganizationID: tn.org, ExecutionID: tn.execID, StepID: fmt.Sprintf("krok%d", k),
+					Attempt: n, Status: models.StepSucceeded, IdempotencyKey: models.NewID(), Input: models.JSON(`{}`), ScheduledAt: now,
+					StartedAt: &now, FinishedAt: &now, CreatedAt: now, UpdatedAt: now}
+				if n <= k+2 {
+					s.Status, s.ErrorType = models.StepRetrying, &timeout
+				}
+				if err := db.Conn(t.Context()).Create(&s).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := db.RefreshAnalytics(t.Context(), tn.org); err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, http.DefaultClient, "GET", a.srv.URL+"/api/v1/analytics?range=7", "", bearer(tn.token))
+		steps := 0
+		for _, x := range r.json(t)["recommendations"].([]any) {
+			if x.(map[string]any)["code"] == "step_error_rate" {
+				steps++
+			}
+		}
+		if r.status != 200 || steps != 7 {
+			t.Errorf("API: %d, %d step rates, want 7", r.status, steps)
+		}
+		admin, _ := a.browser(tn)
+		page := do(t, admin, "GET", a.srv.URL+"/analytics?range=7", "", map[string]string{"Accept-Language": "pl"})
+		if n := strings.Count(page.body, `data-code="step_error_rate"`); n != 5 {
+			t.Errorf("the page advises on %d steps, want 5", n)
+		}
+		if !strings.Contains(page.body, "Jeszcze 2 kroki zawodzą w ponad 5 % prób") {
+			t.Error("no line for the two more steps")
+		}
+		// The worst first, with its figure and its sample.
+		if i := strings.Index(page.body, `data-code="step_error_rate"`); i < 0 || !strings.Contains(page.body[i:min(len(page.body), i+300)], "krok6: błędem zakończyło się 40,0 % prób (8 z 20)") {
+			t.Error("the worst step is not advised on first with its figure and sample")
 		}
 	})
 }

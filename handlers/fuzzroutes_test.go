@@ -47,6 +47,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 	listExec := []string{"status", "workflowId", "q", "limit", "cursor", "sort", "client", "period", "obligation", "dueBefore"}
 	listDLQ := []string{"workflowId", "status", "errorType", "stepId", "groupId", "from", "to", "q", "limit", "cursor", "sort", "client", "period", "obligation", "dueBefore"}
 	listAudit := []string{"event", "actor", "entityType", "entityId", "from", "to", "cursor"}
+	analyticsKeys := []string{"range", "from", "to", "workflowId", "stepId", "errorType", "client"}
 	conn := map[string]string{"name": "ledger", "driver": "postgres", "dsn": connDSN, "description": "Księgi"}
 	settings := map[string]string{"enabled": "true", "channels": "email", "recipients": "role:admin", "slackWebhookUrl": "", "teamsWebhookUrl": "",
 		"notifyOnFirstFailure": "true", "notifyOnRetryExhausted": "true", "notifyOnDLQ": "true", "notifyOnBreakerOpen": "", "digestThresholdPerMinute": "10"}
@@ -70,8 +71,6 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /":                          {},
 		"GET /workflows":                 {},
 		"GET /today":                     {},
-		"GET /analytics":                 {query: []string{"range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
-		"GET /analytics/export.csv":      {query: []string{"table", "range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
 		"GET /clients/:key":              {},
 		"POST /workflows":                {form: map[string]string{"definition": `{"name": "x", "steps": [{"id": "a", "type": "delay", "config": {"ms": 1}}]}`}},
 		"GET /workflows/:id":             {},
@@ -105,6 +104,8 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /profile":                                 {},
 		"POST /profile":                                {form: map[string]string{"language": "pl", "timeZone": "Europe/Warsaw"}},
 		"GET /breakers":                                {query: []string{"done", "state", "workflowId"}},
+		"GET /analytics":                               {query: analyticsKeys},
+		"GET /analytics/export.csv":                    {query: append([]string{"table"}, analyticsKeys...)},
 		"POST /breakers/:id/reset":                     {fresh: "open", form: map[string]string{"reason": "naprawione", "state": "", "workflowId": ""}},
 		"POST /breakers/:id/open":                      {fresh: "closed", form: map[string]string{"reason": "awaria", "state": "", "workflowId": ""}},
 		"POST /settings/organization":                  {form: map[string]string{"language": "pl", "timeZone": "Europe/Warsaw"}},
@@ -156,7 +157,6 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"GET /api/v1/executions/:id":            {},
 		"GET /api/v1/dlq":                       {query: listDLQ},
 		"GET /api/v1/deadlines":                 {query: []string{"from", "to"}},
-		"GET /api/v1/analytics":                 {query: []string{"range", "from", "to", "workflowId", "stepId", "errorType", "client"}},
 		"GET /api/v1/dlq/:id":                   {},
 		"GET /api/v1/clients/:key":              {},
 		"GET /api/v1/dlq/groups":                {query: []string{"status", "workflowId", "errorType", "q", "limit", "cursor"}},
@@ -183,6 +183,7 @@ func routeInputs(tn *tenant, connDSN string) map[string]routeInput {
 		"POST /api/v1/dlq/:id/rollback":                    {},
 		"POST /api/v1/compensations/:id/actions":           {json: `{"action": "retry"}`},
 		"GET /api/v1/breakers":                             {query: []string{"state", "workflowId"}},
+		"GET /api/v1/analytics":                            {query: analyticsKeys},
 		"POST /api/v1/breakers/:id/reset":                  {fresh: "open", json: `{"reason": "naprawione"}`},
 		"POST /api/v1/breakers/:id/open":                   {fresh: "closed", json: `{"reason": "awaria"}`},
 		"GET /api/v1/connections":                          {},

@@ -113,7 +113,7 @@ func (s *Server) routes() {
 	clientPages := newClientsHandler(s.chrome, clientsOf(s.Deps))
 	app.GET("/clients/:key", clientPages.Page).Name = "client"
 	app.GET("/breakers", breakers.List).Name = "breakers"
-	analyticsPage := newAnalyticsHandler(s.chrome, analyticsOf(s.Deps), s.Workflows)
+	analyticsPage := newAnalyticsHandler(s.chrome, s.analytics, s.Workflows)
 	app.GET("/analytics", analyticsPage.Page, requireRole(models.RoleAccountant)).Name = "analytics"
 	app.GET("/analytics/export.csv", analyticsPage.Export, requireRole(models.RoleAccountant)).Name = "analytics.export"
 	app.POST("/breakers/:id/reset", breakers.Reset, admin).Name = "breakers.reset"

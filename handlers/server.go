@@ -99,6 +99,9 @@ type Server struct {
 	e        *echo.Echo
 	sessions *scs.SessionManager
 	throttle *auth.Throttle
+
+	// analytics answers the error analytics (issue 24).
+	analytics *analytics.Service
 }
 
 // New builds the Echo instance with every route.
@@ -133,6 +136,7 @@ func New(d Deps) *echo.Echo {
 	if s.throttle == nil {
 		s.throttle = &auth.Throttle{}
 	}
+	s.analytics = analytics.New(d.DB)
 	if d.Engine != nil {
 		s.groups = &groups.Service{DB: d.DB, Engine: d.Engine.Groups()}
 		if d.Bulk != nil {
@@ -180,9 +184,6 @@ func clientsOf(d Deps) *clients.Service { return clients.New(d.DB) }
 
 // credentialsOf is the organization credentials' service (on the handlers' database).
 func credentialsOf(d Deps) *credentials.Service { return credentials.New(d.DB, nil) }
-
-// analyticsOf is the error analytics' service (on the handlers' database).
-func analyticsOf(d Deps) *analytics.Service { return analytics.New(d.DB) }
 
 // periodsOf is the closed periods' service (on the handlers' database).
 func periodsOf(d Deps) *periods.Service { return periods.New(d.DB, nil) }

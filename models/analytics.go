@@ -2,22 +2,23 @@ package models
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// Error analytics (issue 24). The figures are computed in Go (services/analytics) from facts:
-// daily counts of finished attempts, of dead letters' arrivals and closures (with the
-// closures' times to resolution), and of executions that recovered by themselves. The facts
-// of an organization are kept as daily rollups (migration 00043) that RefreshAnalytics
-// recomputes for the recent days; AnalyticsFacts reads them. A client filter reads the same
-// facts from the attempts, dead letters and executions themselves (one client's history is
-// small and indexed), with the same code that fills the rollups, so both agree.
+// Error analytics (issue 24). The figures are computed in Go (services/analytics) from facts
+// the database has already aggregated over the range: finished attempts by workflow, step,
+// attempt number, error type and code; failures by day and error type; dead-letter arrivals
+// and closures by day, workflow and how; arrivals by problem group; times to resolution as a
+// histogram; executions that recovered by themselves. The facts of an organization are kept
+// as narrow daily rollups (migration 00043) that RefreshAnalytics rebuilds for the recent
+// days with INSERT … SELECT; AnalyticsFacts sums them with GROUP BY, so a report reads
+// O(days × small dimensions) rows and returns fewer. A client filter reads the same
+// SELECTs that fill the rollups, over the client's history (small and indexed), so both agree.
 
 // Ways a dead letter is closed (AnalyticsDLQ.How).
 const (
@@ -33,10 +34,18 @@ var ClosedHows = []string{ClosedByReplay, ClosedResolved, ClosedSkipped, ClosedE
 // AnalyticsDay formats t's UTC calendar day as the rollups key it.
 func AnalyticsDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// AnalyticsAttempts counts the finished attempts of a day (finished_at, UTC) of one step of a
-// workflow, attempt number and error (ErrorType "" for attempts that did not fail).
+// resolutionBucketSQL is the SQL of the duration (whole seconds) a time to resolution col
+// is counted as: itself under 10 minutes, its whole minute under a day, its whole hour
+// beyond. The rollups keep closures per bucket (a histogram per day), so medians and p90s
+// are exact to the second under 10 minutes and floored to the minute (the hour) above.
+func resolutionBucketSQL(col string) string {
+	return "CASE WHEN " + col + " < 600 THEN " + col + " WHEN " + col + " < 86400 THEN " + col + " - " + col + " % 60 ELSE " +
+		col + " - " + col + " % 3600 END"
+}
+
+// AnalyticsAttempts counts the finished attempts of a range of one step of a workflow,
+// attempt number and error (ErrorType "" for attempts that did not fail).
 type AnalyticsAttempts struct {
-	Day        string
 	WorkflowID string
 	StepID     string
 	Attempt    int
@@ -48,26 +57,49 @@ type AnalyticsAttempts struct {
 	Retried int
 }
 
+// AnalyticsDayFailures counts a day's failed attempts of an error type.
+type AnalyticsDayFailures struct {
+	Day       string
+	ErrorType string
+	Failures  int
+}
+
 // AnalyticsDLQ counts a day's dead-letter arrivals (How "") or closures (How one of
-// ClosedHows, on the day they closed) of a workflow's step, error and group, with the
-// closures' times to resolution (created → closed, whole seconds, ascending).
+// ClosedHows, on the day they closed) of a workflow.
 type AnalyticsDLQ struct {
 	Day        string
 	WorkflowID string
-	StepID     string
-	ErrorType  string
-	ErrorCode  string
-	GroupID    string
 	How        string
 	Arrivals   int
 	Closures   int
-	Seconds    []int64 `gorm:"-"`
 }
 
-// AnalyticsRecovery counts a day's executions (finished_at) of a workflow that had a failed
-// attempt and ended without a dead letter: all (Ended) and those that succeeded.
+// AnalyticsGroup counts a problem group's dead-letter arrivals in a range.
+type AnalyticsGroup struct {
+	GroupID  string
+	Arrivals int
+}
+
+// AnalyticsTotals are a span's failures, and its dead letters closed, all and by a replay.
+type AnalyticsTotals struct {
+	Failures int
+	Closed   int
+	ByReplay int
+}
+
+// AnalyticsResolution counts the closures of a range of a workflow, closed How, whose time
+// to resolution was Seconds (a bucket: the whole second under 10 minutes, the whole
+// minute under a day, the whole hour beyond).
+type AnalyticsResolution struct {
+	WorkflowID string
+	How        string
+	Seconds    int64
+	Closures   int
+}
+
+// AnalyticsRecovery counts a range's executions (finished_at) of a workflow that had a
+// failed attempt and ended without a dead letter: all (Ended) and those that succeeded.
 type AnalyticsRecovery struct {
-	Day        string
 	WorkflowID string
 	Ended      int
 	Recovered  int
@@ -75,90 +107,124 @@ type AnalyticsRecovery struct {
 
 // AnalyticsFacts are the facts of a range.
 type AnalyticsFacts struct {
-	Attempts []AnalyticsAttempts
-	DLQ      []AnalyticsDLQ
-	Recovery []AnalyticsRecovery
+	Attempts      []AnalyticsAttempts
+	FailuresByDay []AnalyticsDayFailures
+	DLQ           []AnalyticsDLQ
+	Groups        []AnalyticsGroup
+	// PreviousGroups are the groups' arrivals in AnalyticsScope's previous span, and
+	// Previous its totals (nil: no previous span asked for).
+	PreviousGroups []AnalyticsGroup
+	Previous       *AnalyticsTotals
+	Resolution     []AnalyticsResolution
+	Recovery       []AnalyticsRecovery
 	// AsOf is when the rollups read were computed (nil: never, or read live for a client).
 	AsOf *time.Time
 }
 
 // AnalyticsScope narrows the facts: days From..To inclusive (YYYY-MM-DD), and optionally a
 // workflow, a step, an error type (failures and dead letters only: the attempts that
-// succeeded are kept, as rates need them) and a client (read live).
+// succeeded are kept, as rates need them) and a client (read live). PrevFrom..PrevTo, when
+// set, is a span whose group arrivals are read too (the top reasons' trend).
 type AnalyticsScope struct {
-	From, To   string
-	WorkflowID string
-	StepID     string
-	ErrorType  string
-	Client     string
+	From, To         string
+	PrevFrom, PrevTo string
+	WorkflowID       string
+	StepID           string
+	ErrorType        string
+	Client           string
 }
 
-// AnalyticsFacts returns the organization's facts of scope: from the rollups, or, with a
-// client, from the history itself.
+// AnalyticsFacts returns the organization's facts of scope, aggregated in the database: from
+// the rollups, or, with a client, from the history itself.
 func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope) (*AnalyticsFacts, error) {
-	if s.Client != "" {
-		from, err := time.Parse(time.DateOnly, s.From)
-		if err != nil {
-			return nil, fmt.Errorf("analytics from: %w", err)
-		}
-		to, err := time.Parse(time.DateOnly, s.To)
-		if err != nil {
-			return nil, fmt.Errorf("analytics to: %w", err)
-		}
-		f, err := db.collectAnalytics(db.Conn(ctx), orgID, from, to.AddDate(0, 0, 1), s.Client)
-		if err != nil {
-			return nil, err
-		}
-		return f.narrow(s), nil
-	}
 	conn := db.Conn(ctx)
 	out := &AnalyticsFacts{}
-	where := func(q *gorm.DB, failures bool) *gorm.DB {
-		q = q.Where("organization_id = ? AND day >= ? AND day <= ?", orgID, s.From, s.To)
-		if s.WorkflowID != "" {
-			q = q.Where("workflow_id = ?", s.WorkflowID)
-		}
-		if s.StepID != "" {
-			q = q.Where("step_id = ?", s.StepID)
-		}
-		if s.ErrorType != "" {
-			if failures {
-				q = q.Where("error_type = ?", s.ErrorType)
-			} else {
-				q = q.Where("(error_type = ? OR error_type = '')", s.ErrorType)
-			}
-		}
-		return q
-	}
-	if err := where(conn.Table("analytics_attempts_daily"), false).
-		Select("day, workflow_id, step_id, attempt, error_type, error_code, attempts, succeeded, retried").
-		Scan(&out.Attempts).Error; err != nil {
-		return nil, err
-	}
-	var dlq []struct {
-		AnalyticsDLQ
-		Packed []byte `gorm:"column:seconds"`
-	}
-	if err := where(conn.Table("analytics_dlq_daily"), true).
-		Select("day, workflow_id, step_id, error_type, error_code, group_id, how, arrivals, closures, seconds").
-		Scan(&dlq).Error; err != nil {
-		return nil, err
-	}
-	out.DLQ = make([]AnalyticsDLQ, len(dlq))
-	for i, r := range dlq {
-		secs, err := UnpackSeconds(r.Packed)
+	src := func(table string) (string, []any) { return table + " t", nil }
+	if s.Client != "" {
+		live, err := db.liveSource(orgID, s)
 		if err != nil {
 			return nil, err
 		}
-		out.DLQ[i] = r.AnalyticsDLQ
-		out.DLQ[i].Seconds = secs
+		src = live
 	}
-	rq := conn.Table("analytics_recovery_daily").Where("organization_id = ? AND day >= ? AND day <= ?", orgID, s.From, s.To)
-	if s.WorkflowID != "" {
-		rq = rq.Where("workflow_id = ?", s.WorkflowID)
+	read := func(dest any, table, cols string, failures, steps bool, group string, from, to string, conds ...string) error {
+		sql, args := src(table)
+		where := append([]string{"t.organization_id = ?", "t.day >= ?", "t.day <= ?"}, conds...)
+		args = append(args, orgID, from, to)
+		if s.WorkflowID != "" {
+			where, args = append(where, "t.workflow_id = ?"), append(args, s.WorkflowID)
+		}
+		if steps && s.StepID != "" {
+			where, args = append(where, "t.step_id = ?"), append(args, s.StepID)
+		}
+		if steps && s.ErrorType != "" {
+			if failures {
+				where, args = append(where, "t.error_type = ?"), append(args, s.ErrorType)
+			} else {
+				where, args = append(where, "(t.error_type = ? OR t.error_type = '')"), append(args, s.ErrorType)
+			}
+		}
+		q := "SELECT " + cols + " FROM " + sql + " WHERE " + strings.Join(where, " AND ")
+		if group != "" {
+			q += " GROUP BY " + group
+		}
+		if err := conn.Raw(q, args...).Scan(dest).Error; err != nil {
+			return fmt.Errorf("analytics %s: %w", table, err)
+		}
+		return nil
 	}
-	if err := rq.Select("day, workflow_id, ended, recovered").Scan(&out.Recovery).Error; err != nil {
+	if err := read(&out.Attempts, "analytics_attempts_daily", `t.workflow_id, t.step_id, t.attempt, t.error_type, t.error_code,
+  SUM(t.attempts) AS attempts, SUM(t.succeeded) AS succeeded, SUM(t.retried) AS retried`, false, true,
+		"t.workflow_id, t.step_id, t.attempt, t.error_type, t.error_code", s.From, s.To); err != nil {
 		return nil, err
+	}
+	if err := read(&out.FailuresByDay, "analytics_attempts_daily", "t.day, t.error_type, SUM(t.attempts) AS failures", true, true,
+		"t.day, t.error_type", s.From, s.To, "t.error_type <> ''"); err != nil {
+		return nil, err
+	}
+	if err := read(&out.DLQ, "analytics_dlq_daily", "t.day, t.workflow_id, t.how, SUM(t.arrivals) AS arrivals, SUM(t.closures) AS closures",
+		true, true, "t.day, t.workflow_id, t.how", s.From, s.To); err != nil {
+		return nil, err
+	}
+	if err := read(&out.Groups, "analytics_groups_daily", "t.group_id, SUM(t.arrivals) AS arrivals", true, true, "t.group_id", s.From, s.To); err != nil {
+		return nil, err
+	}
+	if s.PrevFrom != "" {
+		if err := read(&out.PreviousGroups, "analytics_groups_daily", "t.group_id, SUM(t.arrivals) AS arrivals", true, true, "t.group_id",
+			s.PrevFrom, s.PrevTo); err != nil {
+			return nil, err
+		}
+		var failures, closed []AnalyticsTotals
+		if err := read(&failures, "analytics_attempts_daily", "COALESCE(SUM(t.attempts), 0) AS failures", true, true,
+			"", s.PrevFrom, s.PrevTo, "t.error_type <> ''"); err != nil {
+			return nil, err
+		}
+		if err := read(&closed, "analytics_dlq_daily", `COALESCE(SUM(t.closures), 0) AS closed,
+  COALESCE(SUM(CASE WHEN t.how = 'replay' THEN t.closures ELSE 0 END), 0) AS by_replay`, true, true, "", s.PrevFrom, s.PrevTo); err != nil {
+			return nil, err
+		}
+		out.Previous = &AnalyticsTotals{}
+		if len(failures) == 1 {
+			out.Previous.Failures = failures[0].Failures
+		}
+		if len(closed) == 1 {
+			out.Previous.Closed, out.Previous.ByReplay = closed[0].Closed, closed[0].ByReplay
+		}
+	}
+	ttr, steps := "analytics_ttr_daily", false
+	if s.StepID != "" || s.ErrorType != "" {
+		ttr, steps = "analytics_ttr_steps_daily", true
+	}
+	if err := read(&out.Resolution, ttr, "t.workflow_id, t.how, t.seconds, SUM(t.closures) AS closures", true, steps,
+		"t.workflow_id, t.how, t.seconds", s.From, s.To); err != nil {
+		return nil, err
+	}
+	if err := read(&out.Recovery, "analytics_recovery_daily", "t.workflow_id, SUM(t.ended) AS ended, SUM(t.recovered) AS recovered",
+		false, false, "t.workflow_id", s.From, s.To); err != nil {
+		return nil, err
+	}
+	if s.Client != "" {
+		return out, nil
 	}
 	var at []time.Time
 	if err := conn.Table("analytics_refreshes").Where("organization_id = ?", orgID).Limit(1).Pluck("refreshed_at", &at).Error; err != nil {
@@ -171,30 +237,187 @@ func (db *DB) AnalyticsFacts(ctx context.Context, orgID string, s AnalyticsScope
 	return out, nil
 }
 
-// narrow keeps the facts of s's workflow, step and error type (as the rollups' query does).
-func (f *AnalyticsFacts) narrow(s AnalyticsScope) *AnalyticsFacts {
-	keep := func(wf, step string) bool {
-		return (s.WorkflowID == "" || wf == s.WorkflowID) && (s.StepID == "" || step == s.StepID)
+// liveSource reads a client's facts from its history: each rollup's filling SELECT over the
+// days of s (and its previous span), with the client's closures from the ledger and those
+// not yet in it.
+func (db *DB) liveSource(orgID string, s AnalyticsScope) (func(string) (string, []any), error) {
+	first := s.From
+	if s.PrevFrom != "" && s.PrevFrom < first {
+		first = s.PrevFrom
 	}
-	f.Attempts = slices.DeleteFunc(f.Attempts, func(r AnalyticsAttempts) bool {
-		return !keep(r.WorkflowID, r.StepID) || (s.ErrorType != "" && r.ErrorType != "" && r.ErrorType != s.ErrorType)
-	})
-	f.DLQ = slices.DeleteFunc(f.DLQ, func(r AnalyticsDLQ) bool {
-		return !keep(r.WorkflowID, r.StepID) || (s.ErrorType != "" && r.ErrorType != s.ErrorType)
-	})
-	f.Recovery = slices.DeleteFunc(f.Recovery, func(r AnalyticsRecovery) bool { return !keep(r.WorkflowID, "") })
-	return f
+	from, err := time.Parse(time.DateOnly, first)
+	if err != nil {
+		return nil, fmt.Errorf("analytics from: %w", err)
+	}
+	to, err := time.Parse(time.DateOnly, s.To)
+	if err != nil {
+		return nil, fmt.Errorf("analytics to: %w", err)
+	}
+	w := analyticsWindow{org: orgID, from: from, until: to.AddDate(0, 0, 1), client: s.Client}
+	return func(table string) (string, []any) {
+		sql, args := db.rollupSelect(table, w, true)
+		return "(" + sql + ") t", args
+	}, nil
 }
+
+// analyticsWindow is the part of an organization's history a rollup SELECT reads: times in
+// [from, until), of one client or of all ("").
+type analyticsWindow struct {
+	org         string
+	from, until time.Time
+	client      string
+}
+
+// dayExpr is the SQL of the UTC day (YYYY-MM-DD) of the timestamp column col.
+func (db *DB) dayExpr(col string) string {
+	if db.Dialect == Postgres {
+		return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	return "strftime('%Y-%m-%d', " + col + ")"
+}
+
+// secondsSQL is the SQL of the whole seconds from timestamp a to timestamp b (at least 0).
+func (db *DB) secondsSQL(a, b string) string {
+	if db.Dialect == Postgres {
+		return "GREATEST(0, CAST(FLOOR(EXTRACT(EPOCH FROM (" + b + " - " + a + "))) AS BIGINT))"
+	}
+	return "MAX(0, CAST(ROUND((julianday(" + b + ") - julianday(" + a + ")) * 86400000) AS INTEGER) / 1000)"
+}
+
+// closedAtSQL is when a closed dead letter d was closed: its resolution (resolved, skipped),
+// or the retention pass's update (expired).
+const closedAtSQL = "CASE WHEN d.status = 'expired' THEN d.updated_at ELSE COALESCE(d.resolved_at, d.updated_at) END"
+
+// closureCols are the ledger's columns, in the order the closure SELECTs give them.
+const closureCols = "organization_id, dead_letter_id, closed_at, how, workflow_id, step_id, error_type, client, seconds"
+
+// closuresFromDLQ is the SELECT of the closures of w's dead letters that are closed now
+// (the ledger's rows).
+func (db *DB) closuresFromDLQ(w analyticsWindow) (string, []any) {
+	q := `SELECT d.organization_id, d.id AS dead_letter_id, ` + closedAtSQL + ` AS closed_at,
+  CASE WHEN d.status = 'resolved' AND re.status = 'SUCCEEDED' THEN 'replay' WHEN d.status = 'resolved' THEN 'resolved'
+    WHEN d.status = 'skipped' THEN 'skipped' ELSE 'expired' END AS how,
+  CAST(d.workflow_id AS TEXT) AS workflow_id, d.failed_step_id AS step_id, d.error_type, d.client,
+  ` + db.secondsSQL("d.created_at", closedAtSQL) + ` AS seconds
+FROM dead_letter_queue d LEFT JOIN workflow_executions re ON re.id = d.replay_execution_id
+WHERE d.organization_id = ? AND d.status IN ('resolved', 'skipped', 'expired') AND d.updated_at >= ?
+  AND ` + closedAtSQL + ` >= ? AND ` + closedAtSQL + ` < ?`
+	args := []any{w.org, w.from, w.from, w.until}
+	if w.client != "" {
+		q, args = q+" AND d.client = ?", append(args, w.client)
+	}
+	return q, args
+}
+
+// closuresOf is the SELECT of w's closures: the ledger's, and, live, those not yet in it.
+func (db *DB) closuresOf(w analyticsWindow, live bool) (string, []any) {
+	q := "SELECT " + closureCols + " FROM analytics_dlq_closures WHERE organization_id = ? AND closed_at >= ? AND closed_at < ?"
+	args := []any{w.org, w.from, w.until}
+	if w.client != "" {
+		q, args = q+" AND client = ?", append(args, w.client)
+	}
+	if live {
+		dq, da := db.closuresFromDLQ(w)
+		q, args = q+" UNION "+dq, append(args, da...)
+	}
+	return q, args
+}
+
+// rollupSelect is the SELECT that fills table (one of the daily rollups, its columns in
+// rollupCols' order) from w's history.
+func (db *DB) rollupSelect(table string, w analyticsWindow, live bool) (string, []any) {
+	cc, ca := "", []any{}
+	if w.client != "" { // x's organization too: the client indexes begin with it
+		cc, ca = " AND x.organization_id = ? AND x.client = ?", []any{w.org, w.client}
+	}
+	win := func() []any { return append([]any{w.org, w.from, w.until}, ca...) }
+	switch table {
+	case "analytics_attempts_daily":
+		day := db.dayExpr("s.finished_at")
+		execs, args := "workflow_executions", []any{}
+		if w.client != "" {
+			// The client's executions first (its index), fenced by OFFSET 0 on PostgreSQL so
+			// that the planner, which overestimates a step's attempts per execution, does not scan
+			// every execution in parallel instead.
+			fence := ""
+			if db.Dialect == Postgres {
+				fence = " OFFSET 0"
+			}
+			execs, args = "(SELECT id, workflow_id FROM workflow_executions WHERE organization_id = ? AND client = ?"+fence+")", []any{w.org, w.client}
+		}
+		return `SELECT s.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, s.step_id, s.attempt,
+  COALESCE(s.error_type, '') AS error_type, COALESCE(s.error_code, '') AS error_code, COUNT(*) AS attempts,
+  SUM(CASE WHEN s.status = 'SUCCEEDED' THEN 1 ELSE 0 END) AS succeeded,
+  SUM(CASE WHEN s.status = 'RETRYING' THEN 1 ELSE 0 END) AS retried
+FROM step_executions s JOIN ` + execs + ` x ON x.id = s.execution_id
+WHERE s.organization_id = ? AND s.finished_at >= ? AND s.finished_at < ?
+  AND s.status IN ('SUCCEEDED', 'RETRYING', 'FAILED', 'DLQ')
+GROUP BY s.organization_id, ` + day + `, x.workflow_id, s.step_id, s.attempt, COALESCE(s.error_type, ''), COALESCE(s.error_code, '')`,
+			append(args, w.org, w.from, w.until)
+	case "analytics_dlq_daily":
+		day, cday := db.dayExpr("x.created_at"), db.dayExpr("c.closed_at")
+		cq, cargs := db.closuresOf(w, live)
+		return `SELECT x.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, x.failed_step_id AS step_id,
+  x.error_type, '' AS how, COUNT(*) AS arrivals, 0 AS closures
+FROM dead_letter_queue x WHERE x.organization_id = ? AND x.created_at >= ? AND x.created_at < ?` + cc + `
+GROUP BY x.organization_id, ` + day + `, x.workflow_id, x.failed_step_id, x.error_type
+UNION ALL
+SELECT c.organization_id, ` + cday + `, c.workflow_id, c.step_id, c.error_type, c.how, 0, COUNT(*)
+FROM (` + cq + `) c GROUP BY c.organization_id, ` + cday + `, c.workflow_id, c.step_id, c.error_type, c.how`, append(win(), cargs...)
+	case "analytics_groups_daily":
+		day := db.dayExpr("x.created_at")
+		return `SELECT x.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, x.failed_step_id AS step_id,
+  x.error_type, CAST(x.group_id AS TEXT) AS group_id, COUNT(*) AS arrivals
+FROM dead_letter_queue x WHERE x.organization_id = ? AND x.created_at >= ? AND x.created_at < ? AND x.group_id IS NOT NULL` + cc + `
+GROUP BY x.organization_id, ` + day + `, x.workflow_id, x.failed_step_id, x.error_type, x.group_id`, win()
+	case "analytics_ttr_daily", "analytics_ttr_steps_daily":
+		day, bucket := db.dayExpr("c.closed_at"), resolutionBucketSQL("c.seconds")
+		keys := "c.workflow_id, c.how"
+		if table == "analytics_ttr_steps_daily" {
+			keys = "c.workflow_id, c.step_id, c.error_type, c.how"
+		}
+		cq, cargs := db.closuresOf(w, live)
+		return `SELECT c.organization_id, ` + day + ` AS day, ` + keys + `, ` + bucket + ` AS seconds, COUNT(*) AS closures
+FROM (` + cq + `) c GROUP BY c.organization_id, ` + day + `, ` + keys + `, ` + bucket, cargs
+	case "analytics_recovery_daily":
+		day := db.dayExpr("x.finished_at")
+		return `SELECT x.organization_id, ` + day + ` AS day, CAST(x.workflow_id AS TEXT) AS workflow_id, COUNT(*) AS ended,
+  SUM(CASE WHEN x.status = 'SUCCEEDED' THEN 1 ELSE 0 END) AS recovered
+FROM workflow_executions x
+WHERE x.organization_id = ? AND x.finished_at >= ? AND x.finished_at < ?` + cc + `
+  AND x.status IN ('SUCCEEDED', 'FAILED', 'PARTIAL') AND x.dead_letter_id IS NULL AND x.replayed_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.execution_id = x.id)
+  AND EXISTS (SELECT 1 FROM step_executions s WHERE s.execution_id = x.id AND s.status IN ('RETRYING', 'FAILED', 'DLQ'))
+GROUP BY x.organization_id, ` + day + `, x.workflow_id`, win()
+	}
+	panic("analytics: no rollup " + table)
+}
+
+// rollupCols are the daily rollups' columns, in the order their SELECTs give them.
+var rollupCols = map[string]string{
+	"analytics_attempts_daily":  "organization_id, day, workflow_id, step_id, attempt, error_type, error_code, attempts, succeeded, retried",
+	"analytics_dlq_daily":       "organization_id, day, workflow_id, step_id, error_type, how, arrivals, closures",
+	"analytics_groups_daily":    "organization_id, day, workflow_id, step_id, error_type, group_id, arrivals",
+	"analytics_ttr_daily":       "organization_id, day, workflow_id, how, seconds, closures",
+	"analytics_ttr_steps_daily": "organization_id, day, workflow_id, step_id, error_type, how, seconds, closures",
+	"analytics_recovery_daily":  "organization_id, day, workflow_id, ended, recovered",
+}
+
+// rollupTables in the order a refresh rebuilds them.
+var rollupTables = []string{"analytics_attempts_daily", "analytics_dlq_daily", "analytics_groups_daily", "analytics_ttr_daily",
+	"analytics_ttr_steps_daily", "analytics_recovery_daily"}
 
 // RefreshLookback is how far before its last run a refresh starts again: the day before, so
 // a change committed around midnight, or late, is counted in its day.
 const RefreshLookback = 24 * time.Hour
 
-// RefreshAnalytics recomputes the organization's rollups of every day since the day of its
-// last refresh less RefreshLookback (all its history the first time), up to now (the
-// database clock), in one transaction, and records now as their freshness. It returns now.
-// Days before that keep their rows: a dead letter reopened after that is still counted as
-// closed on the day it closed.
+// RefreshAnalytics brings the organization's rollups up to now (the database clock) in one
+// transaction, and records now as their freshness; it returns now. It adds to the closures'
+// ledger the dead letters closed since the day of its last refresh less RefreshLookback (all
+// its history the first time) that it does not hold yet, then rebuilds the daily rollups of
+// those days, and only those, with INSERT … SELECT in the database. A closure stays in the
+// ledger, so a dead letter reopened after it closed still counts as closed on the day it
+// closed, even when that day is rebuilt.
 func (db *DB) RefreshAnalytics(ctx context.Context, orgID string) (time.Time, error) {
 	now, err := db.Now(ctx)
 	if err != nil {
@@ -211,35 +434,20 @@ func (db *DB) RefreshAnalytics(ctx context.Context, orgID string) (time.Time, er
 			l := last[0].UTC().Add(-RefreshLookback)
 			since = time.Date(l.Year(), l.Month(), l.Day(), 0, 0, 0, 0, time.UTC)
 		}
-		f, err := db.collectAnalytics(tx, orgID, since, now.Add(time.Second), "")
-		if err != nil {
-			return err
+		w := analyticsWindow{org: orgID, from: since, until: now.Add(time.Second)}
+		cq, cargs := db.closuresFromDLQ(w)
+		if err := tx.Exec("INSERT INTO analytics_dlq_closures ("+closureCols+") "+cq+" ON CONFLICT DO NOTHING", cargs...).Error; err != nil {
+			return fmt.Errorf("analytics closures: %w", err)
 		}
 		day := AnalyticsDay(since)
-		for _, t := range []string{"analytics_attempts_daily", "analytics_dlq_daily", "analytics_recovery_daily"} {
+		for _, t := range rollupTables {
 			if err := tx.Exec("DELETE FROM "+t+" WHERE organization_id = ? AND day >= ?", orgID, day).Error; err != nil {
 				return err
 			}
-		}
-		if err := insertRollup(tx, "analytics_attempts_daily", len(f.Attempts), func(i int) map[string]any {
-			r := f.Attempts[i]
-			return map[string]any{"organization_id": orgID, "day": r.Day, "workflow_id": r.WorkflowID, "step_id": r.StepID, "attempt": r.Attempt,
-				"error_type": r.ErrorType, "error_code": r.ErrorCode, "attempts": r.Attempts, "succeeded": r.Succeeded, "retried": r.Retried}
-		}); err != nil {
-			return err
-		}
-		if err := insertRollup(tx, "analytics_dlq_daily", len(f.DLQ), func(i int) map[string]any {
-			r := f.DLQ[i]
-			return map[string]any{"organization_id": orgID, "day": r.Day, "workflow_id": r.WorkflowID, "step_id": r.StepID, "error_type": r.ErrorType,
-				"error_code": r.ErrorCode, "group_id": r.GroupID, "how": r.How, "arrivals": r.Arrivals, "closures": r.Closures, "seconds": PackSeconds(r.Seconds)}
-		}); err != nil {
-			return err
-		}
-		if err := insertRollup(tx, "analytics_recovery_daily", len(f.Recovery), func(i int) map[string]any {
-			r := f.Recovery[i]
-			return map[string]any{"organization_id": orgID, "day": r.Day, "workflow_id": r.WorkflowID, "ended": r.Ended, "recovered": r.Recovered}
-		}); err != nil {
-			return err
+			q, args := db.rollupSelect(t, w, false)
+			if err := tx.Exec("INSERT INTO "+t+" ("+rollupCols[t]+") "+q, args...).Error; err != nil {
+				return fmt.Errorf("analytics %s: %w", t, err)
+			}
 		}
 		if err := tx.Exec("DELETE FROM analytics_refreshes WHERE organization_id = ?", orgID).Error; err != nil {
 			return err
@@ -249,186 +457,10 @@ func (db *DB) RefreshAnalytics(ctx context.Context, orgID string) (time.Time, er
 	return now, err
 }
 
-// insertRollup inserts n rows of table in batches.
-func insertRollup(tx *gorm.DB, table string, n int, row func(int) map[string]any) error {
-	const batch = 500
-	for i := 0; i < n; i += batch {
-		rows := make([]map[string]any, 0, batch)
-		for j := i; j < n && j < i+batch; j++ {
-			rows = append(rows, row(j))
-		}
-		if err := tx.Table(table).Create(rows).Error; err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // OrganizationIDs returns the ids of every organization (the analytics refresh visits each).
 func (db *DB) OrganizationIDs(ctx context.Context) ([]string, error) {
 	var ids []string
 	return ids, db.Conn(ctx).Model(&Organization{}).Order("id").Pluck("id", &ids).Error
-}
-
-// dayExpr is the SQL of the UTC day (YYYY-MM-DD) of the timestamp column col.
-func (db *DB) dayExpr(col string) string {
-	if db.Dialect == Postgres {
-		return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	}
-	return "strftime('%Y-%m-%d', " + col + ")"
-}
-
-// collectAnalytics reads the facts of [from, until) from the history, with conn; client ""
-// is every client.
-func (db *DB) collectAnalytics(conn *gorm.DB, orgID string, from, until time.Time, client string) (*AnalyticsFacts, error) {
-	f := &AnalyticsFacts{}
-	clientCond, args := "", []any{orgID, from, until}
-	if client != "" {
-		clientCond, args = " AND e.client = ?", append(args, client)
-	}
-	day := db.dayExpr("s.finished_at")
-	if err := conn.Raw(`SELECT `+day+` AS day, e.workflow_id, s.step_id, s.attempt,
-  COALESCE(s.error_type, '') AS error_type, COALESCE(s.error_code, '') AS error_code, COUNT(*) AS attempts,
-  SUM(CASE WHEN s.status = 'SUCCEEDED' THEN 1 ELSE 0 END) AS succeeded,
-  SUM(CASE WHEN s.status = 'RETRYING' THEN 1 ELSE 0 END) AS retried
-FROM step_executions s JOIN workflow_executions e ON e.id = s.execution_id
-WHERE s.organization_id = ? AND s.finished_at >= ? AND s.finished_at < ?
-  AND s.status IN ('SUCCEEDED', 'RETRYING', 'FAILED', 'DLQ')`+clientCond+`
-GROUP BY `+day+`, e.workflow_id, s.step_id, s.attempt, COALESCE(s.error_type, ''), COALESCE(s.error_code, '')`, args...).
-		Scan(&f.Attempts).Error; err != nil {
-		return nil, fmt.Errorf("analytics attempts: %w", err)
-	}
-	if err := db.collectDLQ(conn, orgID, from, until, client, f); err != nil {
-		return nil, err
-	}
-	day = db.dayExpr("e.finished_at")
-	if err := conn.Raw(`SELECT `+day+` AS day, e.workflow_id, COUNT(*) AS ended,
-  SUM(CASE WHEN e.status = 'SUCCEEDED' THEN 1 ELSE 0 END) AS recovered
-FROM workflow_executions e
-WHERE e.organization_id = ? AND e.finished_at >= ? AND e.finished_at < ?`+clientCond+`
-  AND e.status IN ('SUCCEEDED', 'FAILED', 'PARTIAL') AND e.dead_letter_id IS NULL AND e.replayed_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM dead_letter_queue d WHERE d.execution_id = e.id)
-  AND EXISTS (SELECT 1 FROM step_executions s WHERE s.execution_id = e.id AND s.status IN ('RETRYING', 'FAILED', 'DLQ'))
-GROUP BY `+day+`, e.workflow_id`, args...).Scan(&f.Recovery).Error; err != nil {
-		return nil, fmt.Errorf("analytics recovery: %w", err)
-	}
-	return f, nil
-}
-
-// dlqFact is a dead letter as the analytics read it.
-type dlqFact struct {
-	CreatedAt    time.Time
-	WorkflowID   string
-	StepID       string
-	ErrorType    string
-	ErrorCode    string
-	GroupID      string
-	Status       string
-	ResolvedAt   *time.Time
-	UpdatedAt    time.Time
-	ReplayStatus *string
-}
-
-// how says how a closed dead letter was closed, and when.
-func (d dlqFact) how() (string, time.Time) {
-	switch d.Status {
-	case DLQResolved:
-		at := d.UpdatedAt
-		if d.ResolvedAt != nil {
-			at = *d.ResolvedAt
-		}
-		if d.ReplayStatus != nil && *d.ReplayStatus == ExecSucceeded {
-			return ClosedByReplay, at
-		}
-		return ClosedResolved, at
-	case DLQSkipped:
-		at := d.UpdatedAt
-		if d.ResolvedAt != nil {
-			at = *d.ResolvedAt
-		}
-		return ClosedSkipped, at
-	case DLQExpired:
-		return ClosedExpired, d.UpdatedAt // the retention pass's time
-	}
-	return "", time.Time{}
-}
-
-// collectDLQ adds the arrivals and closures of [from, until) to f: the dead letters created,
-// and those closed, in it (two reads: each by its own time).
-func (db *DB) collectDLQ(conn *gorm.DB, orgID string, from, until time.Time, client string, f *AnalyticsFacts) error {
-	sel := `SELECT d.created_at, d.workflow_id, d.failed_step_id AS step_id, d.error_type, COALESCE(er.error_code, '') AS error_code,
-  COALESCE(CAST(d.group_id AS TEXT), '') AS group_id, d.status, d.resolved_at, d.updated_at, re.status AS replay_status
-FROM dead_letter_queue d
-LEFT JOIN workflow_execution_errors er ON er.id = d.error_id
-LEFT JOIN workflow_executions re ON re.id = d.replay_execution_id
-WHERE d.organization_id = ?`
-	cc, ca := "", []any{}
-	if client != "" {
-		cc, ca = " AND d.client = ?", []any{client}
-	}
-	var arrived, closed []dlqFact
-	if err := conn.Raw(sel+" AND d.created_at >= ? AND d.created_at < ?"+cc, append([]any{orgID, from, until}, ca...)...).Scan(&arrived).Error; err != nil {
-		return fmt.Errorf("analytics dead letters: %w", err)
-	}
-	if err := conn.Raw(sel+` AND d.status IN ('resolved', 'skipped', 'expired')
-  AND COALESCE(d.resolved_at, d.updated_at) >= ? AND COALESCE(d.resolved_at, d.updated_at) < ?`+cc, append([]any{orgID, from, until}, ca...)...).
-		Scan(&closed).Error; err != nil {
-		return fmt.Errorf("analytics closures: %w", err)
-	}
-	type key struct{ day, wf, step, typ, code, group, how string }
-	at := map[key]int{}
-	add := func(k key) *AnalyticsDLQ {
-		i, ok := at[k]
-		if !ok {
-			i = len(f.DLQ)
-			at[k] = i
-			f.DLQ = append(f.DLQ, AnalyticsDLQ{Day: k.day, WorkflowID: k.wf, StepID: k.step, ErrorType: k.typ, ErrorCode: k.code, GroupID: k.group, How: k.how})
-		}
-		return &f.DLQ[i]
-	}
-	for _, d := range arrived {
-		add(key{AnalyticsDay(d.CreatedAt), d.WorkflowID, d.StepID, d.ErrorType, d.ErrorCode, d.GroupID, ""}).Arrivals++
-	}
-	for _, d := range closed {
-		how, when := d.how()
-		if how == "" || when.Before(from) || !when.Before(until) {
-			continue
-		}
-		r := add(key{AnalyticsDay(when), d.WorkflowID, d.StepID, d.ErrorType, d.ErrorCode, d.GroupID, how})
-		r.Closures++
-		r.Seconds = append(r.Seconds, max(0, int64(when.Sub(d.CreatedAt)/time.Second)))
-	}
-	for i := range f.DLQ {
-		slices.Sort(f.DLQ[i].Seconds)
-	}
-	return nil
-}
-
-// PackSeconds encodes ascending non-negative seconds as unsigned varint deltas.
-func PackSeconds(secs []int64) []byte {
-	out := make([]byte, 0, len(secs)*2)
-	var prev int64
-	for _, s := range secs {
-		out = binary.AppendUvarint(out, uint64(s-prev))
-		prev = s
-	}
-	return out
-}
-
-// UnpackSeconds decodes PackSeconds.
-func UnpackSeconds(b []byte) ([]int64, error) {
-	var out []int64
-	var prev int64
-	for len(b) > 0 {
-		d, n := binary.Uvarint(b)
-		if n <= 0 {
-			return nil, errors.New("analytics: a corrupt list of seconds")
-		}
-		prev += int64(d)
-		out = append(out, prev)
-		b = b[n:]
-	}
-	return out, nil
 }
 
 // BreakerTransition is an audited change of a breaker's state (circuit.opened,

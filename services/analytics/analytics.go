@@ -3,16 +3,22 @@
 // and code, host and problem group, time to resolution, the recovery rates, the retries that
 // paid, breaker openings, and recommendations with the figure behind each.
 //
-// The figures are computed in Go from the daily facts models.AnalyticsFacts reads (the
-// rollups a periodic job refreshes, or, for a client, the history itself), so they are the
-// same on both databases. Definitions:
+// The figures are computed in Go from the facts models.AnalyticsFacts reads, already summed
+// over the range by the database (from the daily rollups a periodic job refreshes, or, for a
+// client, from the history itself), so they are the same on both databases. Definitions:
 //
 //   - A failure is a finished attempt with an error type (it was retried, failed for good or
 //     went to the DLQ); days are UTC calendar days.
 //   - Time to resolution is a closed dead letter's time from its arrival to its closing, in
-//     whole seconds. Its median and p90 are nearest-rank percentiles: the value at rank
+//     whole seconds, counted in the rollups' buckets: exact under 10 minutes, floored to
+//     the minute under a day and to the hour beyond (the rollups keep a histogram per day,
+//     not every item). Its median and p90 are nearest-rank percentiles: the value at rank
 //     ceil(p/100 · n) of the n times sorted ascending (no interpolation: every figure is a
-//     time some item took).
+//     time some item took, to that precision).
+//   - A dead letter's closing counts on the day it closed, once per closing, even if it is
+//     reopened later (the refresh keeps a ledger of closings).
+//   - Recommendations judge only samples of at least their minimum (StepErrorRateMinAttempts
+//     and the others), and say the figure and its sample ("7,2 % (36 z 500)").
 //   - The recovery rate is, of the dead letters closed in the range, the share closed by a
 //     manual replay that succeeded (the others were resolved by hand, skipped or expired).
 //   - The automatic recovery rate is, of the executions that had a failed attempt and ended
@@ -85,15 +91,10 @@ func (s *Service) Today(ctx context.Context) (time.Time, error) {
 // Report computes the figures of q for the organization.
 func (s *Service) Report(ctx context.Context, orgID string, q Query) (*Report, error) {
 	scope := models.AnalyticsScope{From: models.AnalyticsDay(q.From), To: models.AnalyticsDay(q.To), WorkflowID: q.WorkflowID,
-		StepID: q.StepID, ErrorType: q.ErrorType, Client: q.Client}
+		StepID: q.StepID, ErrorType: q.ErrorType, Client: q.Client,
+		// The span of equal length before, for the top reasons' trend.
+		PrevFrom: models.AnalyticsDay(q.From.AddDate(0, 0, -q.Days())), PrevTo: models.AnalyticsDay(q.From.AddDate(0, 0, -1))}
 	facts, err := s.Store.AnalyticsFacts(ctx, orgID, scope)
-	if err != nil {
-		return nil, err
-	}
-	// The previous span of equal length, for the top reasons' trend.
-	prevScope := scope
-	prevScope.From, prevScope.To = models.AnalyticsDay(q.From.AddDate(0, 0, -q.Days())), models.AnalyticsDay(q.From.AddDate(0, 0, -1))
-	prev, err := s.Store.AnalyticsFacts(ctx, orgID, prevScope)
 	if err != nil {
 		return nil, err
 	}
@@ -113,17 +114,15 @@ func (s *Service) Report(ctx context.Context, orgID string, q Query) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	var groups []string
-	for _, d := range facts.DLQ {
-		if d.GroupID != "" && !slices.Contains(groups, d.GroupID) {
-			groups = append(groups, d.GroupID)
-		}
+	groups := make([]string, 0, len(facts.Groups))
+	for _, g := range facts.Groups {
+		groups = append(groups, g.GroupID)
 	}
 	titles, err := s.Store.GroupTitles(ctx, orgID, groups)
 	if err != nil {
 		return nil, err
 	}
-	r := Compute(Input{Query: q, Facts: facts, Previous: prev, Breakers: trans, Workflows: catalog(wfs), GroupTitles: titles, Until: until})
+	r := Compute(Input{Query: q, Facts: facts, Breakers: trans, Workflows: catalog(wfs), GroupTitles: titles, Until: until})
 	return r, nil
 }
 
@@ -170,7 +169,6 @@ func catalog(wfs []models.Workflow) map[string]Workflow {
 type Input struct {
 	Query       Query
 	Facts       *models.AnalyticsFacts
-	Previous    *models.AnalyticsFacts // the span of equal length before Query's
 	Breakers    []models.BreakerTransition
 	Workflows   map[string]Workflow
 	GroupTitles map[string]string
@@ -205,6 +203,18 @@ type Report struct {
 	RetriesThatPaid  []AttemptPaid   `json:"retriesThatPaid"`
 	BreakerOpenings  []BreakerOpened `json:"breakerOpenings"`
 	Recommendations  []Advice        `json:"recommendations"`
+	// Previous is the span of equal length before From, for "are we getting better?".
+	Previous *Previous `json:"previous,omitempty"`
+}
+
+// Previous is the totals of the span of equal length before a report's.
+type Previous struct {
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	Total        int      `json:"totalFailures"`
+	Closed       int      `json:"closed"`
+	ByReplay     int      `json:"byReplay"`
+	RecoveryRate *float64 `json:"recoveryRate"`
 }
 
 // DayFailures is one day's failures, by error type.
@@ -317,6 +327,14 @@ const (
 	RateLimitErrorType       = "rate_limit"
 	ValidationErrorType      = "validation"
 	RetryNeverPaysMinAttempt = 2
+
+	// The smallest samples a rule judges: below them a rate says more about chance than
+	// about the office (2 failures of 3 attempts is not a 67 % error rate worth acting on).
+	StepErrorRateMinAttempts = 20 // finished attempts of the step
+	RecoveryRateMinClosed    = 10 // dead letters closed in the range
+	SlowResolutionMinClosed  = 10 // closures whose times make the median
+	RateLimitMinFailures     = 20 // failures at the service
+	RetryNeverPaysMinTries   = 10 // tries of the attempt number that never succeeded
 )
 
 // Percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted (ascending): the
@@ -338,6 +356,45 @@ func ratio(a, b int) *float64 {
 	}
 	r := float64(a) / float64(b)
 	return &r
+}
+
+// Bucket is a histogram's Count times to resolution of Seconds each.
+type Bucket struct {
+	Seconds int64
+	Count   int
+}
+
+// WeightedPercentile is the nearest-rank p-th percentile (0 < p ≤ 100) of the times a
+// histogram holds (in any order; buckets of one duration may repeat): the value at rank
+// ceil(p/100 · n) of its n times sorted ascending; nil for none. It sorts hist.
+func WeightedPercentile(hist []Bucket, p int) *int64 {
+	n := 0
+	for _, b := range hist {
+		n += b.Count
+	}
+	if n == 0 {
+		return nil
+	}
+	slices.SortFunc(hist, func(a, b Bucket) int { return cmp.Compare(a.Seconds, b.Seconds) })
+	rank := max(1, min((p*n+99)/100, n))
+	seen := 0
+	for _, b := range hist {
+		seen += b.Count
+		if seen >= rank {
+			v := b.Seconds
+			return &v
+		}
+	}
+	return nil // not reached: seen ends at n ≥ rank
+}
+
+// durations is the median and p90 of a histogram.
+func durations(hist []Bucket) Durations {
+	n := 0
+	for _, b := range hist {
+		n += b.Count
+	}
+	return Durations{Count: n, Median: WeightedPercentile(hist, 50), P90: WeightedPercentile(hist, 90)}
 }
 
 // Compute computes the report of in.
@@ -383,6 +440,12 @@ func Compute(in Input) *Report {
 		a.failures += failures
 		a.attempts += attempts
 	}
+	for _, d := range f.FailuresByDay {
+		if day, ok := failDay[d.Day]; ok && d.ErrorType != "" {
+			day.Total += d.Failures
+			day.ByErrorType[d.ErrorType] += d.Failures
+		}
+	}
 	paid := map[int]*AttemptPaid{}
 	perStepAttempt := map[stepAttempt]*AttemptPaid{}
 	validationRetried := map[string]int{}
@@ -400,10 +463,6 @@ func Compute(in Input) *Report {
 		}
 		if failed > 0 {
 			r.Total += failed
-			if d, ok := failDay[a.Day]; ok {
-				d.Total += failed
-				d.ByErrorType[a.ErrorType] += failed
-			}
 			bump(byType, a.ErrorType, failed, 0)
 			if a.ErrorCode != "" {
 				bump(byCode, a.ErrorCode, failed, 0)
@@ -466,52 +525,43 @@ func Compute(in Input) *Report {
 	}
 
 	// Dead letters: arrivals, closures, groups, times to resolution.
-	groupNow, groupPrev := map[string]int{}, map[string]int{}
-	var all []int64
-	byWFSecs, byHowSecs := map[string][]int64{}, map[string][]int64{}
 	wfArrivals := map[string]int{}
 	for _, d := range f.DLQ {
 		if dd, ok := dlqDay[d.Day]; ok {
 			dd.Arrivals += d.Arrivals
 			dd.Closures += d.Closures
 		}
-		if d.Arrivals > 0 {
-			wfArrivals[d.WorkflowID] += d.Arrivals
-			if d.GroupID != "" {
-				groupNow[d.GroupID] += d.Arrivals
-			}
+		wfArrivals[d.WorkflowID] += d.Arrivals
+		switch d.How {
+		case models.ClosedByReplay:
+			r.Recovery.ByReplay += d.Closures
+		case models.ClosedResolved:
+			r.Recovery.Resolved += d.Closures
+		case models.ClosedSkipped:
+			r.Recovery.Skipped += d.Closures
+		case models.ClosedExpired:
+			r.Recovery.Expired += d.Closures
 		}
-		if d.Closures > 0 {
-			all = append(all, d.Seconds...)
-			byWFSecs[d.WorkflowID] = append(byWFSecs[d.WorkflowID], d.Seconds...)
-			byHowSecs[d.How] = append(byHowSecs[d.How], d.Seconds...)
-			r.Recovery.Closed += d.Closures
-			switch d.How {
-			case models.ClosedByReplay:
-				r.Recovery.ByReplay += d.Closures
-			case models.ClosedResolved:
-				r.Recovery.Resolved += d.Closures
-			case models.ClosedSkipped:
-				r.Recovery.Skipped += d.Closures
-			case models.ClosedExpired:
-				r.Recovery.Expired += d.Closures
-			}
-		}
+		r.Recovery.Closed += d.Closures
 	}
-	if in.Previous != nil {
-		for _, d := range in.Previous.DLQ {
-			if d.GroupID != "" && d.Arrivals > 0 {
-				groupPrev[d.GroupID] += d.Arrivals
-			}
-		}
+	groupPrev := map[string]int{}
+	for _, g := range f.PreviousGroups {
+		groupPrev[g.GroupID] += g.Arrivals
 	}
-	for id, n := range groupNow {
-		r.ByGroup = append(r.ByGroup, GroupCount{GroupID: id, Title: cmp.Or(in.GroupTitles[id], id), Arrivals: n, Previous: groupPrev[id], Trend: n - groupPrev[id]})
+	for _, g := range f.Groups {
+		if g.Arrivals > 0 {
+			r.ByGroup = append(r.ByGroup, GroupCount{GroupID: g.GroupID, Title: cmp.Or(in.GroupTitles[g.GroupID], g.GroupID), Arrivals: g.Arrivals,
+				Previous: groupPrev[g.GroupID], Trend: g.Arrivals - groupPrev[g.GroupID]})
+		}
 	}
 	slices.SortFunc(r.ByGroup, func(a, b GroupCount) int { return cmp.Or(b.Arrivals-a.Arrivals, strings.Compare(a.GroupID, b.GroupID)) })
-	durations := func(secs []int64) Durations {
-		slices.Sort(secs)
-		return Durations{Count: len(secs), Median: Percentile(secs, 50), P90: Percentile(secs, 90)}
+	var all []Bucket
+	byWFSecs, byHowSecs := map[string][]Bucket{}, map[string][]Bucket{}
+	for _, x := range f.Resolution {
+		b := Bucket{Seconds: x.Seconds, Count: x.Closures}
+		all = append(all, b)
+		byWFSecs[x.WorkflowID] = append(byWFSecs[x.WorkflowID], b)
+		byHowSecs[x.How] = append(byHowSecs[x.How], b)
 	}
 	r.TimeToResolution.Durations = durations(all)
 	for _, wf := range slices.Sorted(maps.Keys(byWFSecs)) {
@@ -527,6 +577,10 @@ func Compute(in Input) *Report {
 		}
 	}
 	r.RecoveryRate = ratio(r.Recovery.ByReplay, r.Recovery.Closed)
+	if p := f.Previous; p != nil {
+		r.Previous = &Previous{From: models.AnalyticsDay(q.From.AddDate(0, 0, -q.Days())), To: models.AnalyticsDay(q.From.AddDate(0, 0, -1)),
+			Total: p.Failures, Closed: p.Closed, ByReplay: p.ByReplay, RecoveryRate: ratio(p.ByReplay, p.Closed)}
+	}
 
 	// Automatic recovery: the executions that ended without a dead letter, and the dead
 	// letters (each an execution that did not recover by itself).
@@ -670,8 +724,8 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// recommend applies the rules, each firing strictly over (or under) its threshold, in a
-// fixed order: step error rates (highest first), the recovery rate, the median time to
+// recommend applies the rules, each firing strictly over (or under) its threshold and only on
+// a sample of at least its minimum (…Min… above), in a fixed order: step error rates (highest first), the recovery rate, the median time to
 // resolution, rate-limit shares (highest first), retries that never pay, validation errors
 // retried.
 func recommend(r *Report, byStep, rateLimit map[string]*agg, steps []stepAttempts, validationRetried map[string]int,
@@ -679,7 +733,7 @@ func recommend(r *Report, byStep, rateLimit map[string]*agg, steps []stepAttempt
 	out := []Advice{}
 	var rates []Advice
 	for k, a := range byStep {
-		if a.attempts == 0 {
+		if a.attempts < StepErrorRateMinAttempts {
 			continue
 		}
 		rate := float64(a.failures) / float64(a.attempts)
@@ -693,16 +747,16 @@ func recommend(r *Report, byStep, rateLimit map[string]*agg, steps []stepAttempt
 	}
 	slices.SortFunc(rates, byFigure)
 	out = append(out, rates...)
-	if r.RecoveryRate != nil && *r.RecoveryRate < RecoveryRateThreshold {
+	if r.RecoveryRate != nil && *r.RecoveryRate < RecoveryRateThreshold && r.Recovery.Closed >= RecoveryRateMinClosed {
 		out = append(out, Advice{Code: AdviceRecoveryRate, Figure: *r.RecoveryRate,
 			Params: map[string]any{"Closed": r.Recovery.Closed, "ByReplay": r.Recovery.ByReplay}})
 	}
-	if m := r.TimeToResolution.Median; m != nil && *m > SlowResolutionSeconds {
+	if m := r.TimeToResolution.Median; m != nil && *m > SlowResolutionSeconds && r.TimeToResolution.Count >= SlowResolutionMinClosed {
 		out = append(out, Advice{Code: AdviceSlowResolution, Figure: float64(*m), Params: map[string]any{"Count": r.TimeToResolution.Count}})
 	}
 	var limits []Advice
 	for svc, a := range rateLimit {
-		if a.attempts == 0 || a.failures == 0 {
+		if a.attempts < RateLimitMinFailures || a.failures == 0 {
 			continue
 		}
 		share := float64(a.failures) / float64(a.attempts)
@@ -726,7 +780,7 @@ func recommend(r *Report, byStep, rateLimit map[string]*agg, steps []stepAttempt
 			if a.Succeeded > 0 {
 				break
 			}
-			if a.Attempt >= RetryNeverPaysMinAttempt && a.Attempts > 0 {
+			if a.Attempt >= RetryNeverPaysMinAttempt && a.Attempts >= RetryNeverPaysMinTries {
 				never = i + 1
 			}
 		}

@@ -39,12 +39,14 @@ type AnalyticsAdvice struct {
 	Figure string
 }
 
-// AnalyticsFigure is a headline figure: its label, value and what it counts.
+// AnalyticsFigure is a headline figure: its label, value, what it counts and how it
+// compares with the span before ("" when not compared).
 type AnalyticsFigure struct {
 	ID    string
 	Label string
 	Value string
 	Note  string
+	Trend string
 }
 
 // DataTable is a table of numbers: a chart's table view, or a breakdown, with its CSV.
@@ -145,11 +147,11 @@ func (c Chart) Rects() []ChartRect {
 				continue
 			}
 			h := plotH * float64(v) / m
-			name := ""
-			if j < len(c.Legend) {
-				name = c.Legend[j].Name
+			name, class := "", "series-"+strconv.Itoa(j%10)
+			if j < len(c.Legend) { // drawn in its legend's colour
+				name, class = c.Legend[j].Name, c.Legend[j].Class
 			}
-			r := ChartRect{Class: "series-" + strconv.Itoa(j%10), Title: b.Label + " · " + name + ": " + strconv.Itoa(v)}
+			r := ChartRect{Class: class, Title: b.Label + " · " + name + ": " + strconv.Itoa(v)}
 			if c.Stacked {
 				y -= h
 				r.X, r.Y, r.W, r.H = f1(x0), f1(y), f1(w), f1(h)

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"lifeline/services/engine"
@@ -113,7 +114,7 @@ func (t *Tracing) Route() []echo.MiddlewareFunc {
 			if route := c.Path(); route != "" {
 				span := trace.SpanFromContext(c.Request().Context())
 				span.SetName(c.Request().Method + " " + route)
-				span.SetAttributes(attribute.String("http.route", route))
+				span.SetAttributes(semconv.HTTPRouteKey.String(route))
 			}
 			return next(c)
 		}

@@ -962,7 +962,17 @@ type AnalyticsReport struct {
 		Day         openapi_types.Date `json:"day"`
 		Total       int                `json:"total"`
 	} `json:"failures"`
-	From            openapi_types.Date `json:"from"`
+	From openapi_types.Date `json:"from"`
+
+	// Previous The span of equal length before from, for comparison (left out when there is none).
+	Previous *struct {
+		ByReplay      int                `json:"byReplay"`
+		Closed        int                `json:"closed"`
+		From          openapi_types.Date `json:"from"`
+		RecoveryRate  *float32           `json:"recoveryRate"`
+		To            openapi_types.Date `json:"to"`
+		TotalFailures int                `json:"totalFailures"`
+	} `json:"previous,omitempty"`
 	Recommendations *[]struct {
 		Code    AnalyticsReportRecommendationsCode `json:"code"`
 		Figure  float32                            `json:"figure"`

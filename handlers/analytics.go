@@ -60,14 +60,6 @@ func (h *AnalyticsHandler) analyticsQuery(c echo.Context) (analytics.Query, stri
 	if rng == "" && (from != "" || to != "") {
 		rng = "custom"
 	}
-	// The page's form sends the range's own dates with it: dates changed by hand make the
-	// range custom, rather than being ignored under "the last 30 days".
-	if n, err := strconv.Atoi(rng); err == nil {
-		start := today.AddDate(0, 0, 1-n).Format(time.DateOnly)
-		if (from != "" && from != start) || (to != "" && to != today.Format(time.DateOnly)) {
-			rng = "custom"
-		}
-	}
 	switch rng {
 	case "custom":
 		if from == "" {

@@ -255,7 +255,15 @@ func TestDBConnErrorsCarryNoData(t *testing.T) {
 		} {
 			id := insert(t, db, o, c.code, c.dsn)
 			tested, err := open.Test(ctx, o, id)
-			if r := typeOf(err); r.Code != c.code || r.Message != c.msg || tested.LastTestError != c.msg {
+			r := typeOf(err)
+			// A machine whose resolver does not answer at all (no network, under load) gives
+			// the test's timeout instead of "not found": the message still names the host as
+			// typed, and nothing else.
+			if timedOut := "the database server nothing-here.invalid:5432 did not answer in time"; c.code == "ENOTFOUND" && r.Code == "ETIMEDOUT" && r.Message == timedOut && tested.LastTestError == timedOut {
+				t.Logf("%s: the resolver did not answer: %+v", c.dsn, r)
+				continue
+			}
+			if r.Code != c.code || r.Message != c.msg || tested.LastTestError != c.msg {
 				t.Errorf("%s: %+v", c.dsn, r)
 			}
 		}

@@ -191,10 +191,29 @@ func TestTracesCarryStepsNotValues(t *testing.T) {
 			res.Body.Close()
 		}
 
-		if err := tr.ForceFlush(ctx); err != nil {
-			t.Fatal(err)
+		// The execution's state commits before its attempt's span and River's job span end:
+		// flush until both steps' spans and their job's are out (or 10 s, then check anyway).
+		var spans []*tracepb.Span
+		var raw string
+		for until := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if err := tr.ForceFlush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			spans, raw = rc.exported()
+			ended := map[string]bool{}
+			for _, s := range spans {
+				ended[s.GetName()+"/"+attrs(s)[telemetry.AttrStep]] = true
+			}
+			jobs := 0
+			for _, s := range spans {
+				if strings.HasPrefix(s.GetName(), "river.work") {
+					jobs++
+				}
+			}
+			if (ended["step.attempt/fetch"] && ended["step.attempt/submit"] && jobs > 0 && ended["GET /dlq/:id/"]) || time.Now().After(until) {
+				break
+			}
 		}
-		spans, raw := rc.exported()
 		byID := map[string]*tracepb.Span{}
 		for _, s := range spans {
 			byID[string(s.GetSpanId())] = s

@@ -154,7 +154,11 @@ func TestCountersMoveByOnePerEvent(t *testing.T) {
 			Pluck("error_type", &errType).Error; err != nil || errType == "" {
 			t.Fatalf("the failed attempt's error type: %q, %v", errType, err)
 		}
-		g := gather(t, m)
+		// An attempt is counted after its commit, which the polling above may see first.
+		g := gatherUntil(t, m, func(g families) bool {
+			return g.total(metrics.NameAttempts, labels{"workflow": wfA.ID}) == 4 && g.total(metrics.NameAttempts, labels{"workflow": wfB.ID}) == 2 &&
+				g.total(metrics.NameDuration, labels{"step_type": "http"}) == 6
+		})
 		g.want(t, metrics.NameAttempts, labels{"workflow": wfA.ID, "outcome": "failed", "error_type": errType}, 4)
 		g.want(t, metrics.NameAttempts, labels{"workflow": wfB.ID, "outcome": "succeeded", "error_type": ""}, 2)
 		g.want(t, metrics.NameRetries, labels{"workflow": wfA.ID, "error_type": errType}, 2)
@@ -179,7 +183,10 @@ func TestCountersMoveByOnePerEvent(t *testing.T) {
 			}
 		}
 		s.wait(t, a1.ID, models.ExecSucceeded)
-		g = gather(t, m)
+		g = gatherUntil(t, m, func(g families) bool {
+			return g.total(metrics.NameAttempts, labels{"workflow": wfA.ID}) == 5 && g.total(metrics.NameDuration, labels{"step_type": "http"}) == 7 &&
+				g.total(metrics.NameJobRun, labels{"queue": "default", "kind": "run_attempt", "outcome": "ok"}) > 0
+		})
 		g.want(t, metrics.NameReplays, labels{"workflow": wfA.ID, "mode": engine.ReplayFromFailed}, 1)
 		g.want(t, metrics.NameAttempts, labels{"workflow": wfA.ID, "outcome": "succeeded", "error_type": ""}, 1)
 		g.want(t, metrics.NameAttempts, labels{"workflow": wfA.ID, "outcome": "failed", "error_type": errType}, 4)
@@ -279,6 +286,30 @@ func gather(t *testing.T, m *metrics.Metrics) families {
 		t.Fatal(err)
 	}
 	return fs
+}
+
+// gatherUntil gathers until ok accepts the figures, or for 10 s (then the caller's checks
+// say what is missing): an event is counted after the commit a test can see first.
+func gatherUntil(t *testing.T, m *metrics.Metrics, ok func(families) bool) families {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g := gather(t, m)
+		if ok(g) || time.Now().After(deadline) {
+			return g
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// total is the sum of the series of name whose labels include want: counters' and gauges'
+// values, histograms' sample counts.
+func (g families) total(name string, want labels) float64 {
+	sum := 0.0
+	for _, m := range g.find(name, want) {
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+	}
+	return sum
 }
 
 // find returns the series of name whose labels include want.

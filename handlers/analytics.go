@@ -29,7 +29,8 @@ var _ analyticsReader = (*analytics.Service)(nil)
 // AnalyticsHandler serves the error analytics (issue 24): the page (GET /analytics), each of
 // its tables as CSV (GET /analytics/export.csv?table=…) and GET /api/v1/analytics, with the
 // same query keys: range (7, 30, 90 or custom; default 30 days to today, UTC), from and to
-// (YYYY-MM-DD; either makes the range custom), workflowId, stepId, errorType, client. A
+// (YYYY-MM-DD; either makes the range custom; on the page, dates other than the shownFrom
+// and shownTo it showed do), workflowId, stepId, errorType, client. A
 // value that is not valid is a 422 naming its key. Accountants and admins read their
 // organization's figures (which have no per-user breakdowns); viewers are refused.
 type AnalyticsHandler struct {
@@ -58,6 +59,12 @@ func (h *AnalyticsHandler) analyticsQuery(c echo.Context) (analytics.Query, stri
 		return out, "", err
 	}
 	if rng == "" && (from != "" || to != "") {
+		rng = "custom"
+	}
+	// The page's form sends the dates it showed (shownFrom, shownTo) beside the ones it
+	// has now: dates she edited make the range custom, whatever the select still says; the
+	// same dates sent back with another range are only what the page showed.
+	if sent := c.QueryParams(); rng != "custom" && len(sent["shownFrom"]) > 0 && (from != sent.Get("shownFrom") || to != sent.Get("shownTo")) {
 		rng = "custom"
 	}
 	switch rng {
@@ -193,7 +200,7 @@ func (h *AnalyticsHandler) Page(c echo.Context) error {
 	} else if qerr != nil {
 		return qerr
 	}
-	if f.From == "" {
+	if f.From == "" || rng != "custom" { // a range's own dates, not those the form sent back
 		f.From, f.To = models.AnalyticsDay(q.From), models.AnalyticsDay(q.To)
 	}
 	vm.Filter = f

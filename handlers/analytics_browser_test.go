@@ -62,6 +62,23 @@ func TestBrowserAnalytics(t *testing.T) {
 		t.Errorf("7 days: %d rows", n)
 	}
 
+	// She types a start date and applies, the select still saying 7 days: her dates win.
+	from := models.AnalyticsDay(time.Now().AddDate(0, 0, -2))
+	step("type a start date",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid=filter-from]').value = '`+from+`'`),
+		chromedp.Click(`[data-testid=filter-apply]`),
+		chromedp.WaitReady(`[data-testid=filter-range] option[value="custom"][selected]`), loaded)
+	if n := rows("dlq"); n != 3 {
+		t.Errorf("from %s to today: %d rows, want 3", from, n)
+	}
+	step("back to 7 days",
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid=filter-range]').value = '7'`),
+		chromedp.Click(`[data-testid=filter-apply]`),
+		chromedp.WaitReady(`[data-testid=filter-range] option[value="7"][selected]`), loaded)
+	if n := rows("dlq"); n != 7 {
+		t.Errorf("7 days again: %d rows", n)
+	}
+
 	step("open the chart's table view", chromedp.Click(`[data-testid=chart-table-toggle-dlq]`),
 		chromedp.WaitVisible(`[data-testid=chart-table-dlq] [data-testid=table-dlq]`))
 	head := textWhen(t, ctx, `[data-testid=table-dlq] thead`, func(s string) bool { return s != "" })

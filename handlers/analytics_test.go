@@ -92,6 +92,17 @@ func TestAnalytics(t *testing.T) {
 		if bad := do(t, admin, "GET", a.srv.URL+"/analytics?from=2026-11-10&to=2026-11-01", "", nil); bad.status != 422 || !strings.Contains(bad.body, `aria-invalid="true"`) {
 			t.Errorf("to before from: %d", bad.status)
 		}
+		// The form sends the dates it showed: edited dates make the range custom; the same
+		// dates with another range keep that range.
+		shown := "&shownFrom=2026-10-27&shownTo=2026-11-25"
+		if r := do(t, admin, "GET", a.srv.URL+"/analytics?range=30&from=2026-11-01&to=2026-11-10"+shown, "", nil); r.status != 200 ||
+			!strings.Contains(r.body, `<option value="custom" selected>`) || !strings.Contains(r.body, `name="from" type="date" value="2026-11-01"`) {
+			t.Errorf("edited dates: %d, custom selected %v", r.status, strings.Contains(r.body, `<option value="custom" selected>`))
+		}
+		if r := do(t, admin, "GET", a.srv.URL+"/analytics?range=7&from=2026-10-27&to=2026-11-25"+shown, "", nil); r.status != 200 ||
+			!strings.Contains(r.body, `<option value="7" selected>`) || strings.Contains(r.body, `value="2026-10-27"`) {
+			t.Errorf("range changed, dates as shown: %d, 7 selected %v", r.status, strings.Contains(r.body, `<option value="7" selected>`))
+		}
 		csv := do(t, admin, "GET", a.srv.URL+"/analytics/export.csv?range=7&table=dlq", "", nil)
 		lines := strings.Split(strings.TrimPrefix(csv.body, "\ufeff"), "\n")
 		if csv.status != 200 || !strings.HasPrefix(csv.header.Get("Content-Type"), "text/csv") || len(lines) < 8 {

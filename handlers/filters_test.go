@@ -139,10 +139,11 @@ func TestJSONBodiesMustBeOneObject(t *testing.T) {
 		if n, m := count(t, db, "audit_log"), count(t, db, "workflow_executions"); n != audits || m != execs {
 			t.Errorf("refused bodies wrote %d audit entries and %d executions", n-audits, m-execs)
 		}
-		// PUT replaces: a key left out takes its default ({} is a deliberate reset).
+		// PUT replaces: a key left out takes its default ({} is a deliberate reset). No
+		// recipients read as an empty list, not null.
 		r := api("PUT", "/api/v1/notifications/settings", `{"enabled": true, "channels": ["email"]}`)
 		st := r.json(t)
-		if r.status != http.StatusOK || st["slackWebhookUrl"] != nil || st["notifyOnBreakerOpen"] != false || st["recipients"] != nil ||
+		if r.status != http.StatusOK || st["slackWebhookUrl"] != nil || st["notifyOnBreakerOpen"] != false || fmt.Sprint(st["recipients"]) != "[]" ||
 			st["digestThresholdPerMinute"] != float64(10) {
 			t.Errorf("a partial PUT: %d %s, want the left-out keys at their defaults", r.status, r.body)
 		}

@@ -309,6 +309,13 @@ func SettingsFromRow(r *models.NotificationSettings) Settings {
 
 // Masked returns s with the webhook URLs masked (scheme and host), for display.
 func (s Settings) Masked() Settings {
+	// None is an empty list, never null: a client iterates it without a check.
+	if s.Channels == nil {
+		s.Channels = []Channel{}
+	}
+	if s.Recipients == nil {
+		s.Recipients = []string{}
+	}
 	s.SlackWebhookURL = models.MaskWebhookURL(s.SlackWebhookURL)
 	s.TeamsWebhookURL = models.MaskWebhookURL(s.TeamsWebhookURL)
 	return s

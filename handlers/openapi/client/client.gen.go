@@ -1466,8 +1466,8 @@ type Notes struct {
 
 // NotificationSettings defines model for NotificationSettings.
 type NotificationSettings struct {
-	// Channels null: none.
-	Channels                 *[]Channel                    `json:"channels"`
+	// Channels Empty: none.
+	Channels                 []Channel                     `json:"channels"`
 	DigestThresholdPerMinute int                           `json:"digestThresholdPerMinute"`
 	Enabled                  bool                          `json:"enabled"`
 	NotifyOnBreakerOpen      bool                          `json:"notifyOnBreakerOpen"`
@@ -1476,8 +1476,8 @@ type NotificationSettings struct {
 	NotifyOnRetryExhausted   bool                          `json:"notifyOnRetryExhausted"`
 	NotifyPer                NotificationSettingsNotifyPer `json:"notifyPer"`
 
-	// Recipients null: none.
-	Recipients *[]string `json:"recipients"`
+	// Recipients Empty: the default recipients (role:admin, role:accountant).
+	Recipients []string `json:"recipients"`
 
 	// SlackWebhookUrl Masked.
 	SlackWebhookUrl *string `json:"slackWebhookUrl,omitempty"`

@@ -1,6 +1,9 @@
 package models
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The reads behind the gauges of /metrics: each is one cheap query over a small table or an
 // index, whatever the number of dead letters or attempts, because a scrape runs them every
@@ -29,15 +32,32 @@ type BreakerGauge struct {
 	WorkflowID     *string
 	StepID         *string
 	Host           *string
-	State          string
+	// State is the state a call would meet now: an open breaker (not forced open by an
+	// admin) whose reset timeout has passed lets a trial through, so it reads half_open
+	// although its row still says open until that trial.
+	State string
+	// What the state is computed from.
+	Forced         bool       `gorm:"column:forced"`
+	OpenedAt       *time.Time `gorm:"column:opened_at"`
+	ResetTimeoutMs int        `gorm:"column:reset_timeout_ms"`
 }
 
 // BreakerGauges returns every circuit breaker's state (one row per breaker: as many as the
-// workflows' steps and hosts guarded, not as executions).
+// organizations' workflows' steps and hosts, never per dead letter or attempt), as a call
+// would meet it at the database clock's now.
 func (db *DB) BreakerGauges(ctx context.Context) ([]BreakerGauge, error) {
+	now, err := db.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []BreakerGauge
-	err := db.Conn(ctx).Model(&CircuitBreaker{}).Select("organization_id, workflow_id, step_id, host, state").
+	err = db.Conn(ctx).Model(&CircuitBreaker{}).Select("organization_id, workflow_id, step_id, host, state, forced, opened_at, reset_timeout_ms").
 		Order("organization_id, scope_key").Scan(&out).Error
+	for i, g := range out {
+		if g.State == "open" && !g.Forced && g.OpenedAt != nil && !now.Before(g.OpenedAt.Add(time.Duration(g.ResetTimeoutMs)*time.Millisecond)) {
+			out[i].State = "half_open"
+		}
+	}
 	return out, err
 }
 

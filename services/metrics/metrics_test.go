@@ -246,6 +246,10 @@ func TestBreakerAndQueueGauges(t *testing.T) {
 			{ID: models.NewID(), OrganizationID: org.ID, ScopeKey: "step:" + wf + ":fetch", WorkflowID: &wf, StepID: &step, State: "open", OpenedAt: &now},
 			{ID: models.NewID(), OrganizationID: org.ID, ScopeKey: "host:api.example.com", Host: &host, State: "half_open"},
 			{ID: models.NewID(), OrganizationID: org.ID, ScopeKey: "step:" + wf + ":other", WorkflowID: &wf, StepID: ptr("other"), State: "closed"},
+			// Open for longer than its reset timeout: the next call is a trial, so half-open;
+			// unless an admin forced it open.
+			{ID: models.NewID(), OrganizationID: org.ID, ScopeKey: "step:" + wf + ":late", WorkflowID: &wf, StepID: ptr("late"), State: "open", OpenedAt: ptr(now.Add(-time.Minute))},
+			{ID: models.NewID(), OrganizationID: org.ID, ScopeKey: "step:" + wf + ":forced", WorkflowID: &wf, StepID: ptr("forced"), State: "open", Forced: true, OpenedAt: ptr(now.Add(-time.Minute))},
 		}
 		for i := range rows {
 			rows[i].FailureThreshold, rows[i].ResetTimeoutMs, rows[i].HalfOpenRequests = 5, 30000, 1
@@ -269,11 +273,13 @@ func TestBreakerAndQueueGauges(t *testing.T) {
 		g.want(t, metrics.NameBreaker, labels{"organization": org.ID, "workflow": wf, "step": step, "host": ""}, 2)
 		g.want(t, metrics.NameBreaker, labels{"organization": org.ID, "workflow": "", "step": "", "host": host}, 1)
 		g.want(t, metrics.NameBreaker, labels{"organization": org.ID, "workflow": wf, "step": "other", "host": ""}, 0)
+		g.want(t, metrics.NameBreaker, labels{"organization": org.ID, "workflow": wf, "step": "late", "host": ""}, 1)
+		g.want(t, metrics.NameBreaker, labels{"organization": org.ID, "workflow": wf, "step": "forced", "host": ""}, 2)
 		g.want(t, metrics.NameQueueDepth, labels{"queue": "default", "state": "available"}, 3)
 	})
 }
 
-func ptr(s string) *string { return &s }
+func ptr[T any](v T) *T { return &v }
 
 type labels map[string]string
 

@@ -497,6 +497,12 @@ func TestTodayPage(t *testing.T) {
 			}
 			return out
 		}
+		if !strings.Contains(r.body, "Deadlines at risk (within 3 working days)") {
+			t.Error("the at-risk heading does not read \"within 3 working days\"")
+		}
+		if pl := do(t, acc, "GET", a.srv.URL+"/today", "", map[string]string{"Accept-Language": "pl"}); !strings.Contains(pl.body, "Terminy zagrożone (w ciągu 3 dni roboczych)") {
+			t.Error("the Polish at-risk heading is not \"w ciągu 3 dni roboczych\" (genitive)")
+		}
 		due := texts("today-due")
 		if len(due) != 1 || !strings.Contains(due[0], "custom") || !strings.Contains(due[0], period) || !strings.Contains(due[0], "2 clients") ||
 			!strings.Contains(due[0], "PLN 350.50") {

@@ -47,7 +47,7 @@ func (h *TodayHandler) Page(c echo.Context) error {
 	}
 	vm := pages.TodayVM{Date: l.T("today.date", "Weekday", l.T("weekday.long."+t.Day.Weekday().String()), "Day", t.Day.Day(),
 		"Month", l.T(fmt.Sprintf("month.genitive.%d", int(t.Day.Month()))), "Year", t.Day.Year()),
-		RiskDays: l.N("deadlines.days", t.RiskWorkingDays), DLQURL: h.url("dlq"), ProblemsURL: h.url("dlq.problems")}
+		RiskDays: l.N("deadlines.days.within", t.RiskWorkingDays), DLQURL: h.url("dlq"), ProblemsURL: h.url("dlq.problems")}
 	for _, g := range t.Due {
 		due, _ := time.Parse(time.DateOnly, g.DueOn)
 		row := pages.TodayDue{Obligation: g.Obligation, Period: g.Period, Due: dayText(l, due), DueISO: g.DueOn,

@@ -1,13 +1,15 @@
 package engine
 
 // CONTRACT (issue 25), shared by the engine and UI work: the facade's names and types are
-// fixed; the bodies are the engine work's to write (they panic until then).
+// fixed. The attempt path is asks_run.go, answers and cancels asks_answer.go, the sweep
+// asks_sweep.go, who may answer asks_who.go, the notifications asks_notify.go, and the
+// state changes transitions_asks.go.
 
 import (
 	"context"
-	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/services/audit"
 )
 
@@ -50,28 +52,48 @@ type AnswerRequest struct {
 //   - EINVALID: the answer does not fit the kind or the schema (field messages, keyed
 //     "answer", "note", "option", or "values.<field>").
 func (a Asks) Answer(ctx context.Context, r AnswerRequest) (*models.Intervention, error) {
-	panic("asks: Answer is not built yet")
+	return a.answer(ctx, r)
 }
 
 // Get returns one request of the organization (ENOTFOUND for another's).
 func (a Asks) Get(ctx context.Context, orgID, id string) (*models.Intervention, error) {
-	panic("asks: Get is not built yet")
+	var iv models.Intervention
+	if err := a.e.db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).Limit(1).Find(&iv).Error; err != nil {
+		return nil, err
+	}
+	if iv.ID == "" {
+		return nil, apperr.NotFound("request")
+	}
+	return &iv, nil
 }
 
 // List returns the organization's requests that match f, the soonest to expire first.
 func (a Asks) List(ctx context.Context, orgID string, f models.InterventionFilter) ([]models.Intervention, error) {
-	panic("asks: List is not built yet")
+	return a.list(ctx, orgID, f)
 }
 
 // CountOpenFor counts the open requests the user (of role) may answer now: the nav's count.
 func (a Asks) CountOpenFor(ctx context.Context, orgID, userID, role string) (int, error) {
-	panic("asks: CountOpenFor is not built yet")
+	q, err := a.openFor(ctx, orgID, userID, role)
+	if err != nil || q == nil {
+		return 0, err
+	}
+	var n int64
+	err = q.Count(&n).Error
+	return int(n), err
 }
 
 // MayAnswer reports whether the user (of role) may answer the request now, and if not why
 // (a sentence for the page: "Four-eyes: you started this execution.").
 func (a Asks) MayAnswer(ctx context.Context, iv *models.Intervention, userID, role string) (bool, string) {
-	panic("asks: MayAnswer is not built yet")
+	if iv == nil {
+		return false, "No such request."
+	}
+	email, starter, err := a.who(ctx, iv, userID)
+	if err != nil {
+		return false, "The request cannot be checked now; try again."
+	}
+	return mayAnswer(iv, userID, email, role, starter)
 }
 
 // CancelRequest cancels a waiting execution: its open request becomes cancelled and the
@@ -86,7 +108,7 @@ type CancelRequest struct {
 
 // Cancel does what CancelRequest says.
 func (a Asks) Cancel(ctx context.Context, r CancelRequest) error {
-	panic("asks: Cancel is not built yet")
+	return a.cancel(ctx, r)
 }
 
 // LinkCheck is what an e-mail link's token says for the user who opened it.
@@ -103,7 +125,7 @@ const (
 // CheckLink says whether token (from an e-mail link to request id) may be used by userID now.
 // Opening a link never acts: only Answer with the token consumes it.
 func (a Asks) CheckLink(ctx context.Context, orgID, id, userID, token string) (LinkCheck, error) {
-	panic("asks: CheckLink is not built yet")
+	return a.checkLink(ctx, orgID, id, userID, token)
 }
 
 // SweepResult counts what one sweep did.
@@ -115,7 +137,5 @@ type SweepResult struct {
 // and reminds those past RemindAt, by the database clock, each in its own guarded commit.
 // A River job runs it every few seconds; tests call it after moving the rows' times.
 func (a Asks) Sweep(ctx context.Context) (SweepResult, error) {
-	panic("asks: Sweep is not built yet")
+	return a.sweep(ctx)
 }
-
-var _ = time.Second

@@ -414,10 +414,9 @@ func (h *InterventionsHandler) form(c echo.Context, iv *models.Intervention, f a
 	l := localizer(c)
 	af := &pages.AnswerForm{Action: h.url("intervention.answer", iv.ID), CSRF: csrfToken(c), Kind: iv.Kind, LinkToken: f.link,
 		Note: f.note, NoteError: f.errors["note"], FormError: f.formError}
-	if af.FormError == "" {
-		af.FormError = f.errors["answer"]
-		if af.FormError == "" {
-			af.FormError = f.errors["option"]
+	for _, k := range []string{"answer", "option", "values"} {
+		if m := f.errors[k]; m != "" {
+			af.FormError = strings.TrimSpace(af.FormError + " " + m)
 		}
 	}
 	if iv.Kind == models.AskInput || iv.Kind == models.AskErrorResolution {
@@ -554,7 +553,12 @@ func (h *InterventionsHandler) AnswerForm(c echo.Context) error {
 	switch apperr.ErrorCode(err) {
 	case apperr.EINVALID:
 		me := appErr(err)
-		f.formError, f.errors = translated(localizer(c), me.Message, me.Fields)
+		l := localizer(c)
+		f.formError, f.errors = translated(l, me.Message, me.Fields)
+		if len(me.Fields) > 0 {
+			// The fields say what to fix; the form's line says so in the reader's language.
+			f.formError = l.T("asks.invalid")
+		}
 		return h.show(c, http.StatusUnprocessableEntity, iv, f)
 	case apperr.ECONFLICT:
 		now, rerr := h.asks.Get(c.Request().Context(), p.OrganizationID, iv.ID)

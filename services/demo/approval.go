@@ -36,8 +36,8 @@ func partnerApproval() step {
 		Config: askConfig{
 			Kind:  "approval",
 			Title: "Zatwierdź JPK_V7 za {{ input.period }} – {{ input.clientName }}",
-			Message: "VAT do zapłaty: {{ steps.validate_jpk.output.vatDue }} zł (sprzedaż {{ input.salesTotal }} zł, " +
-				"zakupy {{ input.purchaseTotal }} zł). Plik przeszedł walidację; po zatwierdzeniu zostanie wysłany do urzędu skarbowego.",
+			Message: "VAT do zapłaty: {{ steps.validate_jpk.output.vatDue }} zł. Plik JPK_V7M przeszedł walidację; " +
+				"po zatwierdzeniu zostanie wysłany do urzędu skarbowego.",
 			Assignees:        []string{"role:admin"},
 			TimeoutMs:        48 * 3600 * 1000,
 			TimeoutBeforeDue: map[string]int{"workingDays": 2},

@@ -752,3 +752,45 @@ func TestAskCrash(t *testing.T) {
 		}
 	})
 }
+
+// TestAskErrorResolution: an error_resolution ask as a step's on-failure handler shows the
+// failure; "continue" goes on at the handler's next step with the answer as its output,
+// "abort" fails the handler to the DLQ.
+func TestAskErrorResolution(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		e := newAskEnv(t, db)
+		office := nipOffice()
+		t.Cleanup(office.Close)
+		wf := e.workflow(`{"name": "Resolve ` + models.NewID() + `", "settings": {"retryPolicy": ` + noRetries + `}, "steps": [
+		  {"id": "file", "type": "http", "config": {"method": "POST", "url": "` + office.URL + `/vat", "body": {"nip": "{{ input.nip }}"}},
+		   "onFailure": {"handlerStepId": "resolve"}},
+		  {"id": "email", "type": "transform", "config": {"output": {"sent": true}}},
+		  {"id": "resolve", "type": "ask", "handler": true, "next": "email",
+		   "config": {"kind": "error_resolution", "title": "Fix {{ failedStep.id }}", "timeoutMs": 60000}}]}`)
+		for _, option := range []string{"continue", "abort"} {
+			ex := e.start(wf, `{"nip": "123"}`)
+			iv := e.request(ex.ID)
+			if iv.Title != "Fix file" || !strings.Contains(iv.Message, "NIP") {
+				t.Errorf("%s: the request does not show the failure: %q %q", option, iv.Title, iv.Message)
+			}
+			if _, err := e.answer(iv, e.acc, models.RoleAccountant, func(r *engine.AnswerRequest) { r.Option, r.Note = option, "checked" }); err != nil {
+				t.Fatal(err)
+			}
+			if option == "abort" {
+				e.waitFor(ex.ID, models.ExecDLQPending)
+				continue
+			}
+			// A handler that names its next step: the execution ends SUCCEEDED after it.
+			e.waitFor(ex.ID, models.ExecSucceeded)
+			var resolved, emailed bool
+			for _, a := range e.attempts(ex.ID) {
+				resolved = resolved || (a.StepID == "resolve" && a.Status == models.StepSucceeded && strings.Contains(string(a.Output), `"continue"`))
+				emailed = emailed || (a.StepID == "email" && a.Status == models.StepSucceeded)
+			}
+			if !resolved || !emailed {
+				t.Errorf("continue did not go on at the handler's next step:%s", e.describe(ex.ID))
+			}
+		}
+	})
+}

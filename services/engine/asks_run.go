@@ -152,8 +152,9 @@ func (e *attempts) park(ctx context.Context, r *attemptRun, p *askPark) (Outcome
 		return OutcomeAsked, err
 	}
 	barred, err := e.barredFor(ctx, ex, p.c)
-	if err != nil {
-		return "", err
+	if err != nil { // the database failed before the request was made: hand the attempt back
+		r.log.WarnContext(ctx, "the database failed before the request was made; the attempt is handed back", "err", err)
+		return e.release(ctx, r, storeRetryDelay)
 	}
 	input, err := e.sealFound(cleanJSON(r.input), tableAttempts, a.ID, "input", r.mask)
 	if err != nil {

@@ -152,8 +152,9 @@ func (e *attempts) park(ctx context.Context, r *attemptRun, p *askPark) (Outcome
 		return OutcomeAsked, err
 	}
 	barred, err := e.barredFor(ctx, ex, p.c)
-	if err != nil {
-		return "", err
+	if err != nil { // the database failed before the request was made: hand the attempt back
+		r.log.WarnContext(ctx, "the database failed before the request was made; the attempt is handed back", "err", err)
+		return e.release(ctx, r, storeRetryDelay)
 	}
 	input, err := e.sealFound(cleanJSON(r.input), tableAttempts, a.ID, "input", r.mask)
 	if err != nil {
@@ -286,11 +287,16 @@ func (e *attempts) barredFor(ctx context.Context, ex *models.Execution, c steps.
 // inputEditors are the users who edited ex's input: the actors of its dead letters' replays
 // with an edited input, and of the input changes asked for them.
 func inputEditors(q *gorm.DB, ex *models.Execution) ([]string, error) {
+	var dls []string
+	if err := q.Model(&models.DeadLetter{}).Where("organization_id = ? AND execution_id = ?", ex.OrganizationID, ex.ID).Pluck("id", &dls).Error; err != nil {
+		return nil, err
+	}
+	if len(dls) == 0 {
+		return nil, nil
+	}
 	var rows []models.AuditEntry
-	err := q.Where("organization_id = ? AND actor_type = ? AND entity_type = ? AND action IN ? AND entity_id IN (?)",
-		ex.OrganizationID, audit.ActorUser, "dead_letter_queue", []string{"dlq.retry", "dlq.change_requested"},
-		q.Session(&gorm.Session{NewDB: true}).Model(&models.DeadLetter{}).Select("id").Where("organization_id = ? AND execution_id = ?", ex.OrganizationID, ex.ID)).
-		Find(&rows).Error
+	err := q.Session(&gorm.Session{NewDB: true}).Where("organization_id = ? AND actor_type = ? AND entity_type = ? AND action IN ? AND entity_id IN ?",
+		ex.OrganizationID, audit.ActorUser, "dead_letter_queue", []string{"dlq.retry", "dlq.change_requested"}, dls).Find(&rows).Error
 	if err != nil {
 		return nil, err
 	}

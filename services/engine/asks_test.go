@@ -78,7 +78,7 @@ func newAskEnv(t *testing.T, db *models.DB) *askEnv {
 		id   *string
 		role string
 	}{{&e.owner, models.RoleOwner}, {&e.admin, models.RoleAdmin}, {&e.acc, models.RoleAccountant}, {&e.acc2, models.RoleAccountant}} {
-		u := models.User{ID: models.NewID(), Email: m.role + "-" + models.NewID()[:8] + "@biuro.example", Name: m.role, PasswordHash: "x", CreatedAt: time.Now().UTC()}
+		u := models.User{ID: models.NewID(), Email: m.role + "-" + strings.ReplaceAll(models.NewID(), "-", "") + "@biuro.example", Name: m.role, PasswordHash: "x", CreatedAt: time.Now().UTC()}
 		h.create(&u, &models.Membership{ID: models.NewID(), OrganizationID: h.org, UserID: u.ID, Role: m.role, CreatedAt: time.Now().UTC()})
 		*m.id = u.ID
 		e.emails[u.ID] = u.Email
@@ -466,7 +466,7 @@ func TestAskFourEyes(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		e := newAskEnv(t, db)
-		wf := e.workflow(askDef(`{"kind": "approval", "title": "F", "timeoutMs": 60000, "fourEyes": true, "assignees": ["role:admin"]}`))
+		wf := e.workflow(askDef(`{"kind": "approval", "title": "F", "timeoutMs": 60000, "fourEyes": true, "assignees": ["role:admin", "role:accountant"]}`))
 		ex, _, err := e.eng.Start(context.Background(), engine.StartRequest{OrganizationID: e.org, WorkflowID: wf.ID, Input: []byte(`{}`),
 			Actor: audit.Actor{Type: audit.ActorUser, ID: e.admin}})
 		if err != nil {
@@ -484,13 +484,33 @@ func TestAskFourEyes(t *testing.T) {
 		if n, _ := e.eng.Asks().CountOpenFor(context.Background(), e.org, e.admin, models.RoleAdmin); n != 0 {
 			t.Errorf("the starter counts %d requests to answer", n)
 		}
-		if ok, _ := e.eng.Asks().MayAnswer(context.Background(), iv, e.acc, models.RoleAccountant); ok {
-			t.Error("an accountant may answer a request for admins")
+		if ok, _ := e.eng.Asks().MayAnswer(context.Background(), iv, e.acc, models.RoleAccountant); !ok {
+			t.Error("an accountant may not answer a request for accountants")
 		}
 		if ok, _ := e.eng.Asks().MayAnswer(context.Background(), iv, e.acc, models.RoleViewer); ok {
 			t.Error("a viewer may answer")
 		}
-		if _, err := e.answer(iv, e.owner, models.RoleOwner, func(r *engine.AnswerRequest) { r.Answer = "approved" }); err != nil {
+		// Rejected to the DLQ, then replayed with an input acc2 edited: acc2 may not approve.
+		if _, err := e.answer(iv, e.acc, models.RoleAccountant, func(r *engine.AnswerRequest) { r.Answer = "rejected" }); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor(ex.ID, models.ExecDLQPending)
+		dl, err := db.DLQForExecution(context.Background(), e.org, ex.ID)
+		if err != nil || dl == nil {
+			t.Fatalf("dead letter %v", err)
+		}
+		if _, err := e.eng.Replay(context.Background(), engine.ReplayRequest{OrganizationID: e.org, DeadLetterID: dl.ID, Mode: engine.ReplayFromFailed,
+			Input: json.RawMessage(`{"period": "2026-11"}`), Actor: audit.Actor{Type: audit.ActorUser, ID: e.acc2}}); err != nil {
+			t.Fatal(err)
+		}
+		iv2 := e.request(ex.ID)
+		if ok, why := e.eng.Asks().MayAnswer(context.Background(), iv2, e.acc2, models.RoleAccountant); ok || why != "Four-eyes: you edited its input." {
+			t.Errorf("MayAnswer for the editor: %v %q", ok, why)
+		}
+		if ok, _ := e.eng.Asks().MayAnswer(context.Background(), iv2, e.admin, models.RoleAdmin); ok {
+			t.Error("the starter may answer the new request")
+		}
+		if _, err := e.answer(iv2, e.owner, models.RoleOwner, func(r *engine.AnswerRequest) { r.Answer = "approved" }); err != nil {
 			t.Fatalf("the owner: %v", err)
 		}
 		e.waitFor(ex.ID, models.ExecSucceeded)
@@ -588,8 +608,11 @@ func TestAskWaitingHoldsNothing(t *testing.T) {
 		if len(as) != 1 || as[0].Status != models.StepWaiting || as[0].LeaseExpiresAt != nil {
 			t.Fatalf("attempts:%s", e.describe(ex.ID))
 		}
-		if n := liveJobs(t, db, as[0].ID); n != 0 {
-			t.Errorf("%d live jobs for the waiting attempt", n)
+		// The job that parked it completes (River records that after the worker returns).
+		for deadline := time.Now().Add(15 * time.Second); liveJobs(t, db, as[0].ID) != 0; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d live jobs for the waiting attempt", liveJobs(t, db, as[0].ID))
+			}
 		}
 		if _, err := e.eng.StartRollback(ctx, engine.RollbackRequest{OrganizationID: e.org, ExecutionID: ex.ID}); apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("rollback of a waiting execution: %v", err)
@@ -726,6 +749,48 @@ func TestAskCrash(t *testing.T) {
 		}
 		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionAnswered {
 			t.Errorf("request %s", got.Status)
+		}
+	})
+}
+
+// TestAskErrorResolution: an error_resolution ask as a step's on-failure handler shows the
+// failure; "continue" goes on at the handler's next step with the answer as its output,
+// "abort" fails the handler to the DLQ.
+func TestAskErrorResolution(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		e := newAskEnv(t, db)
+		office := nipOffice()
+		t.Cleanup(office.Close)
+		wf := e.workflow(`{"name": "Resolve ` + models.NewID() + `", "settings": {"retryPolicy": ` + noRetries + `}, "steps": [
+		  {"id": "file", "type": "http", "config": {"method": "POST", "url": "` + office.URL + `/vat", "body": {"nip": "{{ input.nip }}"}},
+		   "onFailure": {"handlerStepId": "resolve"}},
+		  {"id": "email", "type": "transform", "config": {"output": {"sent": true}}},
+		  {"id": "resolve", "type": "ask", "handler": true, "next": "email",
+		   "config": {"kind": "error_resolution", "title": "Fix {{ failedStep.id }}", "timeoutMs": 60000}}]}`)
+		for _, option := range []string{"continue", "abort"} {
+			ex := e.start(wf, `{"nip": "123"}`)
+			iv := e.request(ex.ID)
+			if iv.Title != "Fix file" || !strings.Contains(iv.Message, "NIP") {
+				t.Errorf("%s: the request does not show the failure: %q %q", option, iv.Title, iv.Message)
+			}
+			if _, err := e.answer(iv, e.acc, models.RoleAccountant, func(r *engine.AnswerRequest) { r.Option, r.Note = option, "checked" }); err != nil {
+				t.Fatal(err)
+			}
+			if option == "abort" {
+				e.waitFor(ex.ID, models.ExecDLQPending)
+				continue
+			}
+			// A handler that names its next step: the execution ends SUCCEEDED after it.
+			e.waitFor(ex.ID, models.ExecSucceeded)
+			var resolved, emailed bool
+			for _, a := range e.attempts(ex.ID) {
+				resolved = resolved || (a.StepID == "resolve" && a.Status == models.StepSucceeded && strings.Contains(string(a.Output), `"continue"`))
+				emailed = emailed || (a.StepID == "email" && a.Status == models.StepSucceeded)
+			}
+			if !resolved || !emailed {
+				t.Errorf("continue did not go on at the handler's next step:%s", e.describe(ex.ID))
+			}
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"lifeline/models"
+	"lifeline/models/apperr"
 	"lifeline/models/modeltest"
 )
 
@@ -113,7 +114,13 @@ func askTransitions() []transitionCase {
 			l := &models.InterventionLink{ID: models.NewID(), OrganizationID: f.org, InterventionID: iv.ID, UserID: user,
 				TokenHash: hashToken(models.NewID()), ExpiresAt: pick(lost, future, past), CreatedAt: f.at} // lost: expired
 			f.create(l)
-			w, err := f.in(func(st stateTx) (bool, error) { return won(askTx(st).UseLink(f.org, iv.ID, user, l.TokenHash)) })
+			w, err := f.in(func(st stateTx) (bool, error) {
+				err := askTx(st).UseLink(f.org, iv.ID, user, l.TokenHash)
+				if apperr.ErrorCode(err) == apperr.EFORBIDDEN { // its lost case
+					return false, nil
+				}
+				return err == nil, err
+			})
 			var got models.InterventionLink
 			f.db.Conn(f.ctx).First(&got, "id = ?", l.ID)
 			return w, pick(got.UsedAt != nil, "unused", "used"), err

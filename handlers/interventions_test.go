@@ -574,3 +574,47 @@ func TestCancelWaitingExecution(t *testing.T) {
 		}
 	})
 }
+
+// TestInterventionErrorResolutionPage: a failed step handed to an error_resolution request
+// shows its error on the request's page with "continue" and "abort" (abort marked and asking
+// first); an accountant continues with a note and the execution goes on at the handler's
+// next step and succeeds.
+func TestInterventionErrorResolutionPage(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Rozwiązań")
+		ctx := context.Background()
+		if err := db.Conn(ctx).Model(&models.User{}).Where("email = ?", rs.accountant.email).Update("language", "pl").Error; err != nil {
+			t.Fatal(err)
+		}
+		wf, err := a.wfs.Create(ctx, rs.org, actorSystem, fmt.Appendf(nil, `{"name": "Wysyłka z rozwiązaniem", "settings": {"retryPolicy": {"maxRetries": 0}}, "steps": [
+		  {"id": "file", "name": "Wysyłka", "type": "http", "config": {"method": "POST", "url": "%s/bad", "body": {"nip": "{{ input.nip }}"}},
+		   "onFailure": {"handlerStepId": "resolve"}},
+		  {"id": "email", "name": "Powiadomienie", "type": "transform", "config": {"output": {"sent": true}}},
+		  {"id": "resolve", "name": "Rozwiązanie", "type": "ask", "handler": true, "next": "email",
+		   "config": {"kind": "error_resolution", "title": "Popraw wysyłkę", "assignees": ["role:accountant"], "timeoutMs": 60000}}]}`, a.ext.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": {"nip": "526"}}`, bearer(rs.token))
+		if r.status != 201 {
+			t.Fatalf("start: %d %s", r.status, r.body)
+		}
+		exID := r.json(t)["id"].(string)
+		ivID := a.waitingOn(rs.token, exID)
+		acc, csrf := a.browser(rs.accountant)
+		page := do(t, acc, "GET", a.srv.URL+"/interventions/"+ivID, "", nil)
+		if !strings.Contains(page.body, `data-testid="ask-failed"`) || !strings.Contains(page.body, "Krok „Wysyłka” zakończył się błędem") ||
+			!strings.Contains(page.body, `data-option="continue"`) || !strings.Contains(page.body, `data-option="abort" data-destructive="true"`) {
+			t.Fatalf("error resolution page: %s", page.body)
+		}
+		r = sendForm(t, acc, a.srv.URL+"/interventions/"+ivID+"/answer", url.Values{"_csrf": {csrf}, "option": {"continue"}, "note": {"NIP sprawdzony"}})
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("continue: %d %s", r.status, r.body)
+		}
+		if st := a.finalStatus(rs.token, exID); st != models.ExecSucceeded {
+			t.Errorf("after continue the execution ended %s", st)
+		}
+	})
+}

@@ -238,7 +238,7 @@ func holdersText(l *i18n.Localizer, holders []string, ms []models.RoleMember) st
 // read reads the request the URL names (404 for another organization's or an unknown id).
 func (h *InterventionsHandler) read(c echo.Context) (*models.Intervention, error) {
 	id := c.Param("id")
-	if err := checkID(id, "intervention"); err != nil {
+	if err := checkID(id, "request"); err != nil {
 		return nil, err
 	}
 	return h.asks.Get(c.Request().Context(), principal(c).OrganizationID, id)
@@ -763,7 +763,7 @@ func (h *InterventionsHandler) APIAnswer(c echo.Context) error {
 		return err
 	}
 	id := c.Param("id")
-	if err := checkID(id, "intervention"); err != nil {
+	if err := checkID(id, "request"); err != nil {
 		return err
 	}
 	p := principal(c)

@@ -20,7 +20,7 @@ import (
 // TestBrowserPartnerApprovesVAT: the demo's VAT workflow, against the sandbox, asks the
 // partner (an admin) to approve a return whose VAT due is above 50 000 zł. The partner, in
 // Polish, sees it counted in the navigation, finds it in "Czeka na Ciebie" with its
-// client, amount, due date and countdown, opens it, reads the validated VAT due, approves it
+// client, amount, due date, countdown and the validation's result, opens it, reads the validated VAT due, approves it
 // with a note, is brought back to the list with a confirmation, and the filing step runs:
 // the execution ends SUCCEEDED with the return sent. Each page is axe-clean.
 func TestBrowserPartnerApprovesVAT(t *testing.T) {
@@ -76,6 +76,9 @@ func TestBrowserPartnerApprovesVAT(t *testing.T) {
 	}
 	if amount := textWhen(t, ctx, `[data-testid=ask-item] [data-testid=about-amount]`, func(s string) bool { return s != "" }); !strings.Contains(amount, "64") {
 		t.Errorf("the request's amount %q", amount)
+	}
+	if due := textWhen(t, ctx, `[data-testid=ask-item] [data-testid=ask-item-output][data-key=vatDue]`, func(s string) bool { return s != "" }); due != "64890.27" {
+		t.Errorf("the list shows the validation's VAT due as %q", due)
 	}
 	axeClean(t, ctx, "Czeka na Ciebie (pl)")
 

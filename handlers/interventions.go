@@ -45,6 +45,7 @@ type waitingCounter interface {
 type askExecutions interface {
 	Detail(ctx context.Context, orgID, id string) (*executions.Detail, error)
 	Executions(ctx context.Context, orgID string, ids []string) (map[string]*models.Execution, error)
+	SucceededAttempts(ctx context.Context, orgID string, ids []string) (map[string][]models.StepAttempt, error)
 }
 
 var (
@@ -91,9 +92,17 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := h.workflowNames(ctx, p.OrganizationID)
+	done, err := h.execs.SucceededAttempts(ctx, p.OrganizationID, ids)
 	if err != nil {
 		return err
+	}
+	wfs, err := h.wfs.All(ctx, p.OrganizationID)
+	if err != nil {
+		return err
+	}
+	names, steps := map[string]string{}, stepsOf(wfs)
+	for _, w := range wfs {
+		names[w.ID] = w.Name
 	}
 	ms, err := h.members(ctx, p.OrganizationID)
 	if err != nil {
@@ -106,6 +115,16 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 	now := h.now()
 	for i := range rows {
 		card := h.card(l, &rows[i], exs[rows[i].ExecutionID], names, ms, now)
+		if ex := exs[rows[i].ExecutionID]; ex != nil {
+			for _, a := range done[ex.ID] {
+				if a.StepID == rows[i].StepID {
+					continue
+				}
+				if so, ok := stepOutput(steps.name(ex.WorkflowID, a.StepID), a.Output); ok {
+					card.Outputs = append(card.Outputs, so)
+				}
+			}
+		}
 		vm.Items = append(vm.Items, card)
 	}
 	return render(c, http.StatusOK, pages.Waiting(h.page(c, "asks.title", "waiting"), vm))
@@ -336,24 +355,7 @@ func earlierOutputs(l *i18n.Localizer, d *executions.Detail, iv *models.Interven
 		if last.Status != models.StepSucceeded || len(last.Output) == 0 {
 			continue
 		}
-		var obj map[string]any
-		if json.Unmarshal(last.Output, &obj) != nil || len(obj) == 0 {
-			continue
-		}
-		keys := make([]string, 0, len(obj))
-		for k, v := range obj {
-			switch v.(type) {
-			case map[string]any, []any:
-				continue // a scalar says what matters; the execution's page has the rest
-			}
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		so := pages.StepOutput{Step: sd.Step.Title()}
-		for _, k := range keys {
-			so.Fields = append(so.Fields, pages.KeyValue{Key: k, Value: askValueText(obj[k])})
-		}
-		if len(so.Fields) > 0 {
+		if so, ok := stepOutput(sd.Step.Title(), last.Output); ok {
 			out = append(out, so)
 		}
 	}
@@ -361,6 +363,30 @@ func earlierOutputs(l *i18n.Localizer, d *executions.Detail, iv *models.Interven
 		failed = ""
 	}
 	return out, failed
+}
+
+// stepOutput is a step's output as a request shows it: its top-level values that are not
+// objects or lists (they say what matters; the execution's page has the rest), by key;
+// false when it has none.
+func stepOutput(step string, output []byte) (pages.StepOutput, bool) {
+	var obj map[string]any
+	if json.Unmarshal(output, &obj) != nil || len(obj) == 0 {
+		return pages.StepOutput{}, false
+	}
+	keys := make([]string, 0, len(obj))
+	for k, v := range obj {
+		switch v.(type) {
+		case map[string]any, []any:
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	so := pages.StepOutput{Step: step}
+	for _, k := range keys {
+		so.Fields = append(so.Fields, pages.KeyValue{Key: k, Value: askValueText(obj[k])})
+	}
+	return so, len(so.Fields) > 0
 }
 
 // askField is a field of an input request's schema.

@@ -293,7 +293,7 @@ func TestInterventionPages(t *testing.T) {
 		page := do(t, acc, "GET", a.srv.URL+"/waiting", "", nil)
 		if page.status != 200 || !strings.Contains(page.body, "Czeka na Ciebie") || strings.Count(page.body, `data-testid="ask-item"`) != 2 ||
 			!strings.Contains(page.body, "Uzupełnij fakturę – Piekarnia Zielińscy") || !strings.Contains(page.body, `data-testid="ask-countdown"`) ||
-			!strings.Contains(page.body, "księgowe") {
+			!strings.Contains(page.body, "księgowe") || !strings.Contains(page.body, `data-testid="ask-item-output" data-key="vatDue">64890.27<`) {
 			t.Fatalf("waiting list: %d %s", page.status, page.body)
 		}
 		if !strings.Contains(page.body, `data-testid="nav-waiting"`) || !navBadge(page.body, "waiting", "2") {

@@ -30,6 +30,9 @@ type InterventionCard struct {
 	ExpiresText, Left  string // "25 lis 2026, 14:00", "za 2 dni" (Left "" once it is closed)
 	Urgent             bool   // under a day left
 	Outcome            string // who answered what and when, a timeout, a cancel ("" while open)
+	// Outputs are the earlier steps' results (the list shows them; the request's page has
+	// its own section).
+	Outputs []StepOutput
 }
 
 // InterventionVM is a request's page: its context, the earlier steps' outputs, and its form

@@ -794,3 +794,19 @@ func TestAskErrorResolution(t *testing.T) {
 		}
 	})
 }
+
+// TestAskSweepJob: River's periodic asks_sweep job times a request out without anyone
+// calling Sweep.
+func TestAskSweepJob(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		e := newAskEnv(t, db)
+		ex := e.start(e.workflow(askDef(`{"kind": "decision", "title": "J", "timeoutMs": 60000, "options": [{"id": "a"}, {"id": "b"}], "defaultOption": "a"}`)), `{}`)
+		iv := e.request(ex.ID)
+		e.expire(iv, "expires_at")
+		e.waitFor(ex.ID, models.ExecSucceeded) // the job runs every 5 s
+		if got, _ := e.eng.Asks().Get(context.Background(), e.org, iv.ID); got.Status != models.InterventionTimedOut {
+			t.Errorf("request %s", got.Status)
+		}
+	})
+}

@@ -196,7 +196,8 @@ func TestAskEachKind(t *testing.T) {
 					r.Values = map[string]any{"invoiceNo": "FV/1/2026", "amount": "1234,5", "paidOn": "2026-11-25", "n": "3", "ok": "on", "category": "cost"}
 				},
 				func(o map[string]any) bool {
-					return o["invoiceNo"] == "FV/1/2026" && o["amount"] == "1234.50" && o["paidOn"] == "2026-11-25" && o["n"] == float64(3) && o["ok"] == true && o["category"] == "cost"
+					return o["invoiceNo"] == "FV/1/2026" && o["amount"] == "1234.50" && o["paidOn"] == "2026-11-25" && o["n"] == float64(3) && o["ok"] == true &&
+						o["category"] == "cost" && len(o) == 6
 				}},
 			{"decision", `{"kind": "decision", "title": "Cost or transfer?", "timeoutMs": 60000, "options": [{"id": "cost"}, {"id": "transfer"}]}`,
 				func(r *engine.AnswerRequest) { r.Option = "transfer" },

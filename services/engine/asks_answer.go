@@ -52,7 +52,9 @@ func (a Asks) answer(ctx context.Context, r AnswerRequest) (*models.Intervention
 	by := cmpOr(r.ActorName, email)
 	a.e.beforeTx(TransitionAnswer, iv.ExecutionID)
 	err = a.e.commit(ctx, func(tx *gorm.DB, now time.Time) ([]Job, error) {
-		out["by"], out["at"] = by, now.Format(time.RFC3339)
+		if iv.Kind != models.AskInput { // an input's output is the form's values alone
+			out["by"], out["at"] = by, now.Format(time.RFC3339)
+		}
 		st := askTx{tx: tx, now: now}
 		won, err := st.AnswerAsk(iv, models.MustJSON(out), r.Actor.ID, by, r.IdempotencyKey)
 		if err != nil {

@@ -9,13 +9,17 @@ import (
 	"lifeline/services/steps"
 )
 
-// TestAskExpiresAt: timeoutBeforeDue counts working days back from the execution's due
-// date; without a due date timeoutMs applies; without either the step fails no_due_date.
+// TestAskExpiresAt: timeoutBeforeDue counts working days (Polish holidays are not) back from
+// the execution's due date to midnight in Poland; once that has passed timeoutMs applies; without a due date timeoutMs applies; without either the step fails no_due_date.
 func TestAskExpiresAt(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	due := "2026-11-30" // a Monday
 	two := &steps.TimeoutBeforeDue{WorkingDays: 2}
+	warsaw, _ := time.LoadLocation("Europe/Warsaw")
+	midnight := func(d int, m time.Month) time.Time { return time.Date(2026, m, d, 0, 0, 0, 0, warsaw) }
+	holiday := "2026-11-12" // a Thursday after Independence Day (Wednesday 11 November)
+	soon := "2026-11-23"    // a Monday: 2 working days before it (the 19th) has passed
 	cases := []struct {
 		name string
 		due  *string
@@ -23,9 +27,12 @@ func TestAskExpiresAt(t *testing.T) {
 		want time.Time
 		code string
 	}{
-		{"before due", &due, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), ""},
-		{"over a weekend", &due, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{WorkingDays: 1}}, time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC), ""},
-		{"on the due date", &due, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{}}, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), ""},
+		{"before due", &due, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, midnight(26, time.November), ""},
+		{"over a weekend", &due, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{WorkingDays: 1}}, midnight(27, time.November), ""},
+		{"on the due date", &due, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{}}, midnight(30, time.November), ""},
+		{"over a holiday", &holiday, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{WorkingDays: 1}}, midnight(10, time.November), ""},
+		{"passed: timeoutMs", &soon, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, now.Add(time.Minute), ""},
+		{"passed, no timeoutMs: at once", &soon, steps.AskConfig{TimeoutBeforeDue: two}, midnight(19, time.November), ""},
 		{"no due date: timeoutMs", nil, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, now.Add(time.Minute), ""},
 		{"timeoutMs", &due, steps.AskConfig{TimeoutMs: 3600000}, now.Add(time.Hour), ""},
 		{"neither", nil, steps.AskConfig{TimeoutBeforeDue: two}, time.Time{}, CodeNoDueDate},

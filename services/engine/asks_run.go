@@ -13,6 +13,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
+	"lifeline/services/deadline"
 	"lifeline/services/notify"
 	"lifeline/services/steps"
 )
@@ -238,20 +239,19 @@ func (e *attempts) request(r *attemptRun, p *askPark, barred []string, now time.
 	return iv, nil
 }
 
-// expiresAt is when a request made at now times out: timeoutBeforeDue working days before
-// the execution's due date (at the start of that day, UTC) when it has one, else timeoutMs
-// after now; a classified failure (validation, no_due_date) when neither applies.
+// expiresAt is when a request made at now times out: at the start (midnight in Poland) of
+// the working day timeoutBeforeDue working days before the execution's due date (Polish
+// holidays and weekends are not working days), when it has one and that is still ahead;
+// else timeoutMs after now; a classified failure (validation, no_due_date) when neither
+// applies. A time before due that has already passed, with no timeoutMs, times the request
+// out at the sweep: waiting would eat into the days the office kept for filing.
 func expiresAt(ex *models.Execution, c steps.AskConfig, now time.Time) (time.Time, error) {
 	if c.TimeoutBeforeDue != nil && ex.DueOn != nil {
-		if due, err := time.Parse("2006-01-02", *ex.DueOn); err == nil {
-			d := due
-			for n := c.TimeoutBeforeDue.WorkingDays; n > 0; {
-				d = d.AddDate(0, 0, -1)
-				if wd := d.Weekday(); wd != time.Saturday && wd != time.Sunday {
-					n--
-				}
+		if due, err := time.Parse(time.DateOnly, *ex.DueOn); err == nil {
+			at := deadline.StartOf(deadline.SubWorkingDays(due, c.TimeoutBeforeDue.WorkingDays)).UTC()
+			if at.After(now) || c.TimeoutMs <= 0 {
+				return at, nil
 			}
-			return d.UTC(), nil
 		}
 	}
 	if c.TimeoutMs > 0 {

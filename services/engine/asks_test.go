@@ -196,7 +196,8 @@ func TestAskEachKind(t *testing.T) {
 					r.Values = map[string]any{"invoiceNo": "FV/1/2026", "amount": "1234,5", "paidOn": "2026-11-25", "n": "3", "ok": "on", "category": "cost"}
 				},
 				func(o map[string]any) bool {
-					return o["invoiceNo"] == "FV/1/2026" && o["amount"] == "1234.50" && o["paidOn"] == "2026-11-25" && o["n"] == float64(3) && o["ok"] == true && o["category"] == "cost"
+					return o["invoiceNo"] == "FV/1/2026" && o["amount"] == "1234.50" && o["paidOn"] == "2026-11-25" && o["n"] == float64(3) && o["ok"] == true &&
+						o["category"] == "cost" && len(o) == 6
 				}},
 			{"decision", `{"kind": "decision", "title": "Cost or transfer?", "timeoutMs": 60000, "options": [{"id": "cost"}, {"id": "transfer"}]}`,
 				func(r *engine.AnswerRequest) { r.Option = "transfer" },
@@ -791,6 +792,22 @@ func TestAskErrorResolution(t *testing.T) {
 			if !resolved || !emailed {
 				t.Errorf("continue did not go on at the handler's next step:%s", e.describe(ex.ID))
 			}
+		}
+	})
+}
+
+// TestAskSweepJob: River's periodic asks_sweep job times a request out without anyone
+// calling Sweep.
+func TestAskSweepJob(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		e := newAskEnv(t, db)
+		ex := e.start(e.workflow(askDef(`{"kind": "decision", "title": "J", "timeoutMs": 60000, "options": [{"id": "a"}, {"id": "b"}], "defaultOption": "a"}`)), `{}`)
+		iv := e.request(ex.ID)
+		e.expire(iv, "expires_at")
+		e.waitFor(ex.ID, models.ExecSucceeded) // the job runs every 5 s
+		if got, _ := e.eng.Asks().Get(context.Background(), e.org, iv.ID); got.Status != models.InterventionTimedOut {
+			t.Errorf("request %s", got.Status)
 		}
 	})
 }

@@ -40,6 +40,8 @@ type chrome struct {
 	links
 	unread  unreadCounter // nil: no bell (the app runs without notifications)
 	pending pendingCounter
+	// waiting counts the requests of ask steps a user may answer (nil: no engine, no item).
+	waiting waitingCounter
 	log     *slog.Logger
 }
 
@@ -62,11 +64,20 @@ func (ch *chrome) page(c echo.Context, title, active string) layouts.Page {
 	l := localizer(c)
 	p.Nav = []layouts.NavItem{
 		{ID: "today", Label: l.T("nav.today"), URL: ch.url("today"), Active: active == "today"},
+	}
+	if u := ch.url("waiting"); u != "" && ch.waiting != nil {
+		n, err := ch.waiting.CountOpenFor(c.Request().Context(), pr.OrganizationID, pr.UserID, pr.Role)
+		if err != nil {
+			ch.log.Warn("nav: waiting count", "err", err)
+		}
+		p.Nav = append(p.Nav, layouts.NavItem{ID: "waiting", Label: l.T("nav.waiting"), URL: u, Active: active == "waiting", Badge: n})
+	}
+	p.Nav = append(p.Nav, []layouts.NavItem{
 		{ID: "workflows", Label: l.T("nav.workflows"), URL: ch.url("workflows"), Active: active == "workflows"},
 		{ID: "executions", Label: l.T("nav.executions"), URL: ch.url("executions"), Active: active == "executions"},
 		{ID: "dead-letters", Label: l.T("nav.dlq"), URL: cmp.Or(ch.url("dlq.problems"), ch.url("dlq")), Active: active == "dlq", Badge: dlq},
 		{ID: "breakers", Label: l.T("nav.breakers"), URL: ch.url("breakers"), Active: active == "breakers"},
-	}
+	}...)
 	if pr.Can(models.RoleAccountant) && ch.url("analytics") != "" {
 		p.Nav = append(p.Nav, layouts.NavItem{ID: "analytics", Label: l.T("nav.analytics"), URL: ch.url("analytics"), Active: active == "analytics"})
 	}

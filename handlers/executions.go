@@ -61,6 +61,10 @@ type ExecutionsHandler struct {
 	execs    executionReads
 	wfs      workflowLister
 	recovery recoveryPanel
+	// waiting is a waiting execution's request as its page shows it, and open its id for
+	// the API (both nil without an engine).
+	waiting func(c echo.Context, d *executions.Detail) (*pages.WaitingPanel, error)
+	open    func(ctx context.Context, ex *models.Execution) (string, error)
 }
 
 // newExecutionsHandler returns the handler.
@@ -195,6 +199,11 @@ func (h *ExecutionsHandler) Show(c echo.Context) error {
 		vm.Recovery.RollbackURL = "" // the page's rollback panel offers it
 	}
 	vm.Rollback = rollbackVM(h.links, c, d)
+	if h.waiting != nil {
+		if vm.Waiting, err = h.waiting(c, d); err != nil {
+			return err
+		}
+	}
 	if u := h.url("notifications.deliveries"); u != "" && p.Can(models.RoleAdmin) { // the app runs with notifications
 		vm.DeliveriesURL = u + "?" + url.Values{"executionId": {d.Ex.ID}}.Encode()
 	}
@@ -448,7 +457,13 @@ func (h *ExecutionsHandler) APIGet(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, apiExecutionDetail(d))
+	out := apiExecutionDetail(d)
+	if h.open != nil {
+		if out.InterventionID, err = h.open(c.Request().Context(), d.Ex); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 func nullIfEmpty(s string) any {

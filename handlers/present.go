@@ -119,24 +119,26 @@ type apiStep struct {
 }
 
 type apiExecution struct {
-	ID              string            `json:"id"`
-	WorkflowID      string            `json:"workflowId"`
-	WorkflowName    string            `json:"workflowName,omitempty"`
-	WorkflowVersion int               `json:"workflowVersion"`
-	Subject         *string           `json:"subject"`
-	Status          string            `json:"status"`
-	Trigger         string            `json:"trigger"`
-	CorrelationID   string            `json:"correlationId"`
-	CurrentStepID   *string           `json:"currentStepId"`
-	Input           json.RawMessage   `json:"input,omitempty"`
-	CreatedAt       string            `json:"createdAt"`
-	StartedAt       *string           `json:"startedAt"`
-	FinishedAt      *string           `json:"finishedAt"`
-	DLQID           string            `json:"dlqId,omitempty"`
-	RetryOf         *string           `json:"retryOf,omitempty"` // a full retry: the execution it retries
-	RollbackStatus  *string           `json:"rollbackStatus,omitempty"`
-	Compensations   []apiCompensation `json:"compensations,omitempty"`
-	Steps           []apiStep         `json:"steps,omitempty"`
+	ID              string          `json:"id"`
+	WorkflowID      string          `json:"workflowId"`
+	WorkflowName    string          `json:"workflowName,omitempty"`
+	WorkflowVersion int             `json:"workflowVersion"`
+	Subject         *string         `json:"subject"`
+	Status          string          `json:"status"`
+	Trigger         string          `json:"trigger"`
+	CorrelationID   string          `json:"correlationId"`
+	CurrentStepID   *string         `json:"currentStepId"`
+	Input           json.RawMessage `json:"input,omitempty"`
+	CreatedAt       string          `json:"createdAt"`
+	StartedAt       *string         `json:"startedAt"`
+	FinishedAt      *string         `json:"finishedAt"`
+	DLQID           string          `json:"dlqId,omitempty"`
+	// InterventionID is a WAITING execution's open request (issue 25).
+	InterventionID string            `json:"interventionId,omitempty"`
+	RetryOf        *string           `json:"retryOf,omitempty"` // a full retry: the execution it retries
+	RollbackStatus *string           `json:"rollbackStatus,omitempty"`
+	Compensations  []apiCompensation `json:"compensations,omitempty"`
+	Steps          []apiStep         `json:"steps,omitempty"`
 	apiAbout
 }
 

@@ -46,6 +46,17 @@ func (s *Server) routes() {
 	recovery.clientValues = clientsOf(s.Deps).FieldValues
 	execs := newExecutionsHandler(s.chrome, s.reads, s.Workflows, recovery)
 	recovery.running = execs.runningStep
+	var asksUI *InterventionsHandler
+	if s.Engine != nil {
+		// Requests of ask steps (issue 25): everyone reads them; accountants and above answer
+		// those they hold; admins cancel a waiting execution.
+		asksUI = newInterventionsHandler(s.chrome, s.Engine.Asks(), s.reads, s.Workflows, s.escalation.Members)
+		execs.waiting, execs.open = asksUI.waitingPanel, asksUI.openInterventionID
+		app.GET("/waiting", asksUI.Waiting).Name = "waiting"
+		app.GET("/interventions/:id", asksUI.Show).Name = "intervention"
+		app.POST("/interventions/:id/answer", asksUI.AnswerForm, requireRole(models.RoleAccountant)).Name = "intervention.answer"
+		app.POST("/executions/:id/cancel", asksUI.Cancel, requireRole(models.RoleAdmin)).Name = "execution.cancel"
+	}
 	app.GET("/executions", execs.List).Name = "executions"
 	app.GET("/executions/:id", execs.Show).Name = "execution"
 	dlqList := newDLQHandler(s.chrome, s.reads, s.Workflows, rules)
@@ -193,6 +204,12 @@ func (s *Server) routes() {
 	api.POST("/workflows/:id/executions", wfs.APIStart, requireRole(models.RoleAccountant))
 	api.GET("/executions", execs.APIList).Name = "api.executions"
 	api.GET("/executions/:id", execs.APIGet).Name = "api.execution"
+	if asksUI != nil {
+		api.GET("/interventions", asksUI.APIList).Name = "api.interventions"
+		api.GET("/interventions/:id", asksUI.APIGet).Name = "api.intervention"
+		api.POST("/interventions/:id/answer", asksUI.APIAnswer, requireRole(models.RoleAccountant)).Name = "api.intervention.answer"
+		api.POST("/executions/:id/cancel", asksUI.APICancel, requireRole(models.RoleAdmin)).Name = "api.execution.cancel"
+	}
 	api.GET("/dlq", dlqList.API).Name = "api.dlq"
 	api.GET("/clients/:key", clientPages.API).Name = "api.client"
 	api.GET("/deadlines", (&DeadlinesHandler{svc: s.deadlines}).API).Name = "api.deadlines"

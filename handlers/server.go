@@ -130,6 +130,9 @@ func New(d Deps) *echo.Echo {
 	if d.Notify != nil {
 		ch.unread = d.Notify
 	}
+	if d.Engine != nil {
+		ch.waiting = d.Engine.Asks()
+	}
 	s := &Server{Deps: d, chrome: ch, reads: reads, auditLog: audit.NewReader(d.DB), rules: &fixrules.Service{DB: d.DB},
 		escalation: &escalation.Service{DB: d.DB}, deadlines: &deadlines.Service{DB: d.DB},
 		poison: &poison.Service{DB: d.DB}, e: e, throttle: d.LoginThrottle}

@@ -40,7 +40,7 @@ const (
 )
 
 // ExecutionStatuses lists every execution status.
-var ExecutionStatuses = []string{ExecPending, ExecRunning, ExecSucceeded, ExecFailed, ExecPartial, ExecDLQPending}
+var ExecutionStatuses = []string{ExecPending, ExecRunning, ExecWaiting, ExecSucceeded, ExecFailed, ExecPartial, ExecDLQPending}
 
 // ExecutionFilterStatuses are the statuses the executions list filters by: an execution's,
 // or its rollback's (rollback_status beside a failed execution's status).

@@ -146,7 +146,8 @@ func (d *demoSeed) kickoff(ctx context.Context, eng *engine.Engine) error {
 	if !d.created {
 		return nil
 	}
-	for _, s := range demo.Morning() {
+	// The night's work, and a large VAT return waiting for the partner's approval.
+	for _, s := range append(demo.Morning(), demo.Waiting(time.Now())...) {
 		id, ok := d.wfIDs[s.Workflow]
 		if !ok {
 			continue

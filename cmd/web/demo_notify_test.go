@@ -169,11 +169,17 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			// dispatcher's next passes, one a second).
 			time.Sleep(3 * time.Second)
 			inbox, groups, reminders = get("/demo/inbox"), problems(), dueSoon()
-			if n := count(inbox, "email"); n != 2*(groups+reminders) {
-				t.Errorf("%d emails, want %d problems and %d deadline reminders × admin and accountant", n, groups, reminders)
+			// The kickoff's VAT return waiting for the partner's approval (demo.Waiting) is told
+			// once too: by email to the demo's admin, with its link, and on Slack and Teams.
+			asked := len(demo.Waiting(time.Now()))
+			if n := count(inbox, "email"); n != 2*(groups+reminders)+asked {
+				t.Errorf("%d emails, want %d problems and %d deadline reminders × admin and accountant, and %d requests to the admin", n, groups, reminders, asked)
 			}
-			if count(inbox, "hook") != 2*(groups+reminders) {
-				t.Errorf("hooks: %d, want one per problem and deadline reminder on Slack and on Teams", count(inbox, "hook"))
+			if count(inbox, "hook") != 2*(groups+reminders+asked) {
+				t.Errorf("hooks: %d, want one per problem, deadline reminder and request on Slack and on Teams", count(inbox, "hook"))
+			}
+			if !strings.Contains(inbox, "Czeka na Ciebie: Zatwierdź JPK_V7") {
+				t.Error("the inbox has no request for the partner's approval of the waiting VAT return")
 			}
 			want := map[string]int{}
 			if reminders > 0 {

@@ -30,6 +30,7 @@ var events = []string{
 	"dlq.change_requested", "dlq.change_approved", "dlq.change_rejected", "dlq.reopened", "dlq.admin_asked", "dlq.group_admin_asked",
 	"organization.rules_updated", "poison.quarantined", "poison.released",
 	"organization.escalation_updated", "dlq.group_escalated",
+	"intervention.requested", "intervention.answered", "intervention.timed_out", "intervention.escalated", "execution.cancelled",
 }
 
 // entityTypes are the kinds of thing an event is about (message entity.<type>).
@@ -37,6 +38,7 @@ var entityTypes = []string{
 	"workflow", "workflow_execution", "workflow_execution_error", "dead_letter_queue", "api_token",
 	"organization", "circuit_breaker_state", "compensation_action", "db_connection", "dlq_bulk_job", "dlq_group",
 	"notification_delivery", "notification_settings", "credential", "held_value", "closed_period",
+	"intervention",
 }
 
 // Events returns every event Record accepts.

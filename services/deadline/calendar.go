@@ -121,6 +121,24 @@ func AddWorkingDays(d time.Time, n int) time.Time {
 	return d
 }
 
+// SubWorkingDays returns the n-th working day before d (d itself when n is 0 or less).
+func SubWorkingDays(d time.Time, n int) time.Time {
+	d = civil(d)
+	for ; n > 0; n-- {
+		d = d.AddDate(0, 0, -1)
+		for !IsWorkingDay(d) {
+			d = d.AddDate(0, 0, -1)
+		}
+	}
+	return d
+}
+
+// StartOf returns the instant the civil date d begins in Poland (midnight, Warsaw time).
+func StartOf(d time.Time) time.Time {
+	y, m, day := civil(d).Date()
+	return time.Date(y, m, day, 0, 0, 0, 0, warsaw)
+}
+
 // countWorking counts the working days d with from < d ≤ to.
 func countWorking(from, to time.Time) int {
 	n := 0

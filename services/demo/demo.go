@@ -312,7 +312,8 @@ func vat(base string) definition {
 	return definition{
 		Name: VAT,
 		Description: "Waliduje miesięczny plik JPK_V7M klienta, wysyła go do urzędu skarbowego " +
-			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty. Plik odrzucony " +
+			"i powiadamia klienta o numerze referencyjnym i kwocie VAT do zapłaty. Deklarację z VAT " +
+			"do zapłaty powyżej 50 000 zł przed wysyłką zatwierdza wspólnik. Plik odrzucony " +
 			"z powodu błędnych danych wraca do poprawy jako zadanie dla przygotowującego.",
 		Settings: &settings{
 			Subject: subject,
@@ -340,7 +341,7 @@ func vat(base string) definition {
 			},
 			UnknownErrors: "retry",
 		},
-		Steps: []step{validate, submit, mail, back},
+		Steps: []step{validate, partnerApproval(), submit, mail, back},
 	}
 }
 

@@ -231,6 +231,11 @@ func TestDefinitionsFormat(t *testing.T) {
 				case "delay":
 					onlyKeys(t, where+".config", cfg, "ms")
 					inRange(t, where+".config.ms", cfg["ms"], 1, 60000)
+				case "ask":
+					onlyKeys(t, where+".config", cfg, "kind", "title", "message", "assignees", "timeoutMs", "timeoutBeforeDue", "fourEyes", "onlyAbove")
+					if cfg["title"] == "" || (cfg["timeoutMs"] == nil && cfg["timeoutBeforeDue"] == nil) {
+						t.Errorf("%s: an ask needs a title and a timeout", where)
+					}
 				default:
 					t.Errorf("%s: unknown type %v", where, s["type"])
 				}

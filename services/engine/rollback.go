@@ -55,6 +55,8 @@ func (e *rollbacks) StartRollback(ctx context.Context, r RollbackRequest) (*mode
 		switch {
 		case ex.RollbackStatus != nil:
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *ex.RollbackStatus}
+		case ex.Status == models.ExecWaiting: // it waits for a person: cancel it first
+			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.waiting"}
 		case !slices.Contains(rollbackable, ex.Status):
 			return nil, &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
 		}

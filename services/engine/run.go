@@ -206,7 +206,7 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, ce *chainEnv, 
 			return nil, quarantined(hv)
 		}
 		t, ok := e.steps.Get(step.Type)
-		if !ok {
+		if !ok && step.Type != steps.AskType { // an ask is never run (asks_run.go)
 			return nil, classify.New(classify.Permanent, "STEP_TYPE", fmt.Sprintf("step type %q is not registered in this process", step.Type))
 		}
 		if err := e.periodGate(ctx, ex, step); err != nil {
@@ -247,6 +247,9 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, ce *chainEnv, 
 			input = mapped
 		}
 		cfgMap, _ := cfg.(map[string]any)
+		if step.Type == steps.AskType { // it waits for a person instead of running
+			return e.ask(ctx, r, cfgMap, env)
+		}
 		if h.gate = breakerOf(ex, def, a.StepIndex, cfgMap); h.gate != nil {
 			if err := e.circuits.admit(ctx, ex, h.gate, a); err != nil {
 				var w *waitOnBreaker
@@ -281,6 +284,11 @@ func (e *attempts) runClaimed(ctx context.Context, r *attemptRun, ce *chainEnv, 
 			delay = storeRetryDelay
 		}
 		outcome, err := e.release(rctx, r, delay)
+		return outcome, nil, err
+	}
+	var park *askPark
+	if errors.As(runErr, &park) {
+		outcome, err := e.park(rctx, r, park)
 		return outcome, nil, err
 	}
 	var w *waitOnBreaker
@@ -330,7 +338,10 @@ var neverRetried = map[string]bool{"URL_SCHEME": true, "HEADER": true, "DESTINAT
 	"OWN_SERVER": true, "PRIVILEGED_ROLE": true,
 	// A closed period (the office's, or the service's lock date) stays closed until someone
 	// reopens it or moves the input to an open one: a retry would only post into it later.
-	classify.CodePeriodClosed: true}
+	classify.CodePeriodClosed: true,
+	// A person's answer (a rejection, an abort), a request nobody answered in time, and a
+	// cancel are decisions, not faults: a retry would only ask again (the DLQ's retry does).
+	CodeRejected: true, CodeAborted: true, CodeNoAnswer: true, CodeCancelled: true, CodeNoDueDate: true}
 
 // dueTolerance: a job may run this much before its attempt's time (clock granularity).
 const dueTolerance = 50 * time.Millisecond

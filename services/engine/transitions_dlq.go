@@ -73,6 +73,9 @@ func (s stateTx) StartRollback(ex *models.Execution) error {
 	if cur.RollbackStatus != nil {
 		return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.already." + *cur.RollbackStatus}
 	}
+	if cur.Status == models.ExecWaiting {
+		return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.waiting"}
+	}
 	return &apperr.Error{Code: apperr.ECONFLICT, Message: "rollback.notfailed"}
 }
 

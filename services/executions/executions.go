@@ -213,6 +213,42 @@ func (s *Service) Execution(ctx context.Context, orgID, id string) (*models.Exec
 	return ex, nil
 }
 
+// Executions reads the named executions of the organization, their inputs masked, by id
+// (others' and unknown ids are left out): what a list of requests shows of each.
+func (s *Service) Executions(ctx context.Context, orgID string, ids []string) (map[string]*models.Execution, error) {
+	out := make(map[string]*models.Execution, len(ids))
+	for start := 0; start < len(ids); start += 500 {
+		var rows []models.Execution
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND id IN ?", orgID, ids[start:min(start+500, len(ids))]).Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			rows[i].Input = s.mask(rows[i].Input)
+			out[rows[i].ID] = &rows[i]
+		}
+	}
+	return out, nil
+}
+
+// SucceededAttempts are the succeeded attempts of the named executions of the organization,
+// their inputs and outputs masked, by execution id in step order (others' and unknown ids
+// are left out): what a list of requests shows of the steps before each.
+func (s *Service) SucceededAttempts(ctx context.Context, orgID string, ids []string) (map[string][]models.StepAttempt, error) {
+	out := make(map[string][]models.StepAttempt, len(ids))
+	for start := 0; start < len(ids); start += 500 {
+		var rows []models.StepAttempt
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND execution_id IN ? AND status = ?", orgID, ids[start:min(start+500, len(ids))], models.StepSucceeded).
+			Order("step_index, attempt").Find(&rows).Error; err != nil {
+			return nil, err
+		}
+		for _, a := range rows {
+			a.Input, a.Output = s.mask(a.Input), s.mask(a.Output)
+			out[a.ExecutionID] = append(out[a.ExecutionID], a)
+		}
+	}
+	return out, nil
+}
+
 // List is a page of the organization's executions matching f, newest first, and the cursor
 // of the next page ("" at the end). Errors: EINVALID for a cursor this server did not make.
 func (s *Service) List(ctx context.Context, orgID string, f models.ExecutionFilter) ([]models.ExecutionRow, string, error) {

@@ -192,6 +192,9 @@ type Config struct {
 	// EscalateEvery is how often the escalation pass runs (default 30 s): a level is
 	// reached within that much of its time.
 	EscalateEvery time.Duration
+	// AsksSweepEvery is how often the sweep of ask steps' requests runs (default
+	// AsksSweepEvery, 5 s).
+	AsksSweepEvery time.Duration
 	// Periodic lists further periodic jobs (demo traffic, retention).
 	Periodic []*river.PeriodicJob
 	// BulkRate, when set, overrides every organization's bulk rate (dead letters a second;
@@ -241,6 +244,9 @@ func (c Config) withDefaults(dialect string) Config {
 	if c.EscalateEvery <= 0 {
 		c.EscalateEvery = 30 * time.Second
 	}
+	if c.AsksSweepEvery <= 0 {
+		c.AsksSweepEvery = AsksSweepEvery
+	}
 	if c.FetchCooldown <= 0 {
 		c.FetchCooldown = 10 * time.Millisecond
 	}
@@ -284,6 +290,7 @@ func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logg
 	river.AddWorker(workers, &CompensateWorker{Engine: eng})
 	river.AddWorker(workers, &RetentionWorker{Engine: eng, Sessions: &auth.SessionStore{DB: db}})
 	river.AddWorker(workers, &EscalateWorker{Engine: eng})
+	river.AddWorker(workers, &AsksSweepWorker{Engine: eng})
 	if cfg.Register != nil {
 		cfg.Register(workers)
 	}
@@ -296,6 +303,9 @@ func New(db *models.DB, eng *engine.Engine, q *Queue, cfg Config, log *slog.Logg
 			&river.PeriodicJobOpts{RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(cfg.EscalateEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return EscalateArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(cfg.AsksSweepEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return AsksSweepArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}),
 	}, cfg.Periodic...)
 	// While the database is unreachable River's components fail and say so every few

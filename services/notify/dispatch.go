@@ -245,6 +245,28 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 			return m, models.Notification{}, Permanentf("the event is not readable: %v", err)
 		}
 		m = s.renderEscalation(esc, rc)
+	case d.EventKind == string(InterventionAsked) && d.EventID != nil:
+		var ev models.NotificationEvent
+		if err := s.db.Conn(ctx).Where("organization_id = ? AND id = ?", d.OrganizationID, *d.EventID).First(&ev).Error; err != nil {
+			return m, models.Notification{}, fmt.Errorf("notify: the delivery's event: %w", err)
+		}
+		var n InterventionNotice
+		if err := json.Unmarshal(ev.Payload, &n); err != nil {
+			return m, models.Notification{}, Permanentf("the request is not readable: %v", err)
+		}
+		token := ""
+		if d.Channel == string(Email) { // an e-mail's target is its recipient's link token
+			token = d.Target
+		}
+		m = s.renderIntervention(n, token, rc)
+		m.To, m.DedupKey = d.Recipient, d.DedupKey
+		if d.Channel != string(Email) && d.Target != "" {
+			m.To = d.Target
+		}
+		m.Channel = Channel(d.Channel)
+		return m, models.Notification{ID: models.NewID(), OrganizationID: d.OrganizationID, UserID: userID, DeliveryID: d.ID,
+			Kind: d.EventKind, Title: m.Title, Body: m.Text, Link: s.interventionLink(n.InterventionID, ""), ExecutionID: n.ExecutionID,
+			CreatedAt: s.now(), Occurrences: 1}, nil
 	case d.EventKind == string(Deadline) && d.EventID != nil:
 		var ev models.NotificationEvent
 		if err := s.db.Conn(ctx).Where("organization_id = ? AND id = ?", d.OrganizationID, *d.EventID).First(&ev).Error; err != nil {

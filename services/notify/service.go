@@ -104,6 +104,9 @@ type Config struct {
 	// FailuresPath builds the path of the list of exactly the failures a digest or a
 	// group's follow-up (delivery id) stands for (default "/notifications/{id}/failures").
 	FailuresPath func(deliveryID string) string
+	// InterventionPath builds the path of a request's page, where a person answers an ask
+	// step (default "/interventions/{id}").
+	InterventionPath func(id string) string
 	// Allow is LIFELINE_OUTBOUND_ALLOW (webhook URLs inside it are accepted at save).
 	Allow []netip.Prefix
 	// Senders are the providers by channel; a channel without one fails its deliveries
@@ -160,6 +163,9 @@ func New(db *models.DB, cfg Config) *Service {
 	}
 	if cfg.FailuresPath == nil {
 		cfg.FailuresPath = func(id string) string { return "/notifications/" + id + "/failures" }
+	}
+	if cfg.InterventionPath == nil {
+		cfg.InterventionPath = func(id string) string { return "/interventions/" + id }
 	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8

@@ -93,11 +93,12 @@ func typeName(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// Builtins returns a registry with http (using client), transform and delay.
+// Builtins returns a registry with http (using client), transform, delay and ask.
 func Builtins(client *http.Client) *Registry {
 	r := NewRegistry()
 	r.Register("http", &HTTP{Client: client})
 	r.Register("transform", Transform{})
 	r.Register("delay", Delay{})
+	r.Register(AskType, Ask{})
 	return r
 }

@@ -187,6 +187,8 @@ type ExecutionRow struct {
 
 // ExecutionVM feeds Execution and its self-refreshing ExecutionBody.
 type ExecutionVM struct {
+	// Waiting is the request a WAITING execution waits for (nil: none).
+	Waiting *WaitingPanel
 	// DeliveriesURL is the delivery log of this execution's notifications (admins).
 	DeliveriesURL  string
 	ID             string

@@ -257,6 +257,7 @@ const (
 	ExecutionStatusPENDING    ExecutionStatus = "PENDING"
 	ExecutionStatusRUNNING    ExecutionStatus = "RUNNING"
 	ExecutionStatusSUCCEEDED  ExecutionStatus = "SUCCEEDED"
+	ExecutionStatusWAITING    ExecutionStatus = "WAITING"
 )
 
 // Valid indicates whether the value is a known member of the ExecutionStatus enum.
@@ -273,6 +274,8 @@ func (e ExecutionStatus) Valid() bool {
 	case ExecutionStatusRUNNING:
 		return true
 	case ExecutionStatusSUCCEEDED:
+		return true
+	case ExecutionStatusWAITING:
 		return true
 	default:
 		return false
@@ -315,6 +318,54 @@ func (e GroupState) Valid() bool {
 	case GroupStateOpen:
 		return true
 	case GroupStateResolved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InterventionKind.
+const (
+	Approval        InterventionKind = "approval"
+	Decision        InterventionKind = "decision"
+	ErrorResolution InterventionKind = "error_resolution"
+	Input           InterventionKind = "input"
+)
+
+// Valid indicates whether the value is a known member of the InterventionKind enum.
+func (e InterventionKind) Valid() bool {
+	switch e {
+	case Approval:
+		return true
+	case Decision:
+		return true
+	case ErrorResolution:
+		return true
+	case Input:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InterventionStatus.
+const (
+	InterventionStatusAnswered  InterventionStatus = "answered"
+	InterventionStatusCancelled InterventionStatus = "cancelled"
+	InterventionStatusOpen      InterventionStatus = "open"
+	InterventionStatusTimedOut  InterventionStatus = "timed_out"
+)
+
+// Valid indicates whether the value is a known member of the InterventionStatus enum.
+func (e InterventionStatus) Valid() bool {
+	switch e {
+	case InterventionStatusAnswered:
+		return true
+	case InterventionStatusCancelled:
+		return true
+	case InterventionStatusOpen:
+		return true
+	case InterventionStatusTimedOut:
 		return true
 	default:
 		return false
@@ -761,6 +812,7 @@ const (
 	ListExecutionsParamsStatusROLLINGBACK    ListExecutionsParamsStatus = "ROLLING_BACK"
 	ListExecutionsParamsStatusRUNNING        ListExecutionsParamsStatus = "RUNNING"
 	ListExecutionsParamsStatusSUCCEEDED      ListExecutionsParamsStatus = "SUCCEEDED"
+	ListExecutionsParamsStatusWAITING        ListExecutionsParamsStatus = "WAITING"
 )
 
 // Valid indicates whether the value is a known member of the ListExecutionsParamsStatus enum.
@@ -783,6 +835,8 @@ func (e ListExecutionsParamsStatus) Valid() bool {
 	case ListExecutionsParamsStatusRUNNING:
 		return true
 	case ListExecutionsParamsStatusSUCCEEDED:
+		return true
+	case ListExecutionsParamsStatusWAITING:
 		return true
 	default:
 		return false
@@ -825,6 +879,21 @@ func (e ListExecutionsParamsSort) Valid() bool {
 	}
 }
 
+// Defines values for CancelExecution200JSONResponseBodyStatus.
+const (
+	CancelExecution200JSONResponseBodyStatusFAILED CancelExecution200JSONResponseBodyStatus = "FAILED"
+)
+
+// Valid indicates whether the value is a known member of the CancelExecution200JSONResponseBodyStatus enum.
+func (e CancelExecution200JSONResponseBodyStatus) Valid() bool {
+	switch e {
+	case CancelExecution200JSONResponseBodyStatusFAILED:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RetryExecutionJSONBodyRetryType.
 const (
 	FromFailed RetryExecutionJSONBodyRetryType = "from_failed"
@@ -843,6 +912,66 @@ func (e RetryExecutionJSONBodyRetryType) Valid() bool {
 	case Full:
 		return true
 	case SkipFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListInterventionsParamsStatus.
+const (
+	ListInterventionsParamsStatusAnswered  ListInterventionsParamsStatus = "answered"
+	ListInterventionsParamsStatusCancelled ListInterventionsParamsStatus = "cancelled"
+	ListInterventionsParamsStatusOpen      ListInterventionsParamsStatus = "open"
+	ListInterventionsParamsStatusTimedOut  ListInterventionsParamsStatus = "timed_out"
+)
+
+// Valid indicates whether the value is a known member of the ListInterventionsParamsStatus enum.
+func (e ListInterventionsParamsStatus) Valid() bool {
+	switch e {
+	case ListInterventionsParamsStatusAnswered:
+		return true
+	case ListInterventionsParamsStatusCancelled:
+		return true
+	case ListInterventionsParamsStatusOpen:
+		return true
+	case ListInterventionsParamsStatusTimedOut:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListInterventionsParamsMine.
+const (
+	ListInterventionsParamsMineFalse ListInterventionsParamsMine = "false"
+	ListInterventionsParamsMineTrue  ListInterventionsParamsMine = "true"
+)
+
+// Valid indicates whether the value is a known member of the ListInterventionsParamsMine enum.
+func (e ListInterventionsParamsMine) Valid() bool {
+	switch e {
+	case ListInterventionsParamsMineFalse:
+		return true
+	case ListInterventionsParamsMineTrue:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AnswerInterventionJSONBodyAnswer.
+const (
+	Approved AnswerInterventionJSONBodyAnswer = "approved"
+	Rejected AnswerInterventionJSONBodyAnswer = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the AnswerInterventionJSONBodyAnswer enum.
+func (e AnswerInterventionJSONBodyAnswer) Valid() bool {
+	switch e {
+	case Approved:
+		return true
+	case Rejected:
 		return true
 	default:
 		return false
@@ -1299,9 +1428,12 @@ type Execution struct {
 	Id         openapi_types.UUID  `json:"id"`
 
 	// Input The execution's input (the execution endpoint).
-	Input      *AnyJSON `json:"input,omitempty"`
-	Obligation *string  `json:"obligation"`
-	Period     *string  `json:"period"`
+	Input *AnyJSON `json:"input,omitempty"`
+
+	// InterventionId A WAITING execution's open request (an ask step's).
+	InterventionId *openapi_types.UUID `json:"interventionId,omitempty"`
+	Obligation     *string             `json:"obligation"`
+	Period         *string             `json:"period"`
 
 	// RetryOf A full retry: the execution it retries.
 	RetryOf         *openapi_types.UUID      `json:"retryOf,omitempty"`
@@ -1448,6 +1580,44 @@ type InputChange struct {
 	Status      string             `json:"status"`
 }
 
+// Intervention defines model for Intervention.
+type Intervention struct {
+	// Answer The step's output once answered or timed out; null while open.
+	Answer     *AnyJSON        `json:"answer"`
+	AnsweredAt *NullableTime   `json:"answeredAt"`
+	AnsweredBy *NullableString `json:"answeredBy"`
+
+	// Assignees Who may answer, as configured: role:<role>, an e-mail or a user id.
+	Assignees       []string           `json:"assignees"`
+	CreatedAt       time.Time          `json:"createdAt"`
+	DefaultOption   *string            `json:"defaultOption,omitempty"`
+	EscalationLevel int                `json:"escalationLevel"`
+	ExecutionId     openapi_types.UUID `json:"executionId"`
+	ExpiresAt       time.Time          `json:"expiresAt"`
+	FourEyes        bool               `json:"fourEyes"`
+
+	// Holders Who has it now (the escalation level it reached).
+	Holders []string           `json:"holders"`
+	Id      openapi_types.UUID `json:"id"`
+	Kind    InterventionKind   `json:"kind"`
+	Message string             `json:"message"`
+
+	// Options A decision's options: [{id, label, destructive}].
+	Options *[]map[string]interface{} `json:"options,omitempty"`
+
+	// Schema An input request's form: {fields: [{name, label, type, required, min, max, pattern, options}]}.
+	Schema *map[string]interface{} `json:"schema,omitempty"`
+	Status InterventionStatus      `json:"status"`
+	StepId string                  `json:"stepId"`
+	Title  string                  `json:"title"`
+}
+
+// InterventionKind defines model for Intervention.Kind.
+type InterventionKind string
+
+// InterventionStatus defines model for Intervention.Status.
+type InterventionStatus string
+
 // Money defines model for Money.
 type Money struct {
 	// Amount An exact decimal string.
@@ -1506,6 +1676,9 @@ type NotificationSettingsInput struct {
 
 // NotificationSettingsInputNotifyPer defines model for NotificationSettingsInput.NotifyPer.
 type NotificationSettingsInputNotifyPer string
+
+// NullableString defines model for NullableString.
+type NullableString = string
 
 // NullableTime defines model for NullableTime.
 type NullableTime = time.Time
@@ -1937,6 +2110,15 @@ type ListExecutionsParamsStatus string
 // ListExecutionsParamsSort defines parameters for ListExecutions.
 type ListExecutionsParamsSort string
 
+// CancelExecutionJSONBody defines parameters for CancelExecution.
+type CancelExecutionJSONBody struct {
+	// Note Why (required).
+	Note string `json:"note"`
+}
+
+// CancelExecution200JSONResponseBodyStatus defines parameters for CancelExecution.
+type CancelExecution200JSONResponseBodyStatus string
+
 // RetryExecutionJSONBody defines parameters for RetryExecution.
 type RetryExecutionJSONBody struct {
 	// FromStepId Resume from this step.
@@ -1967,6 +2149,37 @@ type RetryExecutionParams struct {
 
 // RetryExecutionJSONBodyRetryType defines parameters for RetryExecution.
 type RetryExecutionJSONBodyRetryType string
+
+// ListInterventionsParams defines parameters for ListInterventions.
+type ListInterventionsParams struct {
+	Status *ListInterventionsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Mine true: only those the caller may answer now.
+	Mine *ListInterventionsParamsMine `form:"mine,omitempty" json:"mine,omitempty"`
+}
+
+// ListInterventionsParamsStatus defines parameters for ListInterventions.
+type ListInterventionsParamsStatus string
+
+// ListInterventionsParamsMine defines parameters for ListInterventions.
+type ListInterventionsParamsMine string
+
+// AnswerInterventionJSONBody defines parameters for AnswerIntervention.
+type AnswerInterventionJSONBody struct {
+	Answer *AnswerInterventionJSONBodyAnswer `json:"answer,omitempty"`
+	Note   *string                           `json:"note,omitempty"`
+	Option *string                           `json:"option,omitempty"`
+	Values *map[string]interface{}           `json:"values,omitempty"`
+}
+
+// AnswerInterventionParams defines parameters for AnswerIntervention.
+type AnswerInterventionParams struct {
+	// IdempotencyKey The same key again answers with what the first request did (Idempotency-Replayed true), once.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// AnswerInterventionJSONBodyAnswer defines parameters for AnswerIntervention.
+type AnswerInterventionJSONBodyAnswer string
 
 // ListNotificationsParams defines parameters for ListNotifications.
 type ListNotificationsParams struct {
@@ -2060,8 +2273,14 @@ type RejectInputChangeJSONRequestBody = Notes
 // ReopenDLQItemJSONRequestBody defines body for ReopenDLQItem for application/json ContentType.
 type ReopenDLQItemJSONRequestBody = Notes
 
+// CancelExecutionJSONRequestBody defines body for CancelExecution for application/json ContentType.
+type CancelExecutionJSONRequestBody CancelExecutionJSONBody
+
 // RetryExecutionJSONRequestBody defines body for RetryExecution for application/json ContentType.
 type RetryExecutionJSONRequestBody RetryExecutionJSONBody
+
+// AnswerInterventionJSONRequestBody defines body for AnswerIntervention for application/json ContentType.
+type AnswerInterventionJSONRequestBody AnswerInterventionJSONBody
 
 // PutNotificationSettingsJSONRequestBody defines body for PutNotificationSettings for application/json ContentType.
 type PutNotificationSettingsJSONRequestBody = NotificationSettingsInput
@@ -2508,6 +2727,20 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/executions/{id} (the `GetExecution` operationId).
 	GetExecution(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelExecutionWithBody Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+	CancelExecutionWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelExecution Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+	CancelExecution(ctx context.Context, id ID, body CancelExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RetryExecutionWithBody Retry an execution waiting in the DLQ (accountants and above).
 	//
 	// Takes any type of body and a specified content type.
@@ -2536,6 +2769,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/health/quarantine/{id}/release (the `ReleaseQuarantinedRow` operationId).
 	ReleaseQuarantinedRow(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListInterventions The organization's requests of ask steps, the soonest to expire first.
+	//
+	// Corresponds with GET /api/v1/interventions (the `ListInterventions` operationId).
+	ListInterventions(ctx context.Context, params *ListInterventionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetIntervention One request.
+	//
+	// Corresponds with GET /api/v1/interventions/{id} (the `GetIntervention` operationId).
+	GetIntervention(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerInterventionWithBody Answer a request (accountants and above who may answer it). The first valid answer wins.
+	//
+	// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+	AnswerInterventionWithBody(ctx context.Context, id ID, params *AnswerInterventionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AnswerIntervention Answer a request (accountants and above who may answer it). The first valid answer wins.
+	//
+	// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+	AnswerIntervention(ctx context.Context, id ID, params *AnswerInterventionParams, body AnswerInterventionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNotifications The caller's in-app notifications, newest first (an API token has none).
 	//
@@ -3461,6 +3722,40 @@ func (c *Client) GetExecution(ctx context.Context, id ID, reqEditors ...RequestE
 	return c.Client.Do(req)
 }
 
+// CancelExecutionWithBody Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+func (c *Client) CancelExecutionWithBody(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelExecutionRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelExecution Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+func (c *Client) CancelExecution(ctx context.Context, id ID, body CancelExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelExecutionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RetryExecutionWithBody Retry an execution waiting in the DLQ (accountants and above).
 //
 // Takes any type of body and a specified content type.
@@ -3530,6 +3825,74 @@ func (c *Client) ListQuarantinedRows(ctx context.Context, reqEditors ...RequestE
 // Corresponds with POST /api/v1/health/quarantine/{id}/release (the `ReleaseQuarantinedRow` operationId).
 func (c *Client) ReleaseQuarantinedRow(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReleaseQuarantinedRowRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListInterventions The organization's requests of ask steps, the soonest to expire first.
+//
+// Corresponds with GET /api/v1/interventions (the `ListInterventions` operationId).
+func (c *Client) ListInterventions(ctx context.Context, params *ListInterventionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListInterventionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetIntervention One request.
+//
+// Corresponds with GET /api/v1/interventions/{id} (the `GetIntervention` operationId).
+func (c *Client) GetIntervention(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetInterventionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerInterventionWithBody Answer a request (accountants and above who may answer it). The first valid answer wins.
+//
+// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+func (c *Client) AnswerInterventionWithBody(ctx context.Context, id ID, params *AnswerInterventionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInterventionRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AnswerIntervention Answer a request (accountants and above who may answer it). The first valid answer wins.
+//
+// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+func (c *Client) AnswerIntervention(ctx context.Context, id ID, params *AnswerInterventionParams, body AnswerInterventionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAnswerInterventionRequest(c.Server, id, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6031,6 +6394,53 @@ func NewGetExecutionRequest(server string, id ID) (*http.Request, error) {
 	return req, nil
 }
 
+// NewCancelExecutionRequest calls the generic CancelExecution builder with application/json body
+func NewCancelExecutionRequest(server string, id ID, body CancelExecutionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCancelExecutionRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewCancelExecutionRequestWithBody constructs an http.Request for the CancelExecution method, with any body, and a specified content type
+func NewCancelExecutionRequestWithBody(server string, id ID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/executions/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewRetryExecutionRequest calls the generic RetryExecution builder with application/json body
 func NewRetryExecutionRequest(server string, id ID, params *RetryExecutionParams, body RetryExecutionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6183,6 +6593,168 @@ func NewReleaseQuarantinedRowRequest(server string, id ID) (*http.Request, error
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListInterventionsRequest constructs an http.Request for the ListInterventions method
+func NewListInterventionsRequest(server string, params *ListInterventionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/interventions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Mine != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "mine", *params.Mine, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetInterventionRequest constructs an http.Request for the GetIntervention method
+func NewGetInterventionRequest(server string, id ID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/interventions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAnswerInterventionRequest calls the generic AnswerIntervention builder with application/json body
+func NewAnswerInterventionRequest(server string, id ID, params *AnswerInterventionParams, body AnswerInterventionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAnswerInterventionRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewAnswerInterventionRequestWithBody constructs an http.Request for the AnswerIntervention method, with any body, and a specified content type
+func NewAnswerInterventionRequestWithBody(server string, id ID, params *AnswerInterventionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/interventions/%s/answer", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7449,6 +8021,20 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/executions/{id} (the `GetExecution` operationId).
 	GetExecutionWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
 
+	// CancelExecutionWithBodyWithResponse Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+	CancelExecutionWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
+
+	// CancelExecutionWithResponse Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+	CancelExecutionWithResponse(ctx context.Context, id ID, body CancelExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error)
+
 	// RetryExecutionWithBodyWithResponse Retry an execution waiting in the DLQ (accountants and above).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -7483,6 +8069,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/health/quarantine/{id}/release (the `ReleaseQuarantinedRow` operationId).
 	ReleaseQuarantinedRowWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*ReleaseQuarantinedRowResponse, error)
+
+	// ListInterventionsWithResponse The organization's requests of ask steps, the soonest to expire first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/interventions (the `ListInterventions` operationId).
+	ListInterventionsWithResponse(ctx context.Context, params *ListInterventionsParams, reqEditors ...RequestEditorFn) (*ListInterventionsResponse, error)
+
+	// GetInterventionWithResponse One request.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/interventions/{id} (the `GetIntervention` operationId).
+	GetInterventionWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetInterventionResponse, error)
+
+	// AnswerInterventionWithBodyWithResponse Answer a request (accountants and above who may answer it). The first valid answer wins.
+	//
+	// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+	AnswerInterventionWithBodyWithResponse(ctx context.Context, id ID, params *AnswerInterventionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInterventionResponse, error)
+
+	// AnswerInterventionWithResponse Answer a request (accountants and above who may answer it). The first valid answer wins.
+	//
+	// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+	AnswerInterventionWithResponse(ctx context.Context, id ID, params *AnswerInterventionParams, body AnswerInterventionJSONRequestBody, reqEditors ...RequestEditorFn) (*AnswerInterventionResponse, error)
 
 	// ListNotificationsWithResponse The caller's in-app notifications, newest first (an API token has none).
 	//
@@ -10216,6 +10834,102 @@ func (r GetExecutionResponse) ContentType() string {
 	return ""
 }
 
+type CancelExecutionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Id     openapi_types.UUID                       `json:"id"`
+		Status CancelExecution200JSONResponseBodyStatus `json:"status"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelExecutionResponse) GetJSON200() *struct {
+	Id     openapi_types.UUID                       `json:"id"`
+	Status CancelExecution200JSONResponseBodyStatus `json:"status"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CancelExecutionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CancelExecutionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CancelExecutionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CancelExecutionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CancelExecutionResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CancelExecutionResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CancelExecutionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelExecutionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelExecutionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelExecutionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RetryExecutionResponse200Headers the declared response headers of an HTTP 200 response for RetryExecution
 type RetryExecutionResponse200Headers struct {
 	IdempotencyReplayed *string
@@ -10542,6 +11256,224 @@ func (r ReleaseQuarantinedRowResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReleaseQuarantinedRowResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListInterventionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Items []Intervention `json:"items"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListInterventionsResponse) GetJSON200() *struct {
+	Items []Intervention `json:"items"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListInterventionsResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ListInterventionsResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListInterventionsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListInterventionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListInterventionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListInterventionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListInterventionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetInterventionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Intervention
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetInterventionResponse) GetJSON200() *Intervention {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetInterventionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetInterventionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetInterventionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetInterventionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetInterventionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetInterventionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetInterventionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AnswerInterventionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Intervention
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AnswerInterventionResponse) GetJSON200() *Intervention {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AnswerInterventionResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AnswerInterventionResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AnswerInterventionResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AnswerInterventionResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AnswerInterventionResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AnswerInterventionResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r AnswerInterventionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AnswerInterventionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AnswerInterventionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AnswerInterventionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AnswerInterventionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12817,6 +13749,32 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, id I
 	return ParseGetExecutionResponse(rsp)
 }
 
+// CancelExecutionWithBodyWithResponse Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+func (c *ClientWithResponses) CancelExecutionWithBodyWithResponse(ctx context.Context, id ID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error) {
+	rsp, err := c.CancelExecutionWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelExecutionResponse(rsp)
+}
+
+// CancelExecutionWithResponse Cancel an execution waiting for a person's answer (admins); it ends FAILED, its request cancelled.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/executions/{id}/cancel (the `CancelExecution` operationId).
+func (c *ClientWithResponses) CancelExecutionWithResponse(ctx context.Context, id ID, body CancelExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*CancelExecutionResponse, error) {
+	rsp, err := c.CancelExecution(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelExecutionResponse(rsp)
+}
+
 // RetryExecutionWithBodyWithResponse Retry an execution waiting in the DLQ (accountants and above).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -12880,6 +13838,62 @@ func (c *ClientWithResponses) ReleaseQuarantinedRowWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseReleaseQuarantinedRowResponse(rsp)
+}
+
+// ListInterventionsWithResponse The organization's requests of ask steps, the soonest to expire first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/interventions (the `ListInterventions` operationId).
+func (c *ClientWithResponses) ListInterventionsWithResponse(ctx context.Context, params *ListInterventionsParams, reqEditors ...RequestEditorFn) (*ListInterventionsResponse, error) {
+	rsp, err := c.ListInterventions(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListInterventionsResponse(rsp)
+}
+
+// GetInterventionWithResponse One request.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/interventions/{id} (the `GetIntervention` operationId).
+func (c *ClientWithResponses) GetInterventionWithResponse(ctx context.Context, id ID, reqEditors ...RequestEditorFn) (*GetInterventionResponse, error) {
+	rsp, err := c.GetIntervention(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetInterventionResponse(rsp)
+}
+
+// AnswerInterventionWithBodyWithResponse Answer a request (accountants and above who may answer it). The first valid answer wins.
+//
+// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+func (c *ClientWithResponses) AnswerInterventionWithBodyWithResponse(ctx context.Context, id ID, params *AnswerInterventionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AnswerInterventionResponse, error) {
+	rsp, err := c.AnswerInterventionWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInterventionResponse(rsp)
+}
+
+// AnswerInterventionWithResponse Answer a request (accountants and above who may answer it). The first valid answer wins.
+//
+// An approval takes `answer` (approved or rejected) and an optional `note`; an input request `values` (checked against its schema: 422 with `values.<field>` messages); a decision or an error resolution `option` (and `values` to continue with). 409 once it was answered (the message names who and when), timed out or cancelled; 403 when four eyes bar the caller or the request is someone else's.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/interventions/{id}/answer (the `AnswerIntervention` operationId).
+func (c *ClientWithResponses) AnswerInterventionWithResponse(ctx context.Context, id ID, params *AnswerInterventionParams, body AnswerInterventionJSONRequestBody, reqEditors ...RequestEditorFn) (*AnswerInterventionResponse, error) {
+	rsp, err := c.AnswerIntervention(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAnswerInterventionResponse(rsp)
 }
 
 // ListNotificationsWithResponse The caller's in-app notifications, newest first (an API token has none).
@@ -15345,6 +16359,84 @@ func ParseGetExecutionResponse(rsp *http.Response) (*GetExecutionResponse, error
 	return response, nil
 }
 
+// ParseCancelExecutionResponse parses an HTTP response from a CancelExecutionWithResponse call
+func ParseCancelExecutionResponse(rsp *http.Response) (*CancelExecutionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelExecutionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Id     openapi_types.UUID                       `json:"id"`
+			Status CancelExecution200JSONResponseBodyStatus `json:"status"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRetryExecutionResponse parses an HTTP response from a RetryExecutionWithResponse call
 func ParseRetryExecutionResponse(rsp *http.Response) (*RetryExecutionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15619,6 +16711,177 @@ func ParseReleaseQuarantinedRowResponse(rsp *http.Response) (*ReleaseQuarantined
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListInterventionsResponse parses an HTTP response from a ListInterventionsWithResponse call
+func ParseListInterventionsResponse(rsp *http.Response) (*ListInterventionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListInterventionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Items []Intervention `json:"items"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetInterventionResponse parses an HTTP response from a GetInterventionWithResponse call
+func ParseGetInterventionResponse(rsp *http.Response) (*GetInterventionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetInterventionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Intervention
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAnswerInterventionResponse parses an HTTP response from a AnswerInterventionWithResponse call
+func ParseAnswerInterventionResponse(rsp *http.Response) (*AnswerInterventionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AnswerInterventionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Intervention
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

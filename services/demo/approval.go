@@ -36,8 +36,9 @@ func partnerApproval() step {
 		Config: askConfig{
 			Kind:  "approval",
 			Title: "Zatwierdź JPK_V7 za {{ input.period }} – {{ input.clientName }}",
-			Message: "VAT do zapłaty: {{ steps.validate_jpk.output.vatDue }} zł. Plik JPK_V7M przeszedł walidację; " +
-				"po zatwierdzeniu zostanie wysłany do urzędu skarbowego.",
+			// The VAT due is shown with the request, as an amount in the reader's format: the
+			// template would give its raw number ("73345.88").
+			Message:          "Plik JPK_V7M przeszedł walidację; po zatwierdzeniu zostanie wysłany do urzędu skarbowego.",
 			Assignees:        []string{"role:admin"},
 			TimeoutMs:        48 * 3600 * 1000,
 			TimeoutBeforeDue: map[string]int{"workingDays": 2},

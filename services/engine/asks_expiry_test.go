@@ -20,6 +20,7 @@ func TestAskExpiresAt(t *testing.T) {
 	midnight := func(d int, m time.Month) time.Time { return time.Date(2026, m, d, 0, 0, 0, 0, warsaw) }
 	holiday := "2026-11-12" // a Thursday after Independence Day (Wednesday 11 November)
 	soon := "2026-11-23"    // a Monday: 2 working days before it (the 19th) has passed
+	overdue := "2026-11-16"
 	cases := []struct {
 		name string
 		due  *string
@@ -32,6 +33,8 @@ func TestAskExpiresAt(t *testing.T) {
 		{"on the due date", &due, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{}}, midnight(30, time.November), ""},
 		{"over a holiday", &holiday, steps.AskConfig{TimeoutBeforeDue: &steps.TimeoutBeforeDue{WorkingDays: 1}}, midnight(10, time.November), ""},
 		{"passed: timeoutMs", &soon, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, now.Add(time.Minute), ""},
+		{"passed: timeoutMs, not past the due date", &soon, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 7 * 24 * 3600 * 1000}, midnight(24, time.November), ""},
+		{"overdue: timeoutMs", &overdue, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 3600000}, now.Add(time.Hour), ""},
 		{"passed, no timeoutMs: at once", &soon, steps.AskConfig{TimeoutBeforeDue: two}, midnight(19, time.November), ""},
 		{"no due date: timeoutMs", nil, steps.AskConfig{TimeoutBeforeDue: two, TimeoutMs: 60000}, now.Add(time.Minute), ""},
 		{"timeoutMs", &due, steps.AskConfig{TimeoutMs: 3600000}, now.Add(time.Hour), ""},

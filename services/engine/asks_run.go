@@ -242,20 +242,29 @@ func (e *attempts) request(r *attemptRun, p *askPark, barred []string, now time.
 // expiresAt is when a request made at now times out: at the start (midnight in Poland) of
 // the working day timeoutBeforeDue working days before the execution's due date (Polish
 // holidays and weekends are not working days), when it has one and that is still ahead;
-// else timeoutMs after now; a classified failure (validation, no_due_date) when neither
-// applies. A time before due that has already passed, with no timeoutMs, times the request
-// out at the sweep: waiting would eat into the days the office kept for filing.
+// else timeoutMs after now, but never past the end of a due date still ahead (an answer after
+// it comes too late to file on time); a classified failure (validation, no_due_date) when
+// neither applies. A time before due that has already passed, with no timeoutMs, times the
+// request out at the sweep: waiting would eat into the days the office kept for filing.
 func expiresAt(ex *models.Execution, c steps.AskConfig, now time.Time) (time.Time, error) {
+	var dueEnd time.Time // the end of the due date, when it is still ahead
 	if c.TimeoutBeforeDue != nil && ex.DueOn != nil {
 		if due, err := time.Parse(time.DateOnly, *ex.DueOn); err == nil {
 			at := deadline.StartOf(deadline.SubWorkingDays(due, c.TimeoutBeforeDue.WorkingDays)).UTC()
 			if at.After(now) || c.TimeoutMs <= 0 {
 				return at, nil
 			}
+			if end := deadline.StartOf(due.AddDate(0, 0, 1)).UTC(); end.After(now) {
+				dueEnd = end
+			}
 		}
 	}
 	if c.TimeoutMs > 0 {
-		return now.Add(time.Duration(c.TimeoutMs) * time.Millisecond), nil
+		at := now.Add(time.Duration(c.TimeoutMs) * time.Millisecond)
+		if !dueEnd.IsZero() && dueEnd.Before(at) {
+			return dueEnd, nil
+		}
+		return at, nil
 	}
 	return time.Time{}, classify.New(classify.Validation, CodeNoDueDate,
 		"The request times out before the execution's due date, and this execution has none (and the step sets no timeoutMs).")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,9 +20,10 @@ const waitingDef = `{"name": "Waiting", "steps": [
 
 // BenchmarkWaiting parks 10,000 executions (BENCH_WAITING) WAITING at an ask step and
 // reports what waiting holds: the heap (MB, after a GC), goroutines and River's live jobs
-// before they start and once all wait. Waiting holds no worker, job or connection: the
-// figures after must not grow with the count (heap_mb_after and goroutines_after stay near
-// their values before; jobs_after is 0).
+// before they start and once all wait, and the CPU the idle process used over 6 s (spanning
+// a sweep of the requests) each time. Waiting holds no worker, job or connection: the figures
+// after must not grow with the count (heap_mb_after, goroutines_after and idle_cpu_ms_after
+// stay near their values before; jobs_after is 0).
 func BenchmarkWaiting(b *testing.B) {
 	n := 10000
 	if v, err := strconv.Atoi(os.Getenv("BENCH_WAITING")); err == nil && v > 0 {
@@ -32,9 +34,11 @@ func BenchmarkWaiting(b *testing.B) {
 			for range b.N {
 				s := newBenchStack(b, dialect, waitingDef)
 				heap0, gor0, jobs0 := waitingFootprint(b, s.db)
+				cpu0 := idleCPU(b)
 				ids := s.startMany(b, n)
 				waitWaiting(b, s.db, ids)
 				heap1, gor1, jobs1 := waitingFootprint(b, s.db)
+				cpu1 := idleCPU(b)
 				b.ReportMetric(float64(n), "waiting")
 				b.ReportMetric(heap0, "heap_mb_before")
 				b.ReportMetric(heap1, "heap_mb_after")
@@ -42,6 +46,8 @@ func BenchmarkWaiting(b *testing.B) {
 				b.ReportMetric(float64(gor1), "goroutines_after")
 				b.ReportMetric(float64(jobs0), "jobs_before")
 				b.ReportMetric(float64(jobs1), "jobs_after")
+				b.ReportMetric(cpu0, "idle_cpu_ms_before")
+				b.ReportMetric(cpu1, "idle_cpu_ms_after")
 				if jobs1 != 0 {
 					b.Errorf("%d River jobs live while %d executions wait", jobs1, n)
 				}
@@ -64,6 +70,22 @@ func waitingFootprint(b *testing.B, db *models.DB) (float64, int, int64) {
 		b.Fatal(err)
 	}
 	return float64(ms.HeapInuse) / (1 << 20), runtime.NumGoroutine(), jobs
+}
+
+// idleCPU is the CPU time (user and system, ms) the process used over the next 6 s, left
+// alone: River's pollers, the reconciler and at least one sweep of the requests.
+func idleCPU(b *testing.B) float64 {
+	b.Helper()
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	before := used()
+	time.Sleep(6 * time.Second)
+	return float64((used() - before).Milliseconds())
 }
 
 // waitWaiting polls until every execution of ids waits.

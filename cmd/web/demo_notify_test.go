@@ -181,6 +181,32 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			if !strings.Contains(inbox, "Czeka na Ciebie: Zatwierdź JPK_V7") {
 				t.Error("the inbox has no request for the partner's approval of the waiting VAT return")
 			}
+			// The partner answers through the link in that e-mail, as sent by SMTP: opening it
+			// shows the request's form with the link's token; the answer uses the token up.
+			link := regexp.MustCompile(`/interventions/([0-9a-f-]+)\?link=([A-Za-z0-9_-]+)`).FindStringSubmatch(inbox)
+			if link == nil {
+				t.Fatal("the request's e-mail carries no link to it")
+			}
+			page := get(link[0])
+			formCSRF := regexp.MustCompile(`name="_csrf" value="([^"]+)"`).FindStringSubmatch(page)
+			if formCSRF == nil || !strings.Contains(page, `name="link" value="`+link[2]+`"`) {
+				t.Fatalf("the e-mail's link does not open the request's form with its token: %.300s", page)
+			}
+			noFollow := *c
+			noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			ar, err := noFollow.PostForm(base+"/interventions/"+link[1]+"/answer", url.Values{"_csrf": {formCSRF[1]}, "link": {link[2]},
+				"answer": {"approved"}, "note": {"Zgodne z rejestrem"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ar.Body.Close()
+			if ar.StatusCode != http.StatusSeeOther {
+				t.Errorf("the answer through the e-mail's link: %d", ar.StatusCode)
+			}
+			if again := get(link[0]); !strings.Contains(again, `data-testid="ask-link-note"`) || strings.Contains(again, `name="link"`) ||
+				!strings.Contains(again, `data-status="answered"`) {
+				t.Errorf("the link opened again is not used up, or the request not answered: %.300s", again)
+			}
 			want := map[string]int{}
 			if reminders > 0 {
 				want = map[string]int{demoUsers[0].Email: reminders, demoUsers[1].Email: reminders}
@@ -247,7 +273,7 @@ func TestDemoNotifiesEndToEnd(t *testing.T) {
 			if ex.Status != models.ExecPartial || !handled {
 				t.Errorf("the handled execution: %+v", ex)
 			}
-			page := get("/executions/" + list.Items[0].ID)
+			page = get("/executions/" + list.Items[0].ID)
 			if !strings.Contains(page, `data-testid="handled-failure"`) || !strings.Contains(page, "ZAD-") {
 				t.Error("the execution page does not show the handled failure and the handler's output")
 			}

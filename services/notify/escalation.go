@@ -62,28 +62,13 @@ func (s *Service) EmitEscalation(tx *gorm.DB, esc Escalation) error {
 		esc.At = s.now()
 	}
 	esc.At = esc.At.UTC()
-	row, err := s.db.GetNotificationSettings(tx, esc.OrganizationID)
+	people := make([]LinkedPerson, len(esc.People))
+	for i, p := range esc.People {
+		people[i] = LinkedPerson{UserID: p.UserID, Email: p.Email}
+	}
+	targets, err := s.peopleTargets(tx, esc.OrganizationID, people)
 	if err != nil {
-		return fmt.Errorf("notify: settings: %w", err)
-	}
-	st := SettingsFromRow(row)
-	var targets []target
-	seen := map[string]bool{}
-	for _, p := range esc.People {
-		if p.Email != "" && !seen["e:"+strings.ToLower(p.Email)] {
-			seen["e:"+strings.ToLower(p.Email)] = true
-			targets = append(targets, target{channel: Email, recipient: p.Email})
-		}
-		if p.UserID != "" && !seen["u:"+p.UserID] {
-			seen["u:"+p.UserID] = true
-			targets = append(targets, target{channel: App, recipient: p.UserID})
-		}
-	}
-	if slices.Contains(st.Channels, Slack) && st.SlackWebhookURL != "" {
-		targets = append(targets, target{channel: Slack, recipient: models.MaskWebhookURL(st.SlackWebhookURL), target: st.SlackWebhookURL})
-	}
-	if slices.Contains(st.Channels, Teams) && st.TeamsWebhookURL != "" {
-		targets = append(targets, target{channel: Teams, recipient: models.MaskWebhookURL(st.TeamsWebhookURL), target: st.TeamsWebhookURL})
+		return err
 	}
 	if len(targets) == 0 {
 		return nil
@@ -166,4 +151,36 @@ func (s *Service) afterText(l string, d time.Duration) string {
 		return s.tr(l, "after.hours", "N", int(d/time.Hour))
 	}
 	return s.tr(l, "after.days", "N", int(d/(24*time.Hour)))
+}
+
+// peopleTargets lists the deliveries of a notice addressed to people rather than to the
+// organization's error-notification recipients (an escalation, a request for an answer):
+// e-mail and in-app to each person, once per address and per user (an e-mail's target is the
+// person's Token, when there is one), and the organization's Slack and Teams webhooks when its
+// settings list those channels with a URL.
+func (s *Service) peopleTargets(tx *gorm.DB, orgID string, people []LinkedPerson) ([]target, error) {
+	row, err := s.db.GetNotificationSettings(tx, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("notify: settings: %w", err)
+	}
+	st := SettingsFromRow(row)
+	var targets []target
+	seen := map[string]bool{}
+	for _, p := range people {
+		if p.Email != "" && !seen["e:"+strings.ToLower(p.Email)] {
+			seen["e:"+strings.ToLower(p.Email)] = true
+			targets = append(targets, target{channel: Email, recipient: p.Email, target: p.Token})
+		}
+		if p.UserID != "" && !seen["u:"+p.UserID] {
+			seen["u:"+p.UserID] = true
+			targets = append(targets, target{channel: App, recipient: p.UserID})
+		}
+	}
+	if slices.Contains(st.Channels, Slack) && st.SlackWebhookURL != "" {
+		targets = append(targets, target{channel: Slack, recipient: models.MaskWebhookURL(st.SlackWebhookURL), target: st.SlackWebhookURL})
+	}
+	if slices.Contains(st.Channels, Teams) && st.TeamsWebhookURL != "" {
+		targets = append(targets, target{channel: Teams, recipient: models.MaskWebhookURL(st.TeamsWebhookURL), target: st.TeamsWebhookURL})
+	}
+	return targets, nil
 }

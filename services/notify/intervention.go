@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -67,28 +65,9 @@ func (s *Service) EmitIntervention(tx *gorm.DB, n InterventionNotice) error {
 		n.At = s.now()
 	}
 	n.At = n.At.UTC()
-	row, err := s.db.GetNotificationSettings(tx, n.OrganizationID)
+	targets, err := s.peopleTargets(tx, n.OrganizationID, n.People)
 	if err != nil {
-		return fmt.Errorf("notify: settings: %w", err)
-	}
-	st := SettingsFromRow(row)
-	var targets []target
-	seen := map[string]bool{}
-	for _, p := range n.People {
-		if p.Email != "" && !seen["e:"+strings.ToLower(p.Email)] {
-			seen["e:"+strings.ToLower(p.Email)] = true
-			targets = append(targets, target{channel: Email, recipient: p.Email, target: p.Token})
-		}
-		if p.UserID != "" && !seen["u:"+p.UserID] {
-			seen["u:"+p.UserID] = true
-			targets = append(targets, target{channel: App, recipient: p.UserID})
-		}
-	}
-	if slices.Contains(st.Channels, Slack) && st.SlackWebhookURL != "" {
-		targets = append(targets, target{channel: Slack, recipient: models.MaskWebhookURL(st.SlackWebhookURL), target: st.SlackWebhookURL})
-	}
-	if slices.Contains(st.Channels, Teams) && st.TeamsWebhookURL != "" {
-		targets = append(targets, target{channel: Teams, recipient: models.MaskWebhookURL(st.TeamsWebhookURL), target: st.TeamsWebhookURL})
+		return err
 	}
 	if len(targets) == 0 {
 		return nil

@@ -315,22 +315,5 @@ func escalationText(l *i18n.Localizer, g *models.GroupView, ms []models.RoleMemb
 	if g.EscalatedTo != nil {
 		_ = json.Unmarshal([]byte(*g.EscalatedTo), &to)
 	}
-	names := make([]string, 0, len(to))
-	for _, t := range to {
-		if role, ok := strings.CutPrefix(t, "role:"); ok {
-			names = append(names, l.T("escalation.role."+role))
-			continue
-		}
-		name := t
-		for _, m := range ms {
-			if m.UserID == t || strings.EqualFold(m.Email, t) {
-				name = m.Email
-				if m.Name != "" {
-					name = m.Name
-				}
-			}
-		}
-		names = append(names, name)
-	}
-	return l.T("escalation.group.line", "Who", strings.Join(names, ", "), "Since", displayTime(l, *g.EscalatedAt))
+	return l.T("escalation.group.line", "Who", holdersText(l, to, ms), "Since", displayTime(l, *g.EscalatedAt))
 }

@@ -232,7 +232,8 @@ func askValueText(v any) string {
 	return string(b)
 }
 
-// holdersText names who has a request now: roles in words, people by name or e-mail.
+// holdersText names who has a request, or an escalated problem, now: roles in words, people
+// by name or e-mail (ms: the organization's members; one no longer a member by what was stored).
 func holdersText(l *i18n.Localizer, holders []string, ms []models.RoleMember) string {
 	names := make([]string, 0, len(holders))
 	for _, t := range holders {

@@ -15,6 +15,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/classify"
 	"lifeline/services/deadlines"
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
@@ -95,6 +96,9 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 			return err
 		}
 	}
+	if p.Can(models.RoleAdmin) {
+		vm.CredentialsURL = h.url("credentials")
+	}
 	// Urgent work first (issue 23): a follow-up sort of the groups ProblemGroups returned, by
 	// the urgency of their nearest due date, then their amounts.
 	var dues map[string]deadlines.GroupDue
@@ -124,6 +128,7 @@ var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.Gr
 func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
 	out := pages.ProblemGroup{ID: g.ID, URL: h.url("dlq.group", g.ID), Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
 		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, FixData: g.ErrorType == "validation", State: g.StateNow,
+		Credentials: g.ErrorType == string(classify.Authorization), PeriodClosed: g.ErrorCode == classify.CodePeriodClosed,
 		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
 		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,
 		PendingText: l.N("problems.count.pending", g.Counts.Pending), ProcessingText: l.N("problems.count.processing", g.Counts.Processing),
@@ -474,8 +479,13 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 			}
 			vm.CanFix = r.AccountantsMayFix
 		}
-		if !vm.CanFix { // who can, and "ask an admin" (as on one item)
+		// Who can, and "ask an admin" (as on one item); an authorization problem is cured by
+		// an admin's new credentials, whoever may close items.
+		if !vm.CanFix || (vm.Group.Credentials && !p.Can(models.RoleAdmin)) {
 			vm.AskURL = h.url("dlq.group.ask", g.ID)
+		}
+		if vm.Group.Credentials && p.Can(models.RoleAdmin) {
+			vm.CredentialsURL = h.url("credentials")
 		}
 		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
 		if !vm.CanFix {

@@ -179,3 +179,123 @@ func TestNotifyCardRecipientsInWords(t *testing.T) {
 		}
 	})
 }
+
+// TestProblemsSayWhatCuresThem: "Kolejka DLQ" opens on the problems, and there the demo's
+// expired KSeF token offered only "retry all" (a retry repeats a 401 until an admin uploads
+// a new token; nothing said so), and its closed September said "a retry will repeat this
+// error: the service refuses the data itself" (the service never saw it: the period is
+// closed). A new user found the cure only by opening an item. Now an authorization problem
+// says an admin must upload new credentials first (admins get the link; the others ask on
+// the problem's page), and a closed period's says what an office does instead; a data error
+// keeps its hint.
+func TestProblemsSayWhatCuresThem(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Problemy Lekarstwa")
+		ksef := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error": "token_expired", "message": "Token KSeF wygasł — administrator musi wgrać nowy"}`)
+		}))
+		t.Cleanup(ksef.Close)
+		gw := vatGateway(t)
+		defs := []string{
+			fmt.Sprintf(`{"name": "Faktury z KSeF", "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
+			  "steps": [{"id": "fetch", "name": "Pobierz faktury", "type": "http", "config": {"method": "POST", "url": "%s/query", "body": {"nip": "{{ input.nip }}"}}}]}`, ksef.URL),
+			fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
+			  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
+			  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
+			    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL),
+		}
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/periods/closed", `{"period": "2026-09", "client": "Kowalski", "note": "Wrzesień rozliczony"}`,
+			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"}); r.status != http.StatusCreated {
+			t.Fatalf("close: %d %s", r.status, r.body)
+		}
+		wfs := []string{rs.wf}
+		for _, def := range defs {
+			wf, err := a.wfs.Create(ctx, rs.org, actorSystem, []byte(def))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wfs = append(wfs, wf.ID)
+		}
+		for _, wf := range wfs { // a NIP typed wrong (validation), the 401, the closed September
+			r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf+"/executions",
+				`{"input": {"client": "Kowalski", "period": "2026-09", "nip": "5260250274"}}`, bearer(rs.token))
+			if wf == rs.wf {
+				r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf+"/executions",
+					`{"input": {"client": "Kowalski", "period": "2026-10", "nip": "526025027"}}`, bearer(rs.token))
+			}
+			if r.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", r.status, r.body)
+			}
+		}
+		groupOf := map[string]string{} // error type → group
+		for deadline := time.Now().Add(20 * time.Second); len(groupOf) < 3; time.Sleep(50 * time.Millisecond) {
+			var dls []models.DeadLetter
+			db.Conn(ctx).Where("organization_id = ? AND workflow_id IN ? AND group_id IS NOT NULL", rs.org, wfs).Find(&dls)
+			for _, dl := range dls {
+				groupOf[map[string]string{wfs[0]: "validation", wfs[1]: "authorization", wfs[2]: "period_closed"}[dl.WorkflowID]] = *dl.GroupID
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("dead letters grouped: %v", groupOf)
+			}
+		}
+		if len(groupOf) != 3 || groupOf["authorization"] == "" || groupOf["period_closed"] == "" || groupOf["validation"] == "" {
+			t.Fatalf("groups: %v", groupOf)
+		}
+		// card finds the problem card of a group on the Problems page.
+		card := func(doc listDoc, group string) listDoc {
+			t.Helper()
+			for _, c := range doc.testID("problem") {
+				for _, l := range c.all(func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == "a" }) {
+					if strings.HasSuffix(listAttr(l, "href"), "/dlq/groups/"+group) {
+						return c
+					}
+				}
+			}
+			t.Fatalf("no card of group %s", group)
+			return listDoc{}
+		}
+		acc, _ := a.browser(rs.accountant)
+		admin, _ := a.browser(rs.tenant)
+		pl := map[string]string{"Accept-Language": "pl"}
+		r := do(t, acc, "GET", a.srv.URL+"/dlq", "", pl)
+		if r.status != http.StatusOK {
+			t.Fatalf("problems: %d", r.status)
+		}
+		doc := parseListDoc(t, r.body)
+		auth, period, data := card(doc, groupOf["authorization"]), card(doc, groupOf["period_closed"]), card(doc, groupOf["validation"])
+		if h := auth.testID("problem-credentials-hint"); len(h) != 1 || !strings.Contains(h[0].text(), "dopóki administrator nie wgra nowych danych dostępowych") ||
+			len(h[0].testID("problem-credentials-hint-link")) != 0 {
+			t.Errorf("the accountant's authorization problem: %q", auth.text())
+		}
+		if h := period.testID("problem-period-hint"); len(h) != 1 || !strings.Contains(h[0].text(), "przenieś go do otwartego okresu") ||
+			len(period.testID("problem-fix-hint")) != 0 || strings.Contains(period.text(), "usługa odrzuca same dane") {
+			t.Errorf("the closed period's problem: %q", period.text())
+		}
+		if len(data.testID("problem-fix-hint")) != 1 || len(data.testID("problem-period-hint")) != 0 || len(data.testID("problem-credentials-hint")) != 0 {
+			t.Errorf("the data error's problem: %q", data.text())
+		}
+		doc = parseListDoc(t, do(t, admin, "GET", a.srv.URL+"/dlq", "", pl).body)
+		if l := card(doc, groupOf["authorization"]).testID("problem-credentials-hint-link"); len(l) != 1 || l[0].attr("href") != "/settings/credentials" {
+			t.Errorf("the admin's authorization problem has no link to the credentials: %v", l)
+		}
+		// The problem's page: the accountant may ask an admin from it.
+		doc = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+groupOf["authorization"], "", pl).body)
+		if len(doc.testID("group-credentials-hint")) != 1 || len(doc.testID("group-ask")) != 1 || len(doc.testID("group-admin-only")) != 0 {
+			t.Errorf("the authorization problem's page: hint %d, ask %d, admin-only %d", len(doc.testID("group-credentials-hint")),
+				len(doc.testID("group-ask")), len(doc.testID("group-admin-only")))
+		}
+		doc = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+groupOf["period_closed"], "", pl).body)
+		if len(doc.testID("group-period-hint")) != 1 || len(doc.testID("group-fix-hint")) != 0 {
+			t.Errorf("the closed period's page: period hint %d, fix hint %d", len(doc.testID("group-period-hint")), len(doc.testID("group-fix-hint")))
+		}
+		doc = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+groupOf["validation"], "", pl).body)
+		if len(doc.testID("group-fix-hint")) != 1 || len(doc.testID("group-ask")) != 0 {
+			t.Errorf("the data error's page: fix hint %d, ask %d", len(doc.testID("group-fix-hint")), len(doc.testID("group-ask")))
+		}
+	})
+}

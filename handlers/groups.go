@@ -33,6 +33,7 @@ type groupService interface {
 	Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error)
 	FieldValues(ctx context.Context, orgID, groupID, path string) ([]groups.FieldValue, int, error)
 	EditableFields(ctx context.Context, orgID string, g *models.GroupView) ([]string, error)
+	PendingClients(ctx context.Context, orgID, groupID string) ([]string, error)
 }
 
 var _ groupService = (*groups.Service)(nil)
@@ -493,6 +494,16 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if vm.CanFix && vm.Group.FixData && !vm.Group.PeriodClosed {
+			// No field set once for items of several clients: each is corrected on its own.
+			clients, err := h.svc.PendingClients(ctx, p.OrganizationID, g.ID)
+			if err != nil {
+				return err
+			}
+			if len(clients) > 1 {
+				vm.ManyClients = l.N("group.edit.manyclients", len(clients))
+			}
 		}
 		money := !p.Can(models.RoleAdmin) && h.money != nil && h.money(c, g.WorkflowID)
 		for _, fld := range fields {

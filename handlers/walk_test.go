@@ -299,3 +299,64 @@ func TestProblemsSayWhatCuresThem(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupEditOnlyForOneClient: ten minutes into the demo the payroll's "check digit" NIP
+// problem held five items of four clients, and its page offered "set one clientNip in all
+// the pending items and retry": a new user following "Popraw dane" would have sent four
+// companies' salaries under one NIP. A field is corrected once for a whole group only when
+// its items are about one client; otherwise the page says to correct each item on its own.
+func TestGroupEditOnlyForOneClient(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Jedna Wartość")
+		gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { // names the field, as the demo's bank does
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error": "validation", "fields": {"nip": "NIP musi mieć 10 cyfr"}}`)
+		}))
+		t.Cleanup(gw.Close)
+		def := fmt.Sprintf(`{"name": "Eksport płac", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
+		  "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "export", "name": "Eksport do banku", "type": "http", "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}"}}}]}`, gw.URL)
+		groupOf := func(inputs ...string) string {
+			t.Helper()
+			wf, err := a.wfs.Create(ctx, rs.org, actorSystem, []byte(def))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range inputs {
+				if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions", `{"input": `+in+`}`, bearer(rs.token)); r.status != http.StatusCreated {
+					t.Fatalf("start: %d %s", r.status, r.body)
+				}
+			}
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				var dls []models.DeadLetter
+				db.Conn(ctx).Where("organization_id = ? AND workflow_id = ? AND group_id IS NOT NULL", rs.org, wf.ID).Find(&dls)
+				if len(dls) == len(inputs) {
+					return *dls[0].GroupID
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d dead letters grouped, want %d", len(dls), len(inputs))
+				}
+			}
+		}
+		many := groupOf(`{"client": "Kowalski", "period": "2026-10", "nip": "526025027"}`, `{"client": "Mazur", "period": "2026-10", "nip": "384873784"}`,
+			`{"client": "Mazur", "period": "2026-11", "nip": "384873784"}`)
+		one := groupOf(`{"client": "Nowak", "period": "2026-10", "nip": "390036031"}`, `{"client": "Nowak", "period": "2026-11", "nip": "390036031"}`)
+		acc, _ := a.browser(rs.accountant)
+		pl := map[string]string{"Accept-Language": "pl"}
+		doc := parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+many, "", pl).body)
+		if n := len(doc.testID("group-edit")); n != 0 {
+			t.Errorf("a group of two clients offers %d edits of one value for all", n)
+		}
+		if note := doc.testID("group-many-clients"); len(note) != 1 || !strings.Contains(note[0].text(), "dotyczą 2 klientów") {
+			t.Errorf("the page does not say why: %v", note)
+		}
+		doc = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+one, "", pl).body)
+		if e := doc.testID("group-edit"); len(e) != 1 || e[0].attr("data-field") != "nip" || len(doc.testID("group-many-clients")) != 0 {
+			t.Errorf("one client's group: %d edits, %d notes", len(e), len(doc.testID("group-many-clients")))
+		}
+	})
+}

@@ -129,7 +129,10 @@ type GroupVM struct {
 	MuteURL        string
 	MutePresets    []Option
 	Edits          []GroupEdit
-	CSRF           string
+	// ManyClients says why no field is corrected once for the whole group: its items are
+	// about several clients ("" otherwise).
+	ManyClients string
+	CSRF        string
 	// Done says what was just done ("muted", "asked", "already"), if anything.
 	Done string
 	// Poison: values of its items' inputs that break runs, or are quarantined.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -357,6 +358,89 @@ func TestGroupEditOnlyForOneClient(t *testing.T) {
 		doc = parseListDoc(t, do(t, acc, "GET", a.srv.URL+"/dlq/groups/"+one, "", pl).body)
 		if e := doc.testID("group-edit"); len(e) != 1 || e[0].attr("data-field") != "nip" || len(doc.testID("group-many-clients")) != 0 {
 			t.Errorf("one client's group: %d edits, %d notes", len(e), len(doc.testID("group-many-clients")))
+		}
+	})
+}
+
+// TestItemAfterPeriodReopened: the demo's late September statement, refused for the closed
+// September: once an admin reopened the period, its page still said "a retry will repeat
+// this error: the service refused the data itself; correct the input below" and kept the
+// retry second, though a retry now posts (it did, in the walk). Now it says the period was
+// reopened, the retry comes first, and it cures the item.
+func TestItemAfterPeriodReopened(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Okres Otwarty Znowu")
+		gw := vatGateway(t)
+		def := fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
+		  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
+		    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL)
+		wf, err := a.wfs.Create(ctx, rs.org, actorSystem, []byte(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/periods/closed", `{"period": "2026-09", "client": "Kowalski", "note": "Wrzesień rozliczony"}`,
+			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"})
+		if r.status != http.StatusCreated {
+			t.Fatalf("close: %d %s", r.status, r.body)
+		}
+		closed := r.json(t)["id"].(string)
+		r = do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions",
+			`{"input": {"client": "Kowalski", "period": "2026-09", "nip": "5260250274"}}`, bearer(rs.token))
+		if r.status != http.StatusCreated {
+			t.Fatalf("start: %d %s", r.status, r.body)
+		}
+		exID := r.json(t)["id"].(string)
+		var dl models.DeadLetter
+		for deadline := time.Now().Add(15 * time.Second); db.Conn(ctx).Where("execution_id = ?", exID).First(&dl).Error != nil; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no dead letter")
+			}
+		}
+		acc, csrf := a.browser(rs.accountant)
+		pl := map[string]string{"Accept-Language": "pl"}
+		page := func(path string) listDoc {
+			t.Helper()
+			r := do(t, acc, "GET", a.srv.URL+path, "", pl)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d", path, r.status)
+			}
+			return parseListDoc(t, r.body)
+		}
+		if doc := page("/dlq/" + dl.ID); len(doc.testID("period-closed")) != 1 || len(doc.testID("period-reopened")) != 0 {
+			t.Fatalf("while closed: notice %d, reopened %d", len(doc.testID("period-closed")), len(doc.testID("period-reopened")))
+		}
+		if r := do(t, http.DefaultClient, "DELETE", a.srv.URL+"/api/v1/periods/closed/"+closed, "", bearer(rs.token)); r.status != http.StatusNoContent {
+			t.Fatalf("reopen: %d %s", r.status, r.body)
+		}
+		for _, path := range []string{"/dlq/" + dl.ID, "/executions/" + exID} {
+			doc := page(path)
+			if n := doc.testID("period-reopened"); len(n) != 1 || !strings.Contains(n[0].text(), "Okres 2026-09 jest już ponownie otwarty") {
+				t.Errorf("%s: no word that the period was reopened: %v", path, n)
+			}
+			if len(doc.testID("fix-data-hint")) != 0 || len(doc.testID("period-closed")) != 0 {
+				t.Errorf("%s: still says to correct the data", path)
+			}
+			if b := doc.testID("action-retry"); len(b) != 1 || !strings.Contains(b[0].attr("class"), "btn-primary") {
+				t.Errorf("%s: the retry is not the first action", path)
+			}
+		}
+		form := url.Values{"_csrf": {csrf}, "action": {"retry"}}
+		if r := do(t, acc, "POST", a.srv.URL+"/dlq/"+dl.ID+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusSeeOther {
+			t.Fatalf("retry: %d %.300s", r.status, r.body)
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var got models.DeadLetter
+			db.Conn(ctx).First(&got, "id = ?", dl.ID)
+			if got.Status == models.DLQResolved {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the retry after the reopen left the item %s", got.Status)
+			}
 		}
 	})
 }

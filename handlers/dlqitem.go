@@ -145,6 +145,19 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	}
 	rec := h.recoveryVM(c, &r.DeadLetter, deref(r.ErrorCode), ex, def, failedName, form)
 	vm.Recovery = rec
+	if deref(r.ErrorCode) == engine.CodeQuarantined && h.flags != nil && h.poison != nil {
+		// Not the service's refusal of the data (it never saw them): the value was held. Its
+		// flag above says whether it still is.
+		rec.Quarantine = "released"
+		for _, f := range vm.Poison {
+			if f.Held {
+				rec.Quarantine = "held"
+			}
+		}
+		if rec.Quarantine == "released" {
+			rec.FixData, rec.DataRefused = false, false
+		}
+	}
 	if err := h.fixVM(c, vm, r); err != nil {
 		return nil, err
 	}

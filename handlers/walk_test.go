@@ -444,3 +444,61 @@ func TestItemAfterPeriodReopened(t *testing.T) {
 		}
 	})
 }
+
+// TestQuarantinedItemSaysWhy: an item held back by a quarantined value said "a retry will
+// repeat this error: the service refused the data itself" (the service never saw it), and
+// after an admin released the value it still did, with the retry second. Now it says the
+// value is held (correct it, or ask for its release), and once released, that a retry runs
+// the step, first; the retry then cures it.
+func TestQuarantinedItemSaysWhy(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Kwarantanna Słowa")
+		h := map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"}
+		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/quarantine", `{"value": "5260250274", "note": "Podejrzany NIP"}`, h)
+		if r.status != http.StatusCreated {
+			t.Fatalf("hold: %d %s", r.status, r.body)
+		}
+		hold := r.json(t)["id"].(string)
+		held := a.deadLetterOf(rs.org, rs.wf, `{"client": "Kowalski", "period": "2026-10", "nip": "5260250274"}`)
+		acc, csrf := a.browser(rs.accountant)
+		page := func() listDoc {
+			t.Helper()
+			r := do(t, acc, "GET", a.srv.URL+"/dlq/"+held.ID, "", map[string]string{"Accept-Language": "pl"})
+			if r.status != http.StatusOK {
+				t.Fatalf("item: %d", r.status)
+			}
+			return parseListDoc(t, r.body)
+		}
+		doc := page()
+		if n := doc.testID("quarantine-hint"); len(n) != 1 || !strings.Contains(n[0].text(), "jest w kwarantannie") || len(doc.testID("fix-data-hint")) != 0 {
+			t.Errorf("while held: hint %v, fix-data hint %d", n, len(doc.testID("fix-data-hint")))
+		}
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/quarantine/"+hold+"/release", "{}", h); r.status != http.StatusOK {
+			t.Fatalf("release: %d %s", r.status, r.body)
+		}
+		doc = page()
+		if len(doc.testID("quarantine-released")) != 1 || len(doc.testID("quarantine-hint")) != 0 || len(doc.testID("fix-data-hint")) != 0 {
+			t.Errorf("released: released %d, hint %d, fix-data %d", len(doc.testID("quarantine-released")), len(doc.testID("quarantine-hint")), len(doc.testID("fix-data-hint")))
+		}
+		if b := doc.testID("action-retry"); len(b) != 1 || !strings.Contains(b[0].attr("class"), "btn-primary") {
+			t.Errorf("released: the retry is not the first action")
+		}
+		form := url.Values{"_csrf": {csrf}, "action": {"retry"}}
+		if r := do(t, acc, "POST", a.srv.URL+"/dlq/"+held.ID+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusSeeOther {
+			t.Fatalf("retry: %d %.300s", r.status, r.body)
+		}
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var got models.DeadLetter
+			db.Conn(ctx).First(&got, "id = ?", held.ID)
+			if got.Status == models.DLQResolved {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the retry after the release left the item %s", got.Status)
+			}
+		}
+	})
+}

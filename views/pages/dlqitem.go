@@ -135,6 +135,10 @@ type RecoveryVM struct {
 	// PeriodReopened is the period of an item refused for a closed period that has been
 	// reopened since: a retry posts now ("" otherwise).
 	PeriodReopened string
+	// Quarantine, for an item held back by a quarantined input value: "held" while it still
+	// is (a retry comes back; correct the value or ask for its release), "released" once an
+	// admin released it (a retry runs the step); "" for other items.
+	Quarantine string
 	// ClientValues: what the client's other executions hold in the field the reason names
 	// (the right NIP of a NIP typed wrong is likely among them); nil hides it.
 	ClientValues *ClientValuesVM

@@ -205,10 +205,13 @@ func TestProblemsSayWhatCuresThem(t *testing.T) {
 		defs := []string{
 			fmt.Sprintf(`{"name": "Faktury z KSeF", "settings": {"subject": "{{ input.client }}", "retryPolicy": {"maxRetries": 0}},
 			  "steps": [{"id": "fetch", "name": "Pobierz faktury", "type": "http", "config": {"method": "POST", "url": "%s/query", "body": {"nip": "{{ input.nip }}"}}}]}`, ksef.URL),
-			fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
-			  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
-			  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
-			    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL),
+			// Imported, then refused at the posting and rolled back, as the demo's late statement.
+			fmt.Sprintf(`{"name": "Import i księgowanie", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
+			  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}, "rollbackOnFailure": true},
+			  "steps": [{"id": "import", "name": "Import", "type": "http", "config": {"method": "POST", "url": "%[1]s/vat", "body": {"nip": "{{ input.nip }}"}},
+			      "compensation": {"compensationType": "api_call", "config": {"method": "POST", "endpoint": "%[1]s/undo", "body": {"nip": "{{ input.nip }}"}}}},
+			    {"id": "post", "name": "Księgowanie", "type": "http", "postsToPeriod": true,
+			      "config": {"method": "POST", "url": "%[1]s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL),
 		}
 		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/periods/closed", `{"period": "2026-09", "client": "Kowalski", "note": "Wrzesień rozliczony"}`,
 			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"}); r.status != http.StatusCreated {
@@ -263,12 +266,25 @@ func TestProblemsSayWhatCuresThem(t *testing.T) {
 		acc, _ := a.browser(rs.accountant)
 		admin, _ := a.browser(rs.tenant)
 		pl := map[string]string{"Accept-Language": "pl"}
-		r := do(t, acc, "GET", a.srv.URL+"/dlq", "", pl)
-		if r.status != http.StatusOK {
-			t.Fatalf("problems: %d", r.status)
+		var doc listDoc
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) { // until the rollback has run
+			r := do(t, acc, "GET", a.srv.URL+"/dlq", "", pl)
+			if r.status != http.StatusOK {
+				t.Fatalf("problems: %d", r.status)
+			}
+			if doc = parseListDoc(t, r.body); len(card(doc, groupOf["period_closed"]).testID("problem-retry-full")) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the closed period's problem was not rolled back: %q", card(doc, groupOf["period_closed"]).text())
+			}
 		}
-		doc := parseListDoc(t, r.body)
 		auth, period, data := card(doc, groupOf["authorization"]), card(doc, groupOf["period_closed"]), card(doc, groupOf["validation"])
+		// Rolled back, but while the period is closed a retry of the whole workflow is refused too:
+		// not the first action, and no "retry the whole workflow" hint.
+		if b := period.testID("problem-retry-full"); strings.Contains(b[0].attr("class"), "btn-primary") || len(period.testID("problem-rolledback")) != 0 {
+			t.Errorf("the closed period's problem leads to a retry: %q", period.text())
+		}
 		if h := auth.testID("problem-credentials-hint"); len(h) != 1 || !strings.Contains(h[0].text(), "dopóki administrator nie wgra nowych danych dostępowych") ||
 			len(h[0].testID("problem-credentials-hint-link")) != 0 {
 			t.Errorf("the accountant's authorization problem: %q", auth.text())

@@ -111,6 +111,7 @@ func TestItemOffersTheClientsOtherValues(t *testing.T) {
 		run(rs.tenant, "Jankowski Auto Serwis", "6450046206")
 		run(rs.tenant, "Jankowski Auto Serwis", "6450046206")
 		run(rs.tenant, "Jankowski Auto Serwis", "645004606") // the same typo: not offered
+		run(rs.tenant, "Jankowski Auto Serwis", "64500462")  // another typo, which failed: no example either
 		run(rs.tenant, "Mazur Budownictwo S.A.", "3848737482")
 		run(other, "Jankowski Auto Serwis", "1111111111")
 

@@ -519,3 +519,49 @@ func TestQuarantinedItemSaysWhy(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedPeriodIsNoPoison: in the demo, Kowalski's late September statements, each
+// refused for the closed September (no service saw them), flagged Kowalski's right NIP as a
+// value that "failed 3 times in 1 workflow", with "quarantine this value" for admins, on
+// every Kowalski problem (the expired KSeF token's too). A failure the closed period caused
+// no longer counts against the input's values; a data error still does.
+func TestClosedPeriodIsNoPoison(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		ctx := context.Background()
+		a := newApp(t, db)
+		rs := a.recoverySetup("Biuro Okres Nie Trucizna")
+		gw := vatGateway(t)
+		wf, err := a.wfs.Create(ctx, rs.org, actorSystem, fmt.Appendf(nil, `{"name": "Księgowanie", "settings": {"subject": "{{ input.client }} · {{ input.period }}",
+		  "client": "{{ input.client }}", "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
+		  "steps": [{"id": "post", "name": "Księgowanie", "type": "http", "postsToPeriod": true,
+		    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/periods/closed", `{"period": "2026-09", "note": "Wrzesień rozliczony"}`,
+			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"}); r.status != http.StatusCreated {
+			t.Fatalf("close: %d %s", r.status, r.body)
+		}
+		var closed, typo []models.DeadLetter
+		for i := range 3 {
+			closed = append(closed, a.deadLetterOf(rs.org, wf.ID, fmt.Sprintf(`{"client": "Kowalski %d", "period": "2026-09", "nip": "5260250274"}`, i)))
+			typo = append(typo, a.deadLetterOf(rs.org, wf.ID, fmt.Sprintf(`{"client": "Nowak %d", "period": "2026-10", "nip": "390036031"}`, i)))
+		}
+		admin, _ := a.browser(rs.tenant)
+		flags := func(id string) []listDoc {
+			t.Helper()
+			r := do(t, admin, "GET", a.srv.URL+"/dlq/"+id, "", map[string]string{"Accept-Language": "pl"})
+			if r.status != http.StatusOK {
+				t.Fatalf("item: %d", r.status)
+			}
+			return parseListDoc(t, r.body).testID("poison-flag")
+		}
+		if f := flags(closed[0].ID); len(f) != 0 {
+			t.Errorf("the closed period's item flags its NIP: %q", f[0].text())
+		}
+		if f := flags(typo[0].ID); len(f) != 1 || !strings.Contains(f[0].text(), "nie przeszedł 3 razy") {
+			t.Errorf("the NIP typed wrong three times is not flagged: %v", f)
+		}
+	})
+}

@@ -143,8 +143,21 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	if r.Status != models.DLQPending || !p.Can(models.RoleAccountant) {
 		return vm, h.fixVM(c, vm, r)
 	}
-	rec := h.recoveryVM(c, &r.DeadLetter, ex, def, failedName, form)
+	rec := h.recoveryVM(c, &r.DeadLetter, deref(r.ErrorCode), ex, def, failedName, form)
 	vm.Recovery = rec
+	if deref(r.ErrorCode) == engine.CodeQuarantined && h.flags != nil && h.poison != nil {
+		// Not the service's refusal of the data (it never saw them): the value was held. Its
+		// flag above says whether it still is.
+		rec.Quarantine = "released"
+		for _, f := range vm.Poison {
+			if f.Held {
+				rec.Quarantine = "held"
+			}
+		}
+		if rec.Quarantine == "released" {
+			rec.FixData, rec.DataRefused = false, false
+		}
+	}
 	if err := h.fixVM(c, vm, r); err != nil {
 		return nil, err
 	}
@@ -208,7 +221,8 @@ func (h *DLQActionsHandler) historyRows(c echo.Context, id string) ([]models.Aud
 
 // recoveryVM is the actions panel of a pending dead letter (the item page's and the failed
 // execution's).
-func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition,
+// code is the failure's error code.
+func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, code string, ex *models.Execution, def *definition.Definition,
 	failedName string, form pages.RecoveryForm) *pages.RecoveryVM {
 	p := principal(c)
 	rec := &pages.RecoveryVM{Action: h.url("dlq.actions", dl.ID), CSRF: csrfToken(c), CanAdmin: p.Can(models.RoleAdmin), NoteRequired: !p.Can(models.RoleAdmin),
@@ -241,7 +255,7 @@ func (h *DLQActionsHandler) recoveryVM(c echo.Context, dl *models.DeadLetter, ex
 		rec.Form.Input = prettyJSON(ex.Input)
 	}
 	h.fixPanel(c, rec, dl)
-	h.periodPanel(c, rec, dl)
+	h.periodPanel(c, rec, dl, code)
 	h.clientValuesPanel(c, rec, dl, ex)
 	return rec
 }

@@ -36,7 +36,7 @@ type workflowLister interface {
 // recoveryPanel is the actions panel of a pending dead letter, which a failed execution's
 // page shows too (*DLQActionsHandler).
 type recoveryPanel interface {
-	recoveryVM(c echo.Context, dl *models.DeadLetter, ex *models.Execution, def *definition.Definition,
+	recoveryVM(c echo.Context, dl *models.DeadLetter, code string, ex *models.Execution, def *definition.Definition,
 		failedName string, form pages.RecoveryForm) *pages.RecoveryVM
 }
 
@@ -195,7 +195,13 @@ func (h *ExecutionsHandler) Show(c echo.Context) error {
 		if i := d.Def.Index(name); i >= 0 {
 			name = d.Def.Steps[i].Title()
 		}
-		vm.Recovery = h.recovery.recoveryVM(c, d.DLQ, d.Ex, d.Def, name, pages.RecoveryForm{})
+		code := "" // the failed step's last attempt's
+		for _, sd := range d.Steps {
+			if sd.Step.ID == d.DLQ.FailedStepID && len(sd.Attempts) > 0 {
+				code = deref(sd.Attempts[len(sd.Attempts)-1].ErrorCode)
+			}
+		}
+		vm.Recovery = h.recovery.recoveryVM(c, d.DLQ, code, d.Ex, d.Def, name, pages.RecoveryForm{})
 		vm.Recovery.RollbackURL = "" // the page's rollback panel offers it
 	}
 	vm.Rollback = rollbackVM(h.links, c, d)

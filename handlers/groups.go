@@ -15,6 +15,7 @@ import (
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
 	"lifeline/services/bulk"
+	"lifeline/services/classify"
 	"lifeline/services/deadlines"
 	"lifeline/services/fixrules"
 	"lifeline/services/groups"
@@ -32,6 +33,7 @@ type groupService interface {
 	Problems(ctx context.Context, orgID string) ([]models.GroupView, map[string][]models.GroupSample, error)
 	FieldValues(ctx context.Context, orgID, groupID, path string) ([]groups.FieldValue, int, error)
 	EditableFields(ctx context.Context, orgID string, g *models.GroupView) ([]string, error)
+	PendingClients(ctx context.Context, orgID, groupID string) ([]string, error)
 }
 
 var _ groupService = (*groups.Service)(nil)
@@ -95,6 +97,9 @@ func (h *GroupsHandler) Problems(c echo.Context) error {
 			return err
 		}
 	}
+	if p.Can(models.RoleAdmin) {
+		vm.CredentialsURL = h.url("credentials")
+	}
 	// Urgent work first (issue 23): a follow-up sort of the groups ProblemGroups returned, by
 	// the urgency of their nearest due date, then their amounts.
 	var dues map[string]deadlines.GroupDue
@@ -124,6 +129,7 @@ var stateBadges = map[string]string{models.GroupOpen: "badge--danger", models.Gr
 func (h *GroupsHandler) problem(l *i18n.Localizer, g *models.GroupView, items []models.GroupSample, steps workflowSteps, now time.Time) pages.ProblemGroup {
 	out := pages.ProblemGroup{ID: g.ID, URL: h.url("dlq.group", g.ID), Title: l.Text(g.Title), Workflow: g.WorkflowName, WorkflowURL: h.url("workflow", g.WorkflowID),
 		Step: steps.name(g.WorkflowID, g.StepID), ErrorType: g.ErrorType, FixData: g.ErrorType == "validation", State: g.StateNow,
+		Credentials: g.ErrorType == string(classify.Authorization), PeriodClosed: g.ErrorCode == classify.CodePeriodClosed,
 		StateText: l.T("problems.state." + g.StateNow), Badge: stateBadges[g.StateNow],
 		Pending: g.Counts.Pending, Processing: g.Counts.Processing, Closed: g.Counts.Closed,
 		PendingText: l.N("problems.count.pending", g.Counts.Pending), ProcessingText: l.N("problems.count.processing", g.Counts.Processing),
@@ -474,8 +480,13 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 			}
 			vm.CanFix = r.AccountantsMayFix
 		}
-		if !vm.CanFix { // who can, and "ask an admin" (as on one item)
+		// Who can, and "ask an admin" (as on one item); an authorization problem is cured by
+		// an admin's new credentials, whoever may close items.
+		if !vm.CanFix || (vm.Group.Credentials && !p.Can(models.RoleAdmin)) {
 			vm.AskURL = h.url("dlq.group.ask", g.ID)
+		}
+		if vm.Group.Credentials && p.Can(models.RoleAdmin) {
+			vm.CredentialsURL = h.url("credentials")
 		}
 		fields, err := h.svc.EditableFields(ctx, p.OrganizationID, g)
 		if !vm.CanFix {
@@ -483,6 +494,16 @@ func (h *GroupsHandler) Show(c echo.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if vm.CanFix && vm.Group.FixData && !vm.Group.PeriodClosed {
+			// No field set once for items of several clients: each is corrected on its own.
+			clients, err := h.svc.PendingClients(ctx, p.OrganizationID, g.ID)
+			if err != nil {
+				return err
+			}
+			if len(clients) > 1 {
+				vm.ManyClients = l.N("group.edit.manyclients", len(clients))
+			}
 		}
 		money := !p.Can(models.RoleAdmin) && h.money != nil && h.money(c, g.WorkflowID)
 		for _, fld := range fields {

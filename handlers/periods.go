@@ -12,6 +12,7 @@ import (
 	"lifeline/models"
 	"lifeline/models/apperr"
 	"lifeline/services/audit"
+	"lifeline/services/classify"
 	"lifeline/services/periods"
 	"lifeline/views/i18n"
 	"lifeline/views/pages"
@@ -208,7 +209,10 @@ var _ closedPeriods = (*periods.Service)(nil)
 // failed as period_closed, or whose period is closed now, which period, for whom, who closed
 // it and when, and what an office does instead: edit the input to an open period, ask an
 // admin to reopen it (admins: a link to the closed periods), or close the item with a note.
-func (h *DLQActionsHandler) periodPanel(c echo.Context, rec *pages.RecoveryVM, dl *models.DeadLetter) {
+//
+// code is the failure's error code: an item refused for a closed period that has been
+// reopened since is no longer a data error (a retry posts now), and the page says so.
+func (h *DLQActionsHandler) periodPanel(c echo.Context, rec *pages.RecoveryVM, dl *models.DeadLetter, code string) {
 	if h.periods == nil || dl.Period == nil {
 		return
 	}
@@ -219,6 +223,9 @@ func (h *DLQActionsHandler) periodPanel(c echo.Context, rec *pages.RecoveryVM, d
 		return
 	}
 	if cp == nil {
+		if code == classify.CodePeriodClosed {
+			rec.FixData, rec.DataRefused, rec.PeriodReopened = false, false, *dl.Period
+		}
 		return
 	}
 	v := &pages.PeriodClosedVM{Period: cp.Period, Client: cp.Client, ClosedBy: cp.ClosedBy, Note: cp.Note,

@@ -11,8 +11,10 @@ type ValueCandidate struct {
 	WorkflowID       string
 	Status           string
 	ManualRetryCount int
-	// ErrorType is the type of the failure that made it (classify's types).
+	// ErrorType is the type of the failure that made it (classify's types), ErrorCode its
+	// code ("" when it has none).
 	ErrorType     string
+	ErrorCode     string
 	OriginalInput JSON
 }
 
@@ -21,8 +23,10 @@ type ValueCandidate struct {
 // PostgreSQL the trigram index of search_text answers it.
 func (db *DB) DeadLettersHolding(ctx context.Context, orgID, text string, limit int) ([]ValueCandidate, error) {
 	var out []ValueCandidate
-	err := db.Conn(ctx).Model(&DeadLetter{}).Select("id, workflow_id, status, manual_retry_count, error_type, original_input").
-		Where("organization_id = ?", orgID).Where(db.contains("search_text"), containsPattern(Fold(text))).
-		Order("created_at DESC").Limit(limit).Find(&out).Error
+	err := db.Conn(ctx).Table("dead_letter_queue d").
+		Select("d.id, d.workflow_id, d.status, d.manual_retry_count, d.error_type, COALESCE(e.error_code, '') AS error_code, d.original_input").
+		Joins("LEFT JOIN workflow_execution_errors e ON e.id = d.error_id").
+		Where("d.organization_id = ?", orgID).Where(db.contains("d.search_text"), containsPattern(Fold(text))).
+		Order("d.created_at DESC").Limit(limit).Scan(&out).Error
 	return out, err
 }

@@ -14,7 +14,9 @@ import (
 // TestFieldValues: the NIP a client's other executions carry is what an accountant
 // correcting that client's NIP typed wrong needs (the demo's walk, issue 21): the values of
 // the field in the client's other runs, the most frequent first, without the value being
-// corrected, another client's or another organization's, and never a secret's.
+// corrected, another client's or another organization's, never a secret's, and none of runs
+// that failed or wait in the DLQ (in the walk, a 9-digit NIP of another failed run was
+// offered beside the right one).
 func TestFieldValues(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
@@ -34,21 +36,27 @@ func TestFieldValues(t *testing.T) {
 			}
 			wfs[id] = w.ID
 		}
-		run := func(org, client, input string) string {
+		run := func(org, client, input string, status ...string) string {
 			c := client
-			ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: wfs[org], WorkflowVersion: 1, Status: models.ExecDLQPending,
+			ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: wfs[org], WorkflowVersion: 1, Status: models.ExecSucceeded,
 				Input: models.JSON(input), TriggerType: "api", CorrelationID: "c", About: models.About{Client: &c}, CreatedAt: now, UpdatedAt: now}
+			if len(status) > 0 {
+				ex.Status = status[0]
+			}
 			if err := tx.Create(&ex).Error; err != nil {
 				t.Fatal(err)
 			}
 			return ex.ID
 		}
 		org, other := orgs[0], orgs[1]
-		typo := run(org, "Jankowski", `{"clientNip": "645004606", "apiToken": "t-123456789"}`)
+		typo := run(org, "Jankowski", `{"clientNip": "645004606", "apiToken": "t-123456789"}`, models.ExecDLQPending)
 		run(org, "Jankowski", `{"clientNip": "6450046206", "apiToken": "t-123456789"}`)
 		run(org, "Jankowski", `{"clientNip": "6450046206"}`)
 		run(org, "Jankowski", `{"clientNip": 6450046207}`)
 		run(org, "Jankowski", `{"clientNip": "645004606"}`) // the same typo again: not a suggestion
+		// Other typos, failed or waiting in the DLQ: no example of the right value.
+		run(org, "Jankowski", `{"clientNip": "64500462"}`, models.ExecFailed)
+		run(org, "Jankowski", `{"clientNip": "6540046206"}`, models.ExecDLQPending)
 		run(org, "Jankowski", `{"clientNip": {"sealed": "x"}}`)
 		run(org, "Mazur", `{"clientNip": "3848737482"}`)
 		run(other, "Jankowski", `{"clientNip": "1111111111"}`)

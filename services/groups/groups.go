@@ -225,10 +225,16 @@ func (s *Service) FieldValues(ctx context.Context, orgID, groupID, path string) 
 
 // EditableFields are the input fields of the group's pending items that its title names
 // (as a whole word: "clientNip: NIP … must have 10 digits" names clientNip), that every one
-// of them has and that are not secrets: the fields a group edit offers.
+// of them has and that are not secrets: the fields a group edit offers. None when the items
+// are about more than one client ([Service.PendingClients]): one value set for all of them
+// would give each client another's NIP or address.
 func (s *Service) EditableFields(ctx context.Context, orgID string, g *models.GroupView) ([]string, error) {
 	if g.Counts.Pending == 0 {
 		return nil, nil
+	}
+	clients, err := s.PendingClients(ctx, orgID, g.ID)
+	if err != nil || len(clients) > 1 {
+		return nil, err
 	}
 	inputs, err := s.pendingInputs(ctx, orgID, g.ID)
 	if err != nil || len(inputs) == 0 {
@@ -258,6 +264,17 @@ func (s *Service) EditableFields(ctx context.Context, orgID string, g *models.Gr
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// PendingClients returns the distinct clients (the workflow's settings.client) of the
+// group's pending items, sorted; items without a client are not counted. Another
+// organization's group has none.
+func (s *Service) PendingClients(ctx context.Context, orgID, groupID string) ([]string, error) {
+	var clients []string
+	err := s.DB.Conn(ctx).Model(&models.DeadLetter{}).Distinct("client").
+		Where("organization_id = ? AND group_id = ? AND status = ? AND client IS NOT NULL", orgID, groupID, models.DLQPending).
+		Order("client").Limit(bulk.MaxItems).Pluck("client", &clients).Error
+	return clients, err
 }
 
 // pendingInputs reads the inputs of the group's pending items' executions (at most

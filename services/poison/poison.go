@@ -197,8 +197,10 @@ func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Fl
 		f := Flag{Value: v}
 		wfs := map[string]bool{}
 		for _, c := range cands {
-			if !holds(Values(c.OriginalInput), v) || !InputCaused(c.ErrorType) {
-				continue // the text held it inside something else, or the service failed
+			if !holds(Values(c.OriginalInput), v) || !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
+				// The text held it inside something else, the service failed, or the office's
+				// closed period held the step back (no service saw the value).
+				continue
 			}
 			f.Items++
 			f.Failures++

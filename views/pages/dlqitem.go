@@ -132,6 +132,13 @@ type RecoveryVM struct {
 	// PeriodClosed: the item's period is closed by the office (issue 23): a retry that would
 	// post into it is refused; nil when it is open.
 	PeriodClosed *PeriodClosedVM
+	// PeriodReopened is the period of an item refused for a closed period that has been
+	// reopened since: a retry posts now ("" otherwise).
+	PeriodReopened string
+	// Quarantine, for an item held back by a quarantined input value: "held" while it still
+	// is (a retry comes back; correct the value or ask for its release), "released" once an
+	// admin released it (a retry runs the step); "" for other items.
+	Quarantine string
 	// ClientValues: what the client's other executions hold in the field the reason names
 	// (the right NIP of a NIP typed wrong is likely among them); nil hides it.
 	ClientValues *ClientValuesVM

@@ -16,6 +16,9 @@ type ProblemsVM struct {
 	AdminOnly bool
 	BulkURL   string
 	CSRF      string
+	// CredentialsURL, for admins, is where they replace the organization's credentials (the
+	// cure of an authorization problem); "" for the others, who ask an admin.
+	CredentialsURL string
 	// RefreshURL is this page, which the live refresh asks for again.
 	RefreshURL string
 }
@@ -39,6 +42,13 @@ type ProblemGroup struct {
 	// Refusals, for a group with some rolled back, says how many each retry would refuse.
 	FullFirst bool
 	Refusals  []string
+	// Credentials: the service refused the office's credentials (authorization): a retry
+	// repeats the error until an admin replaces them, which the card says first.
+	Credentials bool
+	// PeriodClosed: the items' period is closed (validation / period_closed): the service
+	// never saw the data, so "the service refuses the data" would be false; the card says
+	// what an office does instead (move the item to an open period, ask for a reopen, close).
+	PeriodClosed bool
 	// State is open, fixing, muted or resolved; StateText says it, Badge is its badge's class.
 	State     string
 	StateText string
@@ -109,12 +119,19 @@ type GroupVM struct {
 	// CanFix: resolve, skip and correct too (admins; accountants unless the organization's
 	// rule keeps them to admins).
 	CanFix bool
-	// AskURL, when the reader may not close or correct: "ask an admin" about the group.
-	AskURL      string
-	BulkURL     string
-	MuteURL     string
-	MutePresets []Option
-	Edits       []GroupEdit
+	// AskURL, when the reader may not close or correct, or the cure is an admin's (new
+	// credentials): "ask an admin" about the group.
+	AskURL string
+	// CredentialsURL, for admins of an authorization problem: where to replace the
+	// credentials.
+	CredentialsURL string
+	BulkURL        string
+	MuteURL        string
+	MutePresets    []Option
+	Edits          []GroupEdit
+	// ManyClients says why no field is corrected once for the whole group: its items are
+	// about several clients ("" otherwise).
+	ManyClients string
 	CSRF        string
 	// Done says what was just done ("muted", "asked", "already"), if anything.
 	Done string

@@ -108,7 +108,7 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm := pages.WaitingVM{ReadOnly: !p.Can(models.RoleAccountant)}
+	vm := pages.WaitingVM{ReadOnly: !p.Can(models.RoleAccountant), RefreshURL: h.url("waiting")}
 	if d := c.QueryParam("done"); d == "answered" {
 		vm.Done = l.T("asks.done.answered")
 	}

@@ -299,6 +299,15 @@ func TestInterventionPages(t *testing.T) {
 		if !strings.Contains(page.body, `data-testid="nav-waiting"`) || !navBadge(page.body, "waiting", "2") {
 			t.Errorf("nav has no waiting count of 2: %s", page.body)
 		}
+		// It refreshes itself (the list and the nav's count) from the page's own address.
+		if !strings.Contains(page.body, `id="asks-live" hidden data-live hx-get="/waiting"`) || !strings.Contains(page.body, `id="asks-requests"`) ||
+			!strings.Contains(page.body, `data-live-toggle="asks-live"`) {
+			t.Error("the waiting list does not refresh itself")
+		}
+		if live := do(t, acc, "GET", a.srv.URL+"/waiting", "", map[string]string{"X-Live": "1", "HX-Request": "true"}); live.status != 200 ||
+			strings.Count(live.body, `data-testid="ask-item"`) != 2 || !strings.Contains(live.body, `id="topnav"`) {
+			t.Errorf("the live refresh: %d", live.status)
+		}
 
 		// The input form: typed fields.
 		ivPath := a.srv.URL + "/interventions/" + ivInput

@@ -10,6 +10,9 @@ type WaitingVM struct {
 	Done string
 	// ReadOnly: a viewer, who reads requests and answers none.
 	ReadOnly bool
+	// RefreshURL is this page, which the live refresh asks for again (a request an answer
+	// led to appears without a reload).
+	RefreshURL string
 }
 
 // InterventionCard is one request, display-ready.

@@ -147,7 +147,7 @@ func (db *DB) ListGroups(ctx context.Context, orgID string, f GroupFilter) ([]Gr
 		return nil, "", err
 	}
 	limit := clampLimit(f.Limit)
-	q := db.Conn(ctx).Table("dlq_groups").Where("dlq_groups.organization_id = ?", orgID)
+	q := db.Conn(ctx).Table(GroupsNow+" AS dlq_groups").Where("dlq_groups.organization_id = ?", orgID)
 	if f.WorkflowID != "" {
 		q = q.Where("dlq_groups.workflow_id = ?", f.WorkflowID)
 	}
@@ -204,7 +204,7 @@ func (db *DB) GetGroup(ctx context.Context, orgID, id string) (*GroupView, error
 		return nil, err
 	}
 	var g Group
-	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&g).Error; err != nil {
+	if err := db.Conn(ctx).Table(GroupsNow).Where("organization_id = ? AND id = ?", orgID, id).First(&g).Error; err != nil {
 		if IsNotFound(err) {
 			return nil, apperr.NotFound("group")
 		}
@@ -370,7 +370,7 @@ func (db *DB) ProblemGroups(ctx context.Context, orgID string, limit int) ([]Gro
 		return nil, err
 	}
 	var groups []Group
-	if err := db.Conn(ctx).Where("organization_id = ? AND open_count > 0", orgID).
+	if err := db.Conn(ctx).Table(GroupsNow).Where("organization_id = ? AND open_count > 0", orgID).
 		Order("open_count DESC, last_seen_at DESC, id DESC").Limit(limit).Find(&groups).Error; err != nil {
 		return nil, err
 	}
@@ -466,7 +466,7 @@ type GroupDrift struct {
 // never for a page.
 func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, error) {
 	var groups []Group
-	if err := db.Conn(ctx).Select("id, pending_count, processing_count, closed_count, open_count, open_amount_minor").
+	if err := db.Conn(ctx).Table(GroupsNow).Select("id, pending_count, processing_count, closed_count, open_count, open_amount_minor").
 		Where("organization_id = ?", orgID).Find(&groups).Error; err != nil {
 		return nil, err
 	}

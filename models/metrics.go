@@ -17,7 +17,7 @@ type OrgPending struct {
 // transitions): it reads one row per group, never the dead letters themselves.
 func (db *DB) PendingByOrg(ctx context.Context) ([]OrgPending, error) {
 	var out []OrgPending
-	err := db.Conn(ctx).Model(&Group{}).Select("organization_id, SUM(pending_count) AS pending").
+	err := db.Conn(ctx).Table(GroupsNow).Select("organization_id, SUM(pending_count) AS pending").
 		Where("pending_count > 0").Group("organization_id").Order("organization_id").Scan(&out).Error
 	return out, err
 }

@@ -55,7 +55,9 @@ ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   reopen_cause = CASE WHEN dlq_groups.state = 'resolved' THEN 'recurrence' ELSE dlq_groups.reopen_cause END,
   resolved_at = NULL,
   updated_at = excluded.updated_at
-RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
+RETURNING id, state, arrivals + (SELECT COALESCE(SUM(c.arrivals), 0) FROM dlq_group_counts c
+    WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) AS arrivals,
+  (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
 
 // JoinGroup puts a new failure (dl: organization, workflow, failed step, error type, reason)
 // with error code code into its group: one upsert by fingerprint, which counts the item in
@@ -73,6 +75,11 @@ func printOf(dl *models.DeadLetter, code string) fingerprint.Print {
 }
 
 func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
+	if models.GroupCountDeltas(s.tx) {
+		if ok, j, err := s.joinDelta(dl, code, p); ok || err != nil {
+			return j, err
+		}
+	}
 	var row struct {
 		ID       string
 		State    string
@@ -90,7 +97,7 @@ func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (
 		return GroupJoin{}, err
 	}
 	dl.GroupID = &row.ID
-	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
+	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1 && !row.Reopened, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
 		Arrivals: row.Arrivals, Title: p.Template}, nil
 }
 
@@ -113,12 +120,16 @@ func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 // escalation (its level back to 0, so that a reopened group starts again from the first
 // level) and its items' error records still escalated go back to dead_letter.
 func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
+	if open, err := s.stillOpenElsewhere(groupID); err != nil || open {
+		return false, err
+	}
 	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Update("updated_at", s.now).Error; err != nil {
 		return false, err
 	}
 	r := s.tx.Exec(`UPDATE dlq_groups SET state = ?, resolved_at = ?, muted_until = NULL, updated_at = ?,
   escalation_level = 0, escalated_at = NULL, escalated_to = NULL
-WHERE id = ? AND state IN (?, ?) AND open_count = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
+WHERE id = ? AND state IN (?, ?) AND open_count + (SELECT COALESCE(SUM(c.open_count), 0) FROM dlq_group_counts c
+    WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
 	if r.Error != nil || r.RowsAffected != 1 {
 		return false, r.Error
 	}
@@ -238,7 +249,11 @@ func (s groupTx) countWhere(where string, arg any, from, to string, n int, amoun
 	if open != 0 {
 		args = append(args, amountArg)
 	}
-	return s.tx.Exec(fmt.Sprintf(countItemsSQL, amount)+where, append(args, arg)...).Error
+	stmt := countItemsSQL
+	if models.GroupCountDeltas(s.tx) {
+		stmt = countDeltaSQL
+	}
+	return s.tx.Exec(fmt.Sprintf(stmt, amount)+where, append(args, arg)...).Error
 }
 
 // MuteGroup mutes the organization's group until until: open or muted → muted (a muted
@@ -281,7 +296,7 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	}
 	from := *dl.GroupID
 	var old models.Group
-	if err := s.tx.Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
+	if err := s.tx.Table(models.GroupsNow).Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
 		return "", err
 	}
 	alone := &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
@@ -345,6 +360,13 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 // nothing written) when it counts one or none.
 func (s groupTx) leaveGroup(groupID, status string, amount int64) (bool, error) {
 	c := statusCounts(status, 1)
+	if models.GroupCountDeltas(s.tx) {
+		if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil {
+			return false, r.Error
+		}
+		r := s.tx.Exec(leaveDeltaSQL, -c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), -openAmount(c, &amount), groupID)
+		return r.RowsAffected == 1, r.Error
+	}
 	r := s.tx.Exec(fmt.Sprintf(countItemsSQL, "CAST(? AS BIGINT)")+"? AND pending_count + processing_count + closed_count > 1",
 		-c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), -openAmount(c, &amount), groupID)
 	return r.RowsAffected == 1, r.Error
@@ -456,26 +478,6 @@ func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
 	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {
 		return false, r.Error
 	}
-	var rows []struct {
-		Status string
-		N      int
-		Amount int64
-	}
-	if err := s.tx.Model(&models.DeadLetter{}).Select("status, count(*) AS n, CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS amount").
-		Where("group_id = ?", groupID).Group("status").Scan(&rows).Error; err != nil {
-		return false, err
-	}
-	var c models.GroupCounts
-	var amount int64
-	for _, r := range rows {
-		n := statusCounts(r.Status, r.N)
-		c.Pending, c.Processing, c.Closed = c.Pending+n.Pending, c.Processing+n.Processing, c.Closed+n.Closed
-		amount += openAmount(n, &r.Amount)
-	}
-	open := c.Pending + c.Processing
-	r := s.tx.Exec(`UPDATE dlq_groups SET pending_count = ?, processing_count = ?, closed_count = ?, open_count = ?, open_amount_minor = ?,
-  updated_at = ?
-WHERE id = ? AND NOT (pending_count = ? AND processing_count = ? AND closed_count = ? AND open_count = ? AND open_amount_minor = ?)`,
-		c.Pending, c.Processing, c.Closed, open, amount, s.now, groupID, c.Pending, c.Processing, c.Closed, open, amount)
+	r := s.tx.Exec(repairGroupSQL, map[string]any{"id": groupID, "now": s.now})
 	return r.RowsAffected == 1, r.Error
 }

@@ -63,10 +63,10 @@ func (db *DB) FoldGroupCounts(ctx context.Context, orgID string, before func()) 
 func (db *DB) foldGroupCounts(ctx context.Context, orgID string, before func()) error {
 	return db.Tx(ctx, func(tx *gorm.DB) error {
 		var sums []struct {
-			GroupID                                  string
+			GroupID                                     string
 			Arrivals, Pending, Processing, Closed, Open int
-			Amount                                   int64
-			SeenAt                                   *time.Time
+			Amount                                      int64
+			SeenAt                                      *time.Time
 		}
 		if err := tx.Raw("WITH d AS (DELETE FROM dlq_group_counts WHERE organization_id = ? RETURNING *) "+groupCountSums, orgID).
 			Scan(&sums).Error; err != nil {

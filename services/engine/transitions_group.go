@@ -25,8 +25,9 @@ type GroupJoin struct {
 	// New: the group was made for this item. Reopened: it was resolved and this item
 	// reopened it. Muted: it is muted (the item joins it silently).
 	New, Reopened, Muted bool
-	// Arrivals counts the items that ever joined the group, this one included; Title is
-	// the group's title (the reason with its variable parts as placeholders).
+	// Arrivals counts the items that ever joined the group, this one included (0 on
+	// PostgreSQL for a failure that joined an open group: not read, see joinDelta); Title
+	// is the group's title (the reason with its variable parts as placeholders).
 	Arrivals int
 	Title    string
 }

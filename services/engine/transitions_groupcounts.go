@@ -17,7 +17,9 @@ import (
 // joinDeltaSQL is JoinGroup's statement on PostgreSQL for a group that is open, or muted
 // until later: its row held in share mode, a delta of one arrival, the item's count and
 // amount and its time; it returns the group (no row when the group is new, resolved, or
-// muted until before now: those update the row, joinGroupSQL).
+// muted until before now: those update the row, joinGroupSQL). It does not add up the
+// group's arrivals (its deltas not yet folded: as many as failures since the last fold),
+// which every failure would pay for.
 const joinDeltaSQL = `WITH g AS (
   SELECT id, organization_id, state, arrivals FROM dlq_groups WHERE organization_id = @org AND fingerprint = @fp
     AND (state = 'open' OR (state = 'muted' AND muted_until > @now)) FOR SHARE),
@@ -25,30 +27,24 @@ ins AS (
   INSERT INTO dlq_group_counts (organization_id, group_id, arrivals, pending_count, processing_count, closed_count, open_count,
     open_amount_minor, seen_at)
   SELECT organization_id, id, 1, @pending, @processing, @closed, @open, @amount, @now FROM g RETURNING group_id)
-SELECT g.id, g.state, g.arrivals + 1 + (SELECT COALESCE(SUM(c.arrivals), 0) FROM dlq_group_counts c
-    WHERE c.organization_id = g.organization_id AND c.group_id = g.id) AS arrivals
-FROM g JOIN ins ON ins.group_id = g.id`
+SELECT g.id, g.state FROM g JOIN ins ON ins.group_id = g.id`
 
 // joinDelta is join on PostgreSQL: the delta when the group is open or muted until later
 // (the common case, which waits on no other failure of the problem); otherwise the upsert
 // that makes the group, or reopens it, on its row (joinGroupSQL). Of two failures that
 // reopen one group, the second waits for the first's row lock and then finds it open: it
-// updates the row too (its counts with it), still exact.
+// updates the row too (its counts with it), still exact. The join's Arrivals is 0 (not
+// read) when it wrote a delta: whoever needs the count reads models.GroupsNow.
 func (s groupTx) joinDelta(dl *models.DeadLetter, code string, p fingerprint.Print) (bool, GroupJoin, error) {
 	c := statusCounts(dl.Status, 1)
-	var rows []struct {
-		ID       string
-		State    string
-		Arrivals int
-	}
+	var rows []struct{ ID, State string }
 	if err := s.tx.Raw(joinDeltaSQL, map[string]any{"org": dl.OrganizationID, "fp": p.Hash, "now": s.now,
 		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
 		"amount": openAmount(c, dl.AmountMinor)}).Scan(&rows).Error; err != nil || len(rows) == 0 {
 		return false, GroupJoin{}, err
 	}
 	dl.GroupID = &rows[0].ID
-	return true, GroupJoin{GroupID: rows[0].ID, Muted: rows[0].State == models.GroupMuted, Arrivals: rows[0].Arrivals,
-		Title: p.Template}, nil
+	return true, GroupJoin{GroupID: rows[0].ID, Muted: rows[0].State == models.GroupMuted, Title: p.Template}, nil
 }
 
 // countDeltaSQL is countItems' delta on PostgreSQL (pending, processing, closed, open, open

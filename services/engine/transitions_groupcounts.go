@@ -64,9 +64,10 @@ WHERE id = ? AND pending_count + processing_count + closed_count > 1`
 // handle that no other transaction is changing now, held in share mode until this one
 // ends: the group cannot be done when this transaction commits (whoever closes that item
 // waits for it, and then looks for itself), so ResolveGroupIfDone need not lock the group's
-// row, which every close of a bulk of one problem would otherwise queue on. The newest
-// pending item first (a bulk takes the oldest first), then the newest processing one. It
-// waits for nothing (SKIP LOCKED): an item being changed is passed over.
+// row, which every close of a bulk of one problem would otherwise queue on. The oldest
+// pending item first (a bulk takes the newest first: models.DB.DLQIDs, so it reaches the
+// one held here last), then the oldest processing one. It waits for nothing (SKIP LOCKED):
+// an item being changed is passed over.
 func (s groupTx) stillOpenElsewhere(groupID string) (bool, error) {
 	if !models.GroupCountDeltas(s.tx) {
 		return false, nil
@@ -74,7 +75,7 @@ func (s groupTx) stillOpenElsewhere(groupID string) (bool, error) {
 	for _, status := range []string{models.DLQPending, models.DLQProcessing} {
 		var ids []string
 		if err := s.tx.Raw(`SELECT id FROM dead_letter_queue WHERE group_id = ? AND status = ?
-ORDER BY created_at DESC LIMIT 1 FOR SHARE SKIP LOCKED`, groupID, status).Scan(&ids).Error; err != nil || len(ids) > 0 {
+ORDER BY created_at LIMIT 1 FOR SHARE SKIP LOCKED`, groupID, status).Scan(&ids).Error; err != nil || len(ids) > 0 {
 			return len(ids) > 0, err
 		}
 	}

@@ -451,9 +451,15 @@ func (s *Service) withCounts(tx *gorm.DB, job *models.BulkJob) error {
 	if err != nil {
 		return err
 	}
+	counted(job, counts)
+	return nil
+}
+
+// counted sets the job's processed, succeeded and failed counts from its items' counts by
+// status.
+func counted(job *models.BulkJob, counts map[string]int) {
 	job.Succeeded, job.Failed = counts[ItemDone], counts[ItemFailed]
 	job.Processed = job.Succeeded + job.Failed
-	return nil
 }
 
 func (s *Service) cancelled(ctx context.Context, id string) (bool, error) {
@@ -504,6 +510,16 @@ func (s *Service) Get(ctx context.Context, orgID, id string) (*models.BulkJob, [
 }
 
 func (s *Service) get(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
+	job, err := s.jobRow(tx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	return job, s.withCounts(tx, job)
+}
+
+// jobRow is a job of the organization as its row holds it (processed, succeeded and failed
+// not counted: withCounts). Errors: ENOTFOUND.
+func (s *Service) jobRow(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
 	var job models.BulkJob
 	if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&job).Error; err != nil {
 		if models.IsNotFound(err) {
@@ -511,7 +527,7 @@ func (s *Service) get(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
 		}
 		return nil, err
 	}
-	return &job, s.withCounts(tx, &job)
+	return &job, nil
 }
 
 // Repair queues again the unfinished jobs that made no progress for a minute (their queue

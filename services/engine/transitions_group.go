@@ -35,11 +35,7 @@ type GroupJoin struct {
 // joinGroupSQL is JoinGroup's one statement, the same on both databases: the group of the
 // fingerprint is made, or it counts one more arrival; a resolved group reopens (remembering
 // when it was resolved), a muted one whose time has passed opens.
-const joinGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
-  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
-  created_at, updated_at)
-VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
-  @now, @now)
+const joinGroupSQL = newGroupSQL + `
 ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   arrivals = dlq_groups.arrivals + 1,
   pending_count = dlq_groups.pending_count + excluded.pending_count,
@@ -60,6 +56,14 @@ RETURNING id, state, arrivals + (SELECT COALESCE(SUM(c.arrivals), 0) FROM dlq_gr
     WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) AS arrivals,
   (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
 
+// newGroupSQL makes the group of a fingerprint for its first item (joinGroupSQL, and on
+// PostgreSQL joinNewSQL).
+const newGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
+  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
+  created_at, updated_at)
+VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
+  @now, @now)`
+
 // JoinGroup puts a new failure (dl: organization, workflow, failed step, error type, reason)
 // with error code code into its group: one upsert by fingerprint, which counts the item in
 // the group by dl.Status (the caller writes the item: a new one, or one that returns to
@@ -76,11 +80,6 @@ func printOf(dl *models.DeadLetter, code string) fingerprint.Print {
 }
 
 func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
-	if models.GroupCountDeltas(s.tx) {
-		if ok, j, err := s.joinDelta(dl, code, p); ok || err != nil {
-			return j, err
-		}
-	}
 	var row struct {
 		ID       string
 		State    string
@@ -88,13 +87,18 @@ func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (
 		Reopened bool
 	}
 	c := statusCounts(dl.Status, 1)
-	err := s.tx.Raw(joinGroupSQL, map[string]any{
+	args := map[string]any{
 		"id": models.NewID(), "org": dl.OrganizationID, "fp": p.Hash, "version": p.Version, "wf": dl.WorkflowID,
 		"step": dl.FailedStepID, "type": dl.ErrorType, "code": code, "title": p.Template, "search": models.SearchText(p.Template), "now": s.now,
 		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
 		"amount": openAmount(c, dl.AmountMinor),
-	}).Scan(&row).Error
-	if err != nil {
+	}
+	if models.GroupCountDeltas(s.tx) {
+		if ok, j, err := s.joinDelta(dl, p, args); ok || err != nil {
+			return j, err
+		}
+	}
+	if err := s.tx.Raw(joinGroupSQL, args).Scan(&row).Error; err != nil {
 		return GroupJoin{}, err
 	}
 	dl.GroupID = &row.ID

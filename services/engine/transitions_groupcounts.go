@@ -29,22 +29,39 @@ ins AS (
   SELECT organization_id, id, 1, @pending, @processing, @closed, @open, @amount, @now FROM g RETURNING group_id)
 SELECT g.id, g.state FROM g JOIN ins ON ins.group_id = g.id`
 
+// joinNewSQL makes a new group on PostgreSQL, and does nothing when the fingerprint has one
+// (having waited for a failure making it at the same time to commit).
+const joinNewSQL = newGroupSQL + ` ON CONFLICT (organization_id, fingerprint) DO NOTHING RETURNING id`
+
 // joinDelta is join on PostgreSQL: the delta when the group is open or muted until later
-// (the common case, which waits on no other failure of the problem); otherwise the upsert
-// that makes the group, or reopens it, on its row (joinGroupSQL). Of two failures that
-// reopen one group, the second waits for the first's row lock and then finds it open: it
-// updates the row too (its counts with it), still exact. The join's Arrivals is 0 (not
-// read) when it wrote a delta: whoever needs the count reads models.GroupsNow.
-func (s groupTx) joinDelta(dl *models.DeadLetter, code string, p fingerprint.Print) (bool, GroupJoin, error) {
-	c := statusCounts(dl.Status, 1)
-	var rows []struct{ ID, State string }
-	if err := s.tx.Raw(joinDeltaSQL, map[string]any{"org": dl.OrganizationID, "fp": p.Hash, "now": s.now,
-		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
-		"amount": openAmount(c, dl.AmountMinor)}).Scan(&rows).Error; err != nil || len(rows) == 0 {
+// (the common case, which waits on no other failure of the problem); else a new group; else
+// the delta again (the group was made by a failure that committed meanwhile). It reports
+// false when none of them could (the group is resolved, or its mute has ended): the caller
+// upserts the row (joinGroupSQL), which reopens it. Of two failures that reopen one group,
+// the second waits for the first's row lock and then updates the open row too, still
+// exact. The join's Arrivals is 0 (not read) when it wrote a delta: whoever needs the count
+// reads models.GroupsNow.
+func (s groupTx) joinDelta(dl *models.DeadLetter, p fingerprint.Print, args map[string]any) (bool, GroupJoin, error) {
+	delta := func() (bool, GroupJoin, error) {
+		var rows []struct{ ID, State string }
+		if err := s.tx.Raw(joinDeltaSQL, args).Scan(&rows).Error; err != nil || len(rows) == 0 {
+			return false, GroupJoin{}, err
+		}
+		dl.GroupID = &rows[0].ID
+		return true, GroupJoin{GroupID: rows[0].ID, Muted: rows[0].State == models.GroupMuted, Title: p.Template}, nil
+	}
+	if ok, j, err := delta(); ok || err != nil {
+		return ok, j, err
+	}
+	var made []string
+	if err := s.tx.Raw(joinNewSQL, args).Scan(&made).Error; err != nil {
 		return false, GroupJoin{}, err
 	}
-	dl.GroupID = &rows[0].ID
-	return true, GroupJoin{GroupID: rows[0].ID, Muted: rows[0].State == models.GroupMuted, Title: p.Template}, nil
+	if len(made) == 1 {
+		dl.GroupID = &made[0]
+		return true, GroupJoin{GroupID: made[0], New: true, Arrivals: 1, Title: p.Template}, nil
+	}
+	return delta()
 }
 
 // countDeltaSQL is countItems' delta on PostgreSQL (pending, processing, closed, open, open

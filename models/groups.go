@@ -56,7 +56,9 @@ type Group struct {
 	// The group's items by status (pending, processing, closed: resolved, skipped or
 	// expired) and OpenCount, pending + processing (what the Problems page ranks by): kept by
 	// the engine's transitions in the transaction that changes an item's status or group
-	// (migration 00027), never counted when read. GroupCountDrift checks them.
+	// (migration 00027), never counted when read. On PostgreSQL the row holds them as last
+	// folded, and the deltas since are added when read (GroupsNow, groupcounts.go), as for
+	// Arrivals and LastSeenAt. GroupCountDrift checks them.
 	PendingCount    int
 	ProcessingCount int
 	ClosedCount     int
@@ -461,7 +463,7 @@ type GroupDrift struct {
 
 // GroupCountDrift recounts the items of every group of the organization by status and
 // returns the groups whose kept counts (PendingCount, ProcessingCount, ClosedCount,
-// OpenCount, OpenAmountMinor) differ: none, unless a writer changed an item's status or group without its
+// OpenCount, OpenAmountMinor; read from GroupsNow, its deltas not yet folded added) differ: none, unless a writer changed an item's status or group without its
 // transition. It reads every item of the organization: a check for tests and maintenance,
 // never for a page.
 func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, error) {

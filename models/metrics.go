@@ -13,7 +13,7 @@ type OrgPending struct {
 }
 
 // PendingByOrg returns the organizations that have pending dead letters, with how many. It
-// sums their failure groups' kept counts (Group.PendingCount, maintained by the engine's
+// sums their failure groups' kept counts (Group.PendingCount from GroupsNow, maintained by the engine's
 // transitions): it reads one row per group, never the dead letters themselves.
 func (db *DB) PendingByOrg(ctx context.Context) ([]OrgPending, error) {
 	var out []OrgPending

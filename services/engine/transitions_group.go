@@ -12,8 +12,9 @@ import (
 
 // Transitions of failure groups (issue 22): see transitions.go. A group's state is open,
 // resolved or muted (models.Group). Its counts (pending, processing, closed, open) are kept
-// on its row by every transition that changes one of its items' status or group, in the
-// same transaction (countItems): JoinGroup and BackfillGroup count the item that joins,
+// by every transition that changes one of its items' status or group, in the same
+// transaction (countItems), on its row on SQLite and as a delta row on PostgreSQL
+// (transitions_groupcounts.go): JoinGroup and BackfillGroup count the item that joins,
 // ClaimDeadLetter, ResolveReplayed and ExpireDeadLetters the item whose status changes,
 // ReopenDeadLetter the item reopened (ReopenGroupOf, which also reopens a resolved group),
 // ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
@@ -123,7 +124,9 @@ func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 
 // ResolveGroupIfDone is ResolveGroupOf for the group groupID. Resolving ends the group's
 // escalation (its level back to 0, so that a reopened group starts again from the first
-// level) and its items' error records still escalated go back to dead_letter.
+// level) and its items' error records still escalated go back to dead_letter. On
+// PostgreSQL it first looks for another open item that no transaction is changing
+// (stillOpenElsewhere): when there is one it loses without locking the group's row.
 func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
 	if open, err := s.stillOpenElsewhere(groupID); err != nil || open {
 		return false, err
@@ -477,7 +480,10 @@ func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error)
 // that a writer outside the transitions left. The group's row is locked first, so that the
 // items are counted once every transition that was changing one of them and its group has
 // committed (one that changes an item after this count waits for the lock and then adds its
-// own change to the repaired counts). Lost (false, nothing written) when the counts already
+// own change to the repaired counts). With deltas (PostgreSQL) the row gets the recount less
+// the deltas not yet folded, read in the same statement (repairGroupSQL): a transition that
+// commits later adds its item's change and its delta together; a fold waits for the lock,
+// or the repair for the fold's. Lost (false, nothing written) when the counts already
 // match the items', or the group is gone.
 func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
 	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {

@@ -44,5 +44,16 @@ FROM dlq_groups g LEFT JOIN (
 ) d ON d.organization_id = g.organization_id AND d.group_id = g.id;
 
 -- +goose Down
+-- The deltas not yet folded go into the rows first (the code before this migration reads the
+-- rows alone).
+UPDATE dlq_groups g SET arrivals = g.arrivals + d.arrivals, pending_count = g.pending_count + d.pending_count,
+    processing_count = g.processing_count + d.processing_count, closed_count = g.closed_count + d.closed_count,
+    open_count = g.open_count + d.open_count, open_amount_minor = g.open_amount_minor + d.open_amount_minor,
+    last_seen_at = GREATEST(g.last_seen_at, d.seen_at)
+FROM (SELECT group_id, SUM(arrivals) AS arrivals, SUM(pending_count) AS pending_count, SUM(processing_count) AS processing_count,
+             SUM(closed_count) AS closed_count, SUM(open_count) AS open_count, SUM(open_amount_minor) AS open_amount_minor,
+             MAX(seen_at) AS seen_at
+      FROM dlq_group_counts GROUP BY group_id) d
+WHERE g.id = d.group_id;
 DROP VIEW dlq_groups_now;
 DROP TABLE dlq_group_counts;

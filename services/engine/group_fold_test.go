@@ -128,3 +128,76 @@ func TestFoldGroupCountsRacing(t *testing.T) {
 		}
 	})
 }
+
+// TestResolveGroupCloseHoldsAnOpenItem: on PostgreSQL a close that finds another open item
+// of its group (stillOpenElsewhere) does not lock the group's row, but holds that item until
+// it commits: a transaction closing that item at the same time waits for it, then finds
+// nothing open and resolves the group. The first close's transaction is left open until
+// the second is seen waiting (pg_locks), so the wait is certain, not likely. On SQLite the
+// two closes run one after the other.
+func TestResolveGroupCloseHoldsAnOpenItem(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		f := newFixture(t, db)
+		a := f.failure("send", "validation", "token expired")
+		b := f.failure("send", "validation", "token expired")
+		g := *a.GroupID
+		if db.Dialect != models.Postgres {
+			f.settle(a)
+			f.settle(b)
+			if got := f.group(g); got.State != models.GroupResolved {
+				t.Fatalf("both items closed, group %s", got.State)
+			}
+			return
+		}
+		now, err := db.Now(f.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txA := db.Gorm.WithContext(f.ctx).Begin()
+		if err := (stateTx{tx: txA, now: now}).deadLetters().ClaimDeadLetter(a, models.DLQSkipped, nil); err != nil {
+			txA.Rollback()
+			t.Fatal(err)
+		}
+		var held []string // what txA holds of the group's items besides its own
+		if err := db.Conn(f.ctx).Raw("SELECT id FROM dead_letter_queue WHERE group_id = ? AND status = 'pending' FOR UPDATE SKIP LOCKED", g).
+			Scan(&held).Error; err != nil || len(held) != 0 {
+			txA.Rollback()
+			t.Fatalf("the other item is not held by the first close: %v %v", held, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.in(func(st stateTx) (bool, error) { return won(st.deadLetters().ClaimDeadLetter(b, models.DLQSkipped, nil)) })
+			done <- err
+		}()
+		// Until the second close waits for the first (a lock not granted in this database).
+		for waiting := false; !waiting; {
+			var n int64
+			if err := db.Conn(f.ctx).Raw(`SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+WHERE NOT l.granted AND s.datname = current_database()`).Scan(&n).Error; err != nil {
+				txA.Rollback()
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				txA.Rollback()
+				t.Fatalf("the second close did not wait for the first: %v", err)
+			default:
+			}
+			waiting = n > 0
+		}
+		if got := f.group(g); got.State != models.GroupOpen {
+			t.Fatalf("resolved while an item was open: %s", got.State)
+		}
+		if err := txA.Commit().Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := f.group(g); got.State != models.GroupResolved {
+			t.Fatalf("both items closed at once, group %s", got.State)
+		}
+		noCountDrift(t, f, f.org)
+	})
+}

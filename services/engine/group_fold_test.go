@@ -167,7 +167,9 @@ func TestResolveGroupCloseHoldsAnOpenItem(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := f.in(func(st stateTx) (bool, error) { return won(st.deadLetters().ClaimDeadLetter(b, models.DLQSkipped, nil)) })
+			_, err := f.in(func(st stateTx) (bool, error) {
+				return won(st.deadLetters().ClaimDeadLetter(b, models.DLQSkipped, nil))
+			})
 			done <- err
 		}()
 		// Until the second close waits for the first (a lock not granted in this database).

@@ -489,6 +489,10 @@ func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
 	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {
 		return false, r.Error
 	}
-	r := s.tx.Exec(repairGroupSQL, map[string]any{"id": groupID, "now": s.now})
+	var org []string
+	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Pluck("organization_id", &org).Error; err != nil || len(org) == 0 {
+		return false, err
+	}
+	r := s.tx.Exec(repairGroupSQL, map[string]any{"id": groupID, "org": org[0], "now": s.now})
 	return r.RowsAffected == 1, r.Error
 }

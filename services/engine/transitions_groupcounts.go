@@ -91,8 +91,10 @@ func (s groupTx) stillOpenElsewhere(groupID string) (bool, error) {
 	}
 	for _, status := range []string{models.DLQPending, models.DLQProcessing} {
 		var ids []string
-		if err := s.tx.Raw(`SELECT id FROM dead_letter_queue WHERE group_id = ? AND status = ?
-ORDER BY created_at LIMIT 1 FOR SHARE SKIP LOCKED`, groupID, status).Scan(&ids).Error; err != nil || len(ids) > 0 {
+		// On idx_dlq_group (organization, group, status, created_at DESC, id DESC), read backwards.
+		if err := s.tx.Raw(`SELECT id FROM dead_letter_queue
+WHERE organization_id = (SELECT organization_id FROM dlq_groups WHERE id = ?) AND group_id = ? AND status = ?
+ORDER BY created_at, id LIMIT 1 FOR SHARE OF dead_letter_queue SKIP LOCKED`, groupID, groupID, status).Scan(&ids).Error; err != nil || len(ids) > 0 {
 			return len(ids) > 0, err
 		}
 	}
@@ -103,25 +105,25 @@ ORDER BY created_at LIMIT 1 FOR SHARE SKIP LOCKED`, groupID, status).Scan(&ids).
 // group's row gets its items' counts less its deltas not yet folded (so that the row and
 // the deltas add up to the recount), read in one snapshot; lost when they already do.
 const repairGroupSQL = `UPDATE dlq_groups SET
-  pending_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status = 'pending')
-    - (SELECT COALESCE(SUM(pending_count), 0) FROM dlq_group_counts WHERE group_id = @id),
-  processing_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status = 'processing')
-    - (SELECT COALESCE(SUM(processing_count), 0) FROM dlq_group_counts WHERE group_id = @id),
-  closed_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status NOT IN ('pending', 'processing'))
-    - (SELECT COALESCE(SUM(closed_count), 0) FROM dlq_group_counts WHERE group_id = @id),
-  open_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status IN ('pending', 'processing'))
-    - (SELECT COALESCE(SUM(open_count), 0) FROM dlq_group_counts WHERE group_id = @id),
-  open_amount_minor = (SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) FROM dead_letter_queue WHERE group_id = @id AND status IN ('pending', 'processing'))
-    - (SELECT CAST(COALESCE(SUM(open_amount_minor), 0) AS BIGINT) FROM dlq_group_counts WHERE group_id = @id),
+  pending_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status = 'pending')
+    - (SELECT COALESCE(SUM(pending_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id),
+  processing_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status = 'processing')
+    - (SELECT COALESCE(SUM(processing_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id),
+  closed_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status NOT IN ('pending', 'processing'))
+    - (SELECT COALESCE(SUM(closed_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id),
+  open_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status IN ('pending', 'processing'))
+    - (SELECT COALESCE(SUM(open_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id),
+  open_amount_minor = (SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status IN ('pending', 'processing'))
+    - (SELECT CAST(COALESCE(SUM(open_amount_minor), 0) AS BIGINT) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id),
   updated_at = @now
-WHERE id = @id AND NOT (
-  pending_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status = 'pending')
-    - (SELECT COALESCE(SUM(pending_count), 0) FROM dlq_group_counts WHERE group_id = @id)
-  AND processing_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status = 'processing')
-    - (SELECT COALESCE(SUM(processing_count), 0) FROM dlq_group_counts WHERE group_id = @id)
-  AND closed_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status NOT IN ('pending', 'processing'))
-    - (SELECT COALESCE(SUM(closed_count), 0) FROM dlq_group_counts WHERE group_id = @id)
-  AND open_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE group_id = @id AND status IN ('pending', 'processing'))
-    - (SELECT COALESCE(SUM(open_count), 0) FROM dlq_group_counts WHERE group_id = @id)
-  AND open_amount_minor = (SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) FROM dead_letter_queue WHERE group_id = @id AND status IN ('pending', 'processing'))
-    - (SELECT CAST(COALESCE(SUM(open_amount_minor), 0) AS BIGINT) FROM dlq_group_counts WHERE group_id = @id))`
+WHERE id = @id AND organization_id = @org AND NOT (
+  pending_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status = 'pending')
+    - (SELECT COALESCE(SUM(pending_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id)
+  AND processing_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status = 'processing')
+    - (SELECT COALESCE(SUM(processing_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id)
+  AND closed_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status NOT IN ('pending', 'processing'))
+    - (SELECT COALESCE(SUM(closed_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id)
+  AND open_count = (SELECT COUNT(*) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status IN ('pending', 'processing'))
+    - (SELECT COALESCE(SUM(open_count), 0) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id)
+  AND open_amount_minor = (SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) FROM dead_letter_queue WHERE organization_id = @org AND group_id = @id AND status IN ('pending', 'processing'))
+    - (SELECT CAST(COALESCE(SUM(open_amount_minor), 0) AS BIGINT) FROM dlq_group_counts WHERE organization_id = @org AND group_id = @id))`

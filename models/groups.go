@@ -56,7 +56,9 @@ type Group struct {
 	// The group's items by status (pending, processing, closed: resolved, skipped or
 	// expired) and OpenCount, pending + processing (what the Problems page ranks by): kept by
 	// the engine's transitions in the transaction that changes an item's status or group
-	// (migration 00027), never counted when read. GroupCountDrift checks them.
+	// (migration 00027), never counted when read. On PostgreSQL the row holds them as last
+	// folded, and the deltas since are added when read (GroupsNow, groupcounts.go), as for
+	// Arrivals and LastSeenAt. GroupCountDrift checks them.
 	PendingCount    int
 	ProcessingCount int
 	ClosedCount     int
@@ -147,7 +149,7 @@ func (db *DB) ListGroups(ctx context.Context, orgID string, f GroupFilter) ([]Gr
 		return nil, "", err
 	}
 	limit := clampLimit(f.Limit)
-	q := db.Conn(ctx).Table("dlq_groups").Where("dlq_groups.organization_id = ?", orgID)
+	q := db.Conn(ctx).Table(GroupsNow+" AS dlq_groups").Where("dlq_groups.organization_id = ?", orgID)
 	if f.WorkflowID != "" {
 		q = q.Where("dlq_groups.workflow_id = ?", f.WorkflowID)
 	}
@@ -204,7 +206,7 @@ func (db *DB) GetGroup(ctx context.Context, orgID, id string) (*GroupView, error
 		return nil, err
 	}
 	var g Group
-	if err := db.Conn(ctx).Where("organization_id = ? AND id = ?", orgID, id).First(&g).Error; err != nil {
+	if err := db.Conn(ctx).Table(GroupsNow).Where("organization_id = ? AND id = ?", orgID, id).First(&g).Error; err != nil {
 		if IsNotFound(err) {
 			return nil, apperr.NotFound("group")
 		}
@@ -370,7 +372,7 @@ func (db *DB) ProblemGroups(ctx context.Context, orgID string, limit int) ([]Gro
 		return nil, err
 	}
 	var groups []Group
-	if err := db.Conn(ctx).Where("organization_id = ? AND open_count > 0", orgID).
+	if err := db.Conn(ctx).Table(GroupsNow).Where("organization_id = ? AND open_count > 0", orgID).
 		Order("open_count DESC, last_seen_at DESC, id DESC").Limit(limit).Find(&groups).Error; err != nil {
 		return nil, err
 	}
@@ -461,12 +463,12 @@ type GroupDrift struct {
 
 // GroupCountDrift recounts the items of every group of the organization by status and
 // returns the groups whose kept counts (PendingCount, ProcessingCount, ClosedCount,
-// OpenCount, OpenAmountMinor) differ: none, unless a writer changed an item's status or group without its
+// OpenCount, OpenAmountMinor; read from GroupsNow, its deltas not yet folded added) differ: none, unless a writer changed an item's status or group without its
 // transition. It reads every item of the organization: a check for tests and maintenance,
 // never for a page.
 func (db *DB) GroupCountDrift(ctx context.Context, orgID string) ([]GroupDrift, error) {
 	var groups []Group
-	if err := db.Conn(ctx).Select("id, pending_count, processing_count, closed_count, open_count, open_amount_minor").
+	if err := db.Conn(ctx).Table(GroupsNow).Select("id, pending_count, processing_count, closed_count, open_count, open_amount_minor").
 		Where("organization_id = ?", orgID).Find(&groups).Error; err != nil {
 		return nil, err
 	}

@@ -16,11 +16,11 @@ type OrgPending struct {
 }
 
 // PendingByOrg returns the organizations that have pending dead letters, with how many. It
-// sums their failure groups' kept counts (Group.PendingCount, maintained by the engine's
+// sums their failure groups' kept counts (Group.PendingCount from GroupsNow, maintained by the engine's
 // transitions): it reads one row per group, never the dead letters themselves.
 func (db *DB) PendingByOrg(ctx context.Context) ([]OrgPending, error) {
 	var out []OrgPending
-	err := db.Conn(ctx).Model(&Group{}).Select("organization_id, SUM(pending_count) AS pending").
+	err := db.Conn(ctx).Table(GroupsNow).Select("organization_id, SUM(pending_count) AS pending").
 		Where("pending_count > 0").Group("organization_id").Order("organization_id").Scan(&out).Error
 	return out, err
 }

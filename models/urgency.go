@@ -94,7 +94,7 @@ const groupsDueSQL = `SELECT g.id AS group_id,
   (SELECT COUNT(*) FROM dead_letter_queue d WHERE d.organization_id = g.organization_id AND d.group_id = g.id
      AND d.due_on IS NOT NULL AND d.due_on <= @horizon AND d.` + dlqOpen + `) AS at_risk,
   g.open_amount_minor AS amount
-FROM dlq_groups g WHERE g.organization_id = @org AND g.id IN @ids AND g.open_count > 0`
+FROM dlq_groups_now g WHERE g.organization_id = @org AND g.id IN @ids AND g.open_count > 0`
 
 // GroupsDue returns, for each of the organization's groups ids that has items still to
 // handle, their nearest due date, how many are due on or before horizon (YYYY-MM-DD), and

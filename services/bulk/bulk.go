@@ -183,6 +183,9 @@ func (s *Service) byKey(ctx context.Context, r Request, hash string) (*models.Bu
 		return nil, apperr.Invalid("This Idempotency-Key was already used with a different request body.",
 			map[string]string{"Idempotency-Key": "was already used with a different request body; use a new key"})
 	}
+	if err := s.withCounts(s.DB.Conn(ctx), &job); err != nil {
+		return nil, err
+	}
 	return &job, nil
 }
 
@@ -428,26 +431,35 @@ func (s *Service) edited(ctx context.Context, job *models.BulkJob, dlqID string)
 	return json.Marshal(input)
 }
 
-// record stores an item's result and counts it on the job, in one transaction.
+// record stores an item's result: pending → status (done or failed). The job's counts are
+// its items' (withCounts), so that the items of one job, acted on at once, write their own
+// rows and never queue on the job's (the job's updated_at moves with each batch, Run).
 func (s *Service) record(ctx context.Context, bulkID, dlqID, status, msg string, exID *string) error {
-	now := s.now()
-	return s.DB.Tx(ctx, func(tx *gorm.DB) error {
-		var m *string
-		if msg != "" {
-			m = &msg
-		}
-		r := tx.Model(&models.BulkItem{}).Where("bulk_id = ? AND dead_letter_id = ? AND status = ?", bulkID, dlqID, ItemPending).
-			Updates(map[string]any{"status": status, "message": m, "execution_id": exID, "updated_at": now})
-		if r.Error != nil || r.RowsAffected == 0 {
-			return r.Error
-		}
-		counter := "succeeded"
-		if status == ItemFailed {
-			counter = "failed"
-		}
-		return tx.Model(&models.BulkJob{}).Where("id = ?", bulkID).Updates(map[string]any{
-			"processed": gorm.Expr("processed + 1"), counter: gorm.Expr(counter + " + 1"), "updated_at": now}).Error
-	})
+	var m *string
+	if msg != "" {
+		m = &msg
+	}
+	return s.DB.Conn(ctx).Model(&models.BulkItem{}).Where("bulk_id = ? AND dead_letter_id = ? AND status = ?", bulkID, dlqID, ItemPending).
+		Updates(map[string]any{"status": status, "message": m, "execution_id": exID, "updated_at": s.now()}).Error
+}
+
+// withCounts sets the job's processed, succeeded and failed counts from its items (done
+// and failed), counted in tx: exact whenever it is read. The job's own columns of them are
+// no longer written (0 for jobs made since).
+func (s *Service) withCounts(tx *gorm.DB, job *models.BulkJob) error {
+	counts, err := s.countStatuses(tx, job.ID)
+	if err != nil {
+		return err
+	}
+	counted(job, counts)
+	return nil
+}
+
+// counted sets the job's processed, succeeded and failed counts from its items' counts by
+// status.
+func counted(job *models.BulkJob, counts map[string]int) {
+	job.Succeeded, job.Failed = counts[ItemDone], counts[ItemFailed]
+	job.Processed = job.Succeeded + job.Failed
 }
 
 func (s *Service) cancelled(ctx context.Context, id string) (bool, error) {
@@ -498,6 +510,16 @@ func (s *Service) Get(ctx context.Context, orgID, id string) (*models.BulkJob, [
 }
 
 func (s *Service) get(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
+	job, err := s.jobRow(tx, orgID, id)
+	if err != nil {
+		return nil, err
+	}
+	return job, s.withCounts(tx, job)
+}
+
+// jobRow is a job of the organization as its row holds it (processed, succeeded and failed
+// not counted: withCounts). Errors: ENOTFOUND.
+func (s *Service) jobRow(tx *gorm.DB, orgID, id string) (*models.BulkJob, error) {
 	var job models.BulkJob
 	if err := tx.Where("organization_id = ? AND id = ?", orgID, id).First(&job).Error; err != nil {
 		if models.IsNotFound(err) {

@@ -54,7 +54,7 @@ type Summary struct {
 // Summary returns a job of the organization and its items counted by status (every status
 // present, zero or not). Errors: ENOTFOUND.
 func (s *Service) Summary(ctx context.Context, orgID, id string) (*Summary, error) {
-	job, err := s.get(s.DB.Conn(ctx), orgID, id)
+	job, err := s.jobRow(s.DB.Conn(ctx), orgID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +62,7 @@ func (s *Service) Summary(ctx context.Context, orgID, id string) (*Summary, erro
 	if err != nil {
 		return nil, err
 	}
+	counted(job, counts)
 	return &Summary{Job: job, Counts: counts}, nil
 }
 

@@ -136,6 +136,10 @@ const (
 	// TransitionSplitOut is an item's split out of its group (Groups.Split): BeforeTx gets
 	// the dead letter's id, InTx the id of the group it leaves.
 	TransitionSplitOut = "SplitOut"
+	// TransitionFoldGroupCounts is the fold of an organization's deltas of group counters
+	// (Reconcile, PostgreSQL): InTx gets the organization's id once the fold has taken the
+	// deltas committed so far and before it adds them to the groups' rows.
+	TransitionFoldGroupCounts = "FoldGroupCounts"
 )
 
 // SetHooks sets the points where a test holds state changes (the zero Hooks: none). Safe

@@ -56,7 +56,7 @@ func (e *Engine) Escalate(ctx context.Context) (EscalationResult, error) {
 
 // Reconcile repairs executions stuck between the database and the queue (seed 001,
 // "workflow reconciliation"), then folds the deltas of the counters of open work
-// (models.DB.FoldOpenWork). It is safe to run at any time, on any number of processes.
+// (models.DB.FoldOpenWork) and of failure groups (models.DB.FoldGroupCounts, PostgreSQL). It is safe to run at any time, on any number of processes.
 func (e *Engine) Reconcile(ctx context.Context) (ReconcileResult, error) {
 	return e.maintenance.Reconcile(ctx)
 }

@@ -21,6 +21,28 @@ func (e *maintenance) foldOpenWork(ctx context.Context) error {
 			return fmt.Errorf("fold the open work of %s: %w", org, err)
 		}
 	}
+	return e.foldGroupCounts(ctx)
+}
+
+// foldGroupCounts folds the deltas of failure groups' counters of every organization that
+// has some (models.DB.FoldGroupCounts; PostgreSQL only), with the open work: the Problems
+// page and the groups' readers add few of them. Hooks.InTx gets TransitionFoldGroupCounts
+// and the organization once the fold has taken its deltas and before it writes the rows.
+func (e *maintenance) foldGroupCounts(ctx context.Context) error {
+	orgs, err := e.db.OrgsWithGroupCountDeltas(ctx)
+	if err != nil {
+		return fmt.Errorf("group counts to fold: %w", err)
+	}
+	hold := e.hooked().InTx
+	for _, org := range orgs {
+		var before func()
+		if hold != nil {
+			before = func() { hold(TransitionFoldGroupCounts, org) }
+		}
+		if err := e.db.FoldGroupCounts(ctx, org, before); err != nil {
+			return fmt.Errorf("fold the group counts of %s: %w", org, err)
+		}
+	}
 	return nil
 }
 

@@ -12,8 +12,9 @@ import (
 
 // Transitions of failure groups (issue 22): see transitions.go. A group's state is open,
 // resolved or muted (models.Group). Its counts (pending, processing, closed, open) are kept
-// on its row by every transition that changes one of its items' status or group, in the
-// same transaction (countItems): JoinGroup and BackfillGroup count the item that joins,
+// by every transition that changes one of its items' status or group, in the same
+// transaction (countItems), on its row on SQLite and as a delta row on PostgreSQL
+// (transitions_groupcounts.go): JoinGroup and BackfillGroup count the item that joins,
 // ClaimDeadLetter, ResolveReplayed and ExpireDeadLetters the item whose status changes,
 // ReopenDeadLetter the item reopened (ReopenGroupOf, which also reopens a resolved group),
 // ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
@@ -25,8 +26,9 @@ type GroupJoin struct {
 	// New: the group was made for this item. Reopened: it was resolved and this item
 	// reopened it. Muted: it is muted (the item joins it silently).
 	New, Reopened, Muted bool
-	// Arrivals counts the items that ever joined the group, this one included; Title is
-	// the group's title (the reason with its variable parts as placeholders).
+	// Arrivals counts the items that ever joined the group, this one included (0 on
+	// PostgreSQL for a failure that joined an open group: not read, see joinDelta); Title
+	// is the group's title (the reason with its variable parts as placeholders).
 	Arrivals int
 	Title    string
 }
@@ -34,11 +36,7 @@ type GroupJoin struct {
 // joinGroupSQL is JoinGroup's one statement, the same on both databases: the group of the
 // fingerprint is made, or it counts one more arrival; a resolved group reopens (remembering
 // when it was resolved), a muted one whose time has passed opens.
-const joinGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
-  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
-  created_at, updated_at)
-VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
-  @now, @now)
+const joinGroupSQL = newGroupSQL + `
 ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   arrivals = dlq_groups.arrivals + 1,
   pending_count = dlq_groups.pending_count + excluded.pending_count,
@@ -55,7 +53,17 @@ ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
   reopen_cause = CASE WHEN dlq_groups.state = 'resolved' THEN 'recurrence' ELSE dlq_groups.reopen_cause END,
   resolved_at = NULL,
   updated_at = excluded.updated_at
-RETURNING id, state, arrivals, (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
+RETURNING id, state, arrivals + (SELECT COALESCE(SUM(c.arrivals), 0) FROM dlq_group_counts c
+    WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) AS arrivals,
+  (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
+
+// newGroupSQL makes the group of a fingerprint for its first item (joinGroupSQL, and on
+// PostgreSQL joinNewSQL).
+const newGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
+  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
+  created_at, updated_at)
+VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
+  @now, @now)`
 
 // JoinGroup puts a new failure (dl: organization, workflow, failed step, error type, reason)
 // with error code code into its group: one upsert by fingerprint, which counts the item in
@@ -80,17 +88,22 @@ func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (
 		Reopened bool
 	}
 	c := statusCounts(dl.Status, 1)
-	err := s.tx.Raw(joinGroupSQL, map[string]any{
+	args := map[string]any{
 		"id": models.NewID(), "org": dl.OrganizationID, "fp": p.Hash, "version": p.Version, "wf": dl.WorkflowID,
 		"step": dl.FailedStepID, "type": dl.ErrorType, "code": code, "title": p.Template, "search": models.SearchText(p.Template), "now": s.now,
 		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
 		"amount": openAmount(c, dl.AmountMinor),
-	}).Scan(&row).Error
-	if err != nil {
+	}
+	if models.GroupCountDeltas(s.tx) {
+		if ok, j, err := s.joinDelta(dl, p, args); ok || err != nil {
+			return j, err
+		}
+	}
+	if err := s.tx.Raw(joinGroupSQL, args).Scan(&row).Error; err != nil {
 		return GroupJoin{}, err
 	}
 	dl.GroupID = &row.ID
-	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
+	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1 && !row.Reopened, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
 		Arrivals: row.Arrivals, Title: p.Template}, nil
 }
 
@@ -111,14 +124,20 @@ func (s groupTx) ResolveGroupOf(dlID string) (bool, error) {
 
 // ResolveGroupIfDone is ResolveGroupOf for the group groupID. Resolving ends the group's
 // escalation (its level back to 0, so that a reopened group starts again from the first
-// level) and its items' error records still escalated go back to dead_letter.
+// level) and its items' error records still escalated go back to dead_letter. On
+// PostgreSQL it first looks for another open item that no transaction is changing
+// (stillOpenElsewhere): when there is one it loses without locking the group's row.
 func (s groupTx) ResolveGroupIfDone(groupID string) (bool, error) {
+	if open, err := s.stillOpenElsewhere(groupID); err != nil || open {
+		return false, err
+	}
 	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Update("updated_at", s.now).Error; err != nil {
 		return false, err
 	}
 	r := s.tx.Exec(`UPDATE dlq_groups SET state = ?, resolved_at = ?, muted_until = NULL, updated_at = ?,
   escalation_level = 0, escalated_at = NULL, escalated_to = NULL
-WHERE id = ? AND state IN (?, ?) AND open_count = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
+WHERE id = ? AND state IN (?, ?) AND open_count + (SELECT COALESCE(SUM(c.open_count), 0) FROM dlq_group_counts c
+    WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) = 0`, models.GroupResolved, s.now, s.now, groupID, models.GroupOpen, models.GroupMuted)
 	if r.Error != nil || r.RowsAffected != 1 {
 		return false, r.Error
 	}
@@ -238,7 +257,11 @@ func (s groupTx) countWhere(where string, arg any, from, to string, n int, amoun
 	if open != 0 {
 		args = append(args, amountArg)
 	}
-	return s.tx.Exec(fmt.Sprintf(countItemsSQL, amount)+where, append(args, arg)...).Error
+	stmt := countItemsSQL
+	if models.GroupCountDeltas(s.tx) {
+		stmt = countDeltaSQL
+	}
+	return s.tx.Exec(fmt.Sprintf(stmt, amount)+where, append(args, arg)...).Error
 }
 
 // MuteGroup mutes the organization's group until until: open or muted → muted (a muted
@@ -281,7 +304,7 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 	}
 	from := *dl.GroupID
 	var old models.Group
-	if err := s.tx.Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
+	if err := s.tx.Table(models.GroupsNow).Where("id = ? AND organization_id = ?", from, dl.OrganizationID).First(&old).Error; err != nil {
 		return "", err
 	}
 	alone := &apperr.Error{Code: apperr.ECONFLICT, Message: "group.split.alone"}
@@ -345,6 +368,13 @@ func (s groupTx) SplitOut(dl *models.DeadLetter) (string, error) {
 // nothing written) when it counts one or none.
 func (s groupTx) leaveGroup(groupID, status string, amount int64) (bool, error) {
 	c := statusCounts(status, 1)
+	if models.GroupCountDeltas(s.tx) {
+		if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil {
+			return false, r.Error
+		}
+		r := s.tx.Exec(leaveDeltaSQL, -c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), -openAmount(c, &amount), groupID)
+		return r.RowsAffected == 1, r.Error
+	}
 	r := s.tx.Exec(fmt.Sprintf(countItemsSQL, "CAST(? AS BIGINT)")+"? AND pending_count + processing_count + closed_count > 1",
 		-c.Pending, -c.Processing, -c.Closed, -(c.Pending + c.Processing), -openAmount(c, &amount), groupID)
 	return r.RowsAffected == 1, r.Error
@@ -450,32 +480,19 @@ func (s groupTx) BackfillGroup(dl *models.DeadLetter, code string) (bool, error)
 // that a writer outside the transitions left. The group's row is locked first, so that the
 // items are counted once every transition that was changing one of them and its group has
 // committed (one that changes an item after this count waits for the lock and then adds its
-// own change to the repaired counts). Lost (false, nothing written) when the counts already
+// own change to the repaired counts). With deltas (PostgreSQL) the row gets the recount less
+// the deltas not yet folded, read in the same statement (repairGroupSQL): a transition that
+// commits later adds its item's change and its delta together; a fold waits for the lock,
+// or the repair for the fold's. Lost (false, nothing written) when the counts already
 // match the items', or the group is gone.
 func (s groupTx) RepairGroupCounts(groupID string) (bool, error) {
 	if r := s.tx.Exec("UPDATE dlq_groups SET updated_at = updated_at WHERE id = ?", groupID); r.Error != nil || r.RowsAffected == 0 {
 		return false, r.Error
 	}
-	var rows []struct {
-		Status string
-		N      int
-		Amount int64
-	}
-	if err := s.tx.Model(&models.DeadLetter{}).Select("status, count(*) AS n, CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS amount").
-		Where("group_id = ?", groupID).Group("status").Scan(&rows).Error; err != nil {
+	var org []string
+	if err := s.tx.Model(&models.Group{}).Where("id = ?", groupID).Pluck("organization_id", &org).Error; err != nil || len(org) == 0 {
 		return false, err
 	}
-	var c models.GroupCounts
-	var amount int64
-	for _, r := range rows {
-		n := statusCounts(r.Status, r.N)
-		c.Pending, c.Processing, c.Closed = c.Pending+n.Pending, c.Processing+n.Processing, c.Closed+n.Closed
-		amount += openAmount(n, &r.Amount)
-	}
-	open := c.Pending + c.Processing
-	r := s.tx.Exec(`UPDATE dlq_groups SET pending_count = ?, processing_count = ?, closed_count = ?, open_count = ?, open_amount_minor = ?,
-  updated_at = ?
-WHERE id = ? AND NOT (pending_count = ? AND processing_count = ? AND closed_count = ? AND open_count = ? AND open_amount_minor = ?)`,
-		c.Pending, c.Processing, c.Closed, open, amount, s.now, groupID, c.Pending, c.Processing, c.Closed, open, amount)
+	r := s.tx.Exec(repairGroupSQL, map[string]any{"id": groupID, "org": org[0], "now": s.now})
 	return r.RowsAffected == 1, r.Error
 }

@@ -227,7 +227,7 @@ func (s *Service) message(ctx context.Context, d *models.NotificationDelivery) (
 		}
 		count := 0
 		if ev.GroupID != nil {
-			s.db.Conn(ctx).Model(&models.Group{}).Where("organization_id = ? AND id = ?", d.OrganizationID, *ev.GroupID).Pluck("arrivals", &count)
+			s.db.Conn(ctx).Table(models.GroupsNow).Where("organization_id = ? AND id = ?", d.OrganizationID, *ev.GroupID).Pluck("arrivals", &count)
 		}
 		if count == 0 && e.Group != nil {
 			count = e.Group.Count

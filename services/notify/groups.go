@@ -47,8 +47,14 @@ func (s *Service) emitGroup(tx *gorm.DB, ev Event, targets []target) error {
 	if g.Muted {
 		return nil
 	}
-	if err := tx.Model(&models.Notification{}).Where("organization_id = ? AND group_id = ? AND occurrences < ?", ev.OrganizationID, g.ID, g.Count).
-		Update("occurrences", g.Count).Error; err != nil {
+	// The group's count as the engine read it, or (0: on PostgreSQL a failure that joined an
+	// open group does not read it) its arrivals now, read only when it has entries to update.
+	count := any(g.Count)
+	if g.Count == 0 {
+		count = gorm.Expr("(SELECT arrivals FROM "+models.GroupsNow+" WHERE organization_id = ? AND id = ?)", ev.OrganizationID, g.ID)
+	}
+	if err := tx.Model(&models.Notification{}).Where("organization_id = ? AND group_id = ? AND occurrences < ?", ev.OrganizationID, g.ID, count).
+		Update("occurrences", count).Error; err != nil {
 		return fmt.Errorf("notify: count the group's entries: %w", err)
 	}
 	var last models.NotificationEvent

@@ -78,7 +78,9 @@ type GroupInfo struct {
 	ID string
 	// Title is the group's title (the reason with its variable parts as placeholders).
 	Title string
-	// Count is how many items ever joined the group, this one included.
+	// Count is how many items ever joined the group, this one included; 0 when the engine
+	// did not read it (on PostgreSQL, a failure that joined an open group: the notifier
+	// reads the group's arrivals when it needs them).
 	Count int
 	// New: the group was made for this item; Reopened: it was resolved and this item
 	// reopened it; Muted: it is muted (its items notify nothing until the mute ends).

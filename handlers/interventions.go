@@ -310,6 +310,9 @@ func (h *InterventionsHandler) show(c echo.Context, status int, iv *models.Inter
 	vm := pages.InterventionVM{Card: h.card(l, iv, d.Ex, names, ms, now), BackURL: h.url("waiting"), Conflict: f.conflict}
 	vm.Card.WorkflowURL = h.url("workflow", d.Ex.WorkflowID)
 	vm.Outputs, vm.FailedError = earlierOutputs(l, d, iv)
+	if vm.FailedError != "" && vm.Card.Message != "" && strings.Contains(vm.FailedError, l.Text(vm.Card.Message)) {
+		vm.Card.Message = "" // an error resolution's message is the error, which the failure box says
+	}
 	if f.link != "" {
 		check, err := h.asks.CheckLink(ctx, p.OrganizationID, iv.ID, p.UserID, f.link)
 		if err != nil {

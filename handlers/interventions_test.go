@@ -618,6 +618,9 @@ func TestInterventionErrorResolutionPage(t *testing.T) {
 			!strings.Contains(page.body, `data-option="continue"`) || !strings.Contains(page.body, `data-option="abort" data-destructive="true"`) {
 			t.Fatalf("error resolution page: %s", page.body)
 		}
+		if strings.Contains(page.body, `data-testid="ask-message"`) {
+			t.Errorf("the page says the error twice: as the request's message and in the failure box: %s", page.body[strings.Index(page.body, `data-testid="ask-message"`):][:300])
+		}
 		r = sendForm(t, acc, a.srv.URL+"/interventions/"+ivID+"/answer", url.Values{"_csrf": {csrf}, "option": {"continue"}, "note": {"NIP sprawdzony"}})
 		if r.status != http.StatusSeeOther {
 			t.Fatalf("continue: %d %s", r.status, r.body)

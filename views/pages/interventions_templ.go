@@ -131,7 +131,7 @@ func Waiting(p layouts.Page, vm WaitingVM) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" hx-trigger=\"load delay:1500ms, every 10s, live-refresh\" hx-headers='{\"X-Live\": \"1\"}' hx-select=\"#asks-requests\" hx-target=\"#asks-requests\" hx-swap=\"outerHTML\" hx-select-oob=\"#topnav\"></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" hx-trigger=\"every 10s, live-refresh\" hx-headers='{\"X-Live\": \"1\"}' hx-select=\"#asks-requests\" hx-target=\"#asks-requests\" hx-swap=\"outerHTML\" hx-select-oob=\"#topnav\"></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -96,7 +96,12 @@ func (e *failures) deadLetter(st stateTx, r *attemptRun, f failure, join *GroupJ
 		SearchText: models.JoinSearchText(ex.SearchText, models.SearchText(c.Message)), About: ex.About,
 	}
 	if !e.cfg.ungrouped {
-		j, err := st.groups().JoinGroup(&dl, c.Code)
+		p := f.print
+		if p == nil {
+			pp := printOf(&dl, c.Code)
+			p = &pp
+		}
+		j, err := st.groups().join(&dl, c.Code, *p)
 		if err != nil {
 			return err
 		}

@@ -128,6 +128,8 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 	var delay time.Duration
 	var decision retry.Decision
 	retryID := models.NewID()
+	// The fingerprint the failure's dead letter would be grouped by, should it come to that.
+	print := printOf(&models.DeadLetter{WorkflowID: ex.WorkflowID, FailedStepID: a.StepID, ErrorType: string(c.Type), Reason: c.Message}, c.Code)
 	landed, err := e.persist(ctx, r, func(ctx context.Context) error {
 		if err := e.circuits.ensureBreaker(ctx, h.gate, string(c.Type)); err != nil {
 			return err
@@ -205,7 +207,7 @@ func (e *attempts) failWith(ctx context.Context, r *attemptRun, sf stepFailure) 
 			}
 
 			var jobs []Job
-			outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{errRec, c, policy, decision, retriesDone, h.gate, retryID})
+			outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{errRec, c, policy, decision, retriesDone, h.gate, retryID, &print})
 			return append(released, jobs...), err
 		})
 	})

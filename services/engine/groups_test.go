@@ -14,6 +14,7 @@ import (
 	"lifeline/models/modeltest"
 	"lifeline/services/audit"
 	"lifeline/services/engine"
+	"lifeline/services/fingerprint"
 )
 
 // nipOffice refuses every NIP as the demo's sandbox office does ("NIP „…” ma 9 cyfr…", a
@@ -76,6 +77,14 @@ func TestFailureGroupsThroughTheEngine(t *testing.T) {
 		if nip.Counts != (models.GroupCounts{Pending: 3}) || nip.StateNow != models.GroupOpen || nip.StepID != "fetch" ||
 			nip.ErrorType != "validation" || nip.WorkflowName != "Import" || nip.Title != "clientNip: NIP „…” ma … cyfr, a powinien mieć … (400 Bad Request)" {
 			t.Fatalf("group %+v", nip)
+		}
+		// The fingerprint the engine worked out before the failure's transaction is the one
+		// of the item it wrote (what a backfill or a split would work out again).
+		for _, dl := range dls[:3] {
+			if p := fingerprint.Of(fingerprint.Failure{WorkflowID: dl.WorkflowID, StepID: dl.FailedStepID, ErrorType: dl.ErrorType,
+				ErrorCode: nip.ErrorCode, Reason: dl.Reason}); p.Hash != nip.Fingerprint || p.Template != nip.Title {
+				t.Errorf("item %s: fingerprint %s (%q), its group's %s (%q)", dl.ID, p.Hash, p.Template, nip.Fingerprint, nip.Title)
+			}
 		}
 		if strings.Join(nip.Subjects, ",") != "Klient 123456789,Klient 526104082,Klient 701000213" {
 			t.Errorf("subjects %q", nip.Subjects)

@@ -9,6 +9,7 @@ import (
 	"lifeline/models"
 	"lifeline/services/audit"
 	"lifeline/services/classify"
+	"lifeline/services/fingerprint"
 	"lifeline/services/notify"
 	"lifeline/services/retry"
 	"lifeline/services/tmpl"
@@ -32,6 +33,10 @@ type failure struct {
 	gate        *gate
 	// handlerID is the id the handler's attempt gets, if the step has one for the error.
 	handlerID string
+	// print, when not nil, is the failure's fingerprint, worked out before its
+	// transaction (so that SQLite's one writer does not wait for it); nil: deadLetter works
+	// it out.
+	print *fingerprint.Print
 }
 
 // failedForGood settles a step that failed for good, in tx: its handler runs when its

@@ -191,7 +191,7 @@ func (e *maintenance) exhaust(ctx context.Context, a *models.StepAttempt) error 
 		upd := map[string]any{"reclaims": a.Reclaims + 1, "error_type": string(c.Type), "error_code": c.Code, "error_message": c.Message,
 			"lease_expires_at": nil}
 		var jobs []Job
-		outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil, models.NewID()})
+		outcome, jobs, err = e.failures.failedForGood(stateTx{tx: tx, now: now}, r, upd, failure{rec, c, policy, decision, a.Attempt - 1, nil, models.NewID(), nil})
 		return jobs, err
 	})
 	if err == nil && outcome == OutcomeDLQ {

@@ -7,7 +7,6 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
-	"lifeline/services/fingerprint"
 )
 
 // Transitions of failure groups (issue 22): see transitions.go. A group's state is open,
@@ -19,93 +18,6 @@ import (
 // ReopenDeadLetter the item reopened (ReopenGroupOf, which also reopens a resolved group),
 // ReturnToGroup and SplitOut the item that moves. models.DB.GroupCountDrift
 // recounts them from the items.
-
-// GroupJoin is what JoinGroup did.
-type GroupJoin struct {
-	GroupID string
-	// New: the group was made for this item. Reopened: it was resolved and this item
-	// reopened it. Muted: it is muted (the item joins it silently).
-	New, Reopened, Muted bool
-	// Arrivals counts the items that ever joined the group, this one included (0 on
-	// PostgreSQL for a failure that joined an open group: not read, see joinDelta); Title
-	// is the group's title (the reason with its variable parts as placeholders).
-	Arrivals int
-	Title    string
-}
-
-// joinGroupSQL is JoinGroup's one statement, the same on both databases: the group of the
-// fingerprint is made, or it counts one more arrival; a resolved group reopens (remembering
-// when it was resolved), a muted one whose time has passed opens.
-const joinGroupSQL = newGroupSQL + `
-ON CONFLICT (organization_id, fingerprint) DO UPDATE SET
-  arrivals = dlq_groups.arrivals + 1,
-  pending_count = dlq_groups.pending_count + excluded.pending_count,
-  processing_count = dlq_groups.processing_count + excluded.processing_count,
-  closed_count = dlq_groups.closed_count + excluded.closed_count,
-  open_count = dlq_groups.open_count + excluded.open_count,
-  open_amount_minor = dlq_groups.open_amount_minor + excluded.open_amount_minor,
-  last_seen_at = CASE WHEN excluded.last_seen_at > dlq_groups.last_seen_at THEN excluded.last_seen_at ELSE dlq_groups.last_seen_at END,
-  state = CASE WHEN dlq_groups.state = 'resolved' OR (dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at)
-    THEN 'open' ELSE dlq_groups.state END,
-  muted_until = CASE WHEN dlq_groups.state = 'muted' AND dlq_groups.muted_until <= excluded.updated_at THEN NULL ELSE dlq_groups.muted_until END,
-  resolved_before = CASE WHEN dlq_groups.state = 'resolved' THEN dlq_groups.resolved_at ELSE dlq_groups.resolved_before END,
-  reopened_at = CASE WHEN dlq_groups.state = 'resolved' THEN excluded.updated_at ELSE dlq_groups.reopened_at END,
-  reopen_cause = CASE WHEN dlq_groups.state = 'resolved' THEN 'recurrence' ELSE dlq_groups.reopen_cause END,
-  resolved_at = NULL,
-  updated_at = excluded.updated_at
-RETURNING id, state, arrivals + (SELECT COALESCE(SUM(c.arrivals), 0) FROM dlq_group_counts c
-    WHERE c.organization_id = dlq_groups.organization_id AND c.group_id = dlq_groups.id) AS arrivals,
-  (reopened_at IS NOT NULL AND reopened_at = updated_at) AS reopened`
-
-// newGroupSQL makes the group of a fingerprint for its first item (joinGroupSQL, and on
-// PostgreSQL joinNewSQL).
-const newGroupSQL = `INSERT INTO dlq_groups (id, organization_id, fingerprint, version, workflow_id, step_id, error_type, error_code,
-  title, search_text, state, arrivals, pending_count, processing_count, closed_count, open_count, open_amount_minor, first_seen_at, last_seen_at,
-  created_at, updated_at)
-VALUES (@id, @org, @fp, @version, @wf, @step, @type, @code, @title, @search, 'open', 1, @pending, @processing, @closed, @open, @amount, @now, @now,
-  @now, @now)`
-
-// JoinGroup puts a new failure (dl: organization, workflow, failed step, error type, reason)
-// with error code code into its group: one upsert by fingerprint, which counts the item in
-// the group by dl.Status (the caller writes the item: a new one, or one that returns to
-// pending, ReturnToGroup). It sets dl.GroupID and says whether the group is new, reopened (it was resolved) or muted. It cannot lose: the
-// upsert is atomic on both databases, and two failures of one new problem make one group.
-func (s groupTx) JoinGroup(dl *models.DeadLetter, code string) (GroupJoin, error) {
-	return s.join(dl, code, printOf(dl, code))
-}
-
-// printOf is the fingerprint of the failure dl with error code code.
-func printOf(dl *models.DeadLetter, code string) fingerprint.Print {
-	return fingerprint.Of(fingerprint.Failure{WorkflowID: dl.WorkflowID, StepID: dl.FailedStepID, ErrorType: dl.ErrorType,
-		ErrorCode: code, Reason: dl.Reason})
-}
-
-func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
-	var row struct {
-		ID       string
-		State    string
-		Arrivals int
-		Reopened bool
-	}
-	c := statusCounts(dl.Status, 1)
-	args := map[string]any{
-		"id": models.NewID(), "org": dl.OrganizationID, "fp": p.Hash, "version": p.Version, "wf": dl.WorkflowID,
-		"step": dl.FailedStepID, "type": dl.ErrorType, "code": code, "title": p.Template, "search": models.SearchText(p.Template), "now": s.now,
-		"pending": c.Pending, "processing": c.Processing, "closed": c.Closed, "open": c.Pending + c.Processing,
-		"amount": openAmount(c, dl.AmountMinor),
-	}
-	if models.GroupCountDeltas(s.tx) {
-		if ok, j, err := s.joinDelta(dl, p, args); ok || err != nil {
-			return j, err
-		}
-	}
-	if err := s.tx.Raw(joinGroupSQL, args).Scan(&row).Error; err != nil {
-		return GroupJoin{}, err
-	}
-	dl.GroupID = &row.ID
-	return GroupJoin{GroupID: row.ID, New: row.Arrivals == 1 && !row.Reopened, Reopened: row.Reopened, Muted: row.State == models.GroupMuted,
-		Arrivals: row.Arrivals, Title: p.Template}, nil
-}
 
 // ResolveGroupOf resolves the group of the dead letter dlID when none of its items is pending
 // or processing any more (call it after the item closed and was counted, in the same

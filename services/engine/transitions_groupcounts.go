@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"database/sql"
+	"errors"
+
 	"lifeline/models"
 	"lifeline/services/fingerprint"
 )
@@ -19,14 +22,14 @@ import (
 // amount and its time; it returns the group (no row when the group is new, resolved, or
 // muted until before now: those update the row, joinGroupSQL). It does not add up the
 // group's arrivals (its deltas not yet folded: as many as failures since the last fold),
-// which every failure would pay for.
+// which every failure would pay for. Its arguments are join's counted.
 const joinDeltaSQL = `WITH g AS (
-  SELECT id, organization_id, state, arrivals FROM dlq_groups WHERE organization_id = @org AND fingerprint = @fp
-    AND (state = 'open' OR (state = 'muted' AND muted_until > @now)) FOR SHARE),
+  SELECT id, organization_id, state, arrivals FROM dlq_groups WHERE organization_id = $1 AND fingerprint = $2
+    AND (state = 'open' OR (state = 'muted' AND muted_until > $3)) FOR SHARE),
 ins AS (
   INSERT INTO dlq_group_counts (organization_id, group_id, arrivals, pending_count, processing_count, closed_count, open_count,
     open_amount_minor, seen_at)
-  SELECT organization_id, id, 1, @pending, @processing, @closed, @open, @amount, @now FROM g RETURNING group_id)
+  SELECT organization_id, id, 1, $4, $5, $6, $7, $8, $3 FROM g RETURNING group_id)
 SELECT g.id, g.state FROM g JOIN ins ON ins.group_id = g.id`
 
 // joinNewSQL makes a new group on PostgreSQL, and does nothing when the fingerprint has one
@@ -40,28 +43,33 @@ const joinNewSQL = newGroupSQL + ` ON CONFLICT (organization_id, fingerprint) DO
 // upserts the row (joinGroupSQL), which reopens it. Of two failures that reopen one group,
 // the second waits for the first's row lock and then updates the open row too, still
 // exact. The join's Arrivals is 0 (not read) when it wrote a delta: whoever needs the count
-// reads models.GroupsNow.
-func (s groupTx) joinDelta(dl *models.DeadLetter, p fingerprint.Print, args map[string]any) (bool, GroupJoin, error) {
+// reads models.GroupsNow. counted are join's.
+func (s groupTx) joinDelta(dl *models.DeadLetter, code string, p fingerprint.Print, counted []any) (bool, GroupJoin, error) {
 	delta := func() (bool, GroupJoin, error) {
-		var rows []struct{ ID, State string }
-		if err := s.tx.Raw(joinDeltaSQL, args).Scan(&rows).Error; err != nil || len(rows) == 0 {
+		var id, state string
+		err := models.QueryRow(s.tx, joinDeltaSQL, counted...).Scan(&id, &state)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, GroupJoin{}, nil
+		}
+		if err != nil {
 			return false, GroupJoin{}, err
 		}
-		dl.GroupID = &rows[0].ID
-		return true, GroupJoin{GroupID: rows[0].ID, Muted: rows[0].State == models.GroupMuted, Title: p.Template}, nil
+		dl.GroupID = &id
+		return true, GroupJoin{GroupID: id, Muted: state == models.GroupMuted, Title: p.Template}, nil
 	}
 	if ok, j, err := delta(); ok || err != nil {
 		return ok, j, err
 	}
-	var made []string
-	if err := s.tx.Raw(joinNewSQL, args).Scan(&made).Error; err != nil {
+	var made string
+	err := models.QueryRow(s.tx, joinNewSQL, groupArgs(counted, dl, code, p)...).Scan(&made)
+	if errors.Is(err, sql.ErrNoRows) {
+		return delta()
+	}
+	if err != nil {
 		return false, GroupJoin{}, err
 	}
-	if len(made) == 1 {
-		dl.GroupID = &made[0]
-		return true, GroupJoin{GroupID: made[0], New: true, Arrivals: 1, Title: p.Template}, nil
-	}
-	return delta()
+	dl.GroupID = &made
+	return true, GroupJoin{GroupID: made, New: true, Arrivals: 1, Title: p.Template}, nil
 }
 
 // countDeltaSQL is countItems' delta on PostgreSQL (pending, processing, closed, open, open

@@ -501,8 +501,8 @@ func BenchmarkProcesses(b *testing.B) {
 // that what the machine does meanwhile falls on both alike; each stack ran one batch
 // untimed first (the group is made, the caches and pool warm). The reasons name ten
 // different NIPs of one problem, so most failures join a group that exists. It reports both
-// rates and grouped-% (the grouped rate as a share of the baseline's). Target: at least 95 %
-// (scripts/bench-table.sh).
+// rates (all rounds) and grouped-%: the grouped rate as a share of the baseline's in the
+// median round. Target: at least 95 % (scripts/bench-table.sh).
 func BenchmarkFailureBranch(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ N int }
@@ -514,7 +514,7 @@ func BenchmarkFailureBranch(b *testing.B) {
 	b.Cleanup(srv.Close)
 	def := fmt.Sprintf(`{"name": "Wysyłka JPK", "settings": {"circuitBreaker": {"enabled": false}},
 	  "steps": [{"id": "send", "type": "http", "config": {"method": "POST", "url": %q, "body": {"n": "{{ input.n }}"}}}]}`, srv.URL)
-	const failureRounds = 6
+	const failureRounds = 7
 	for _, dialect := range modeltest.Dialects {
 		b.Run(dialect, func(b *testing.B) {
 			stacks := [2]*benchStack{ // grouped, ungrouped
@@ -533,12 +533,16 @@ func BenchmarkFailureBranch(b *testing.B) {
 			}
 			b.ResetTimer()
 			var took [2]time.Duration
+			var ratios []float64 // per round, the baseline's time over the grouped one's, in %
 			for i := range b.N {
 				for r := range failureRounds {
 					first := (i*failureRounds + r) % 2
+					var round [2]time.Duration
 					for _, k := range []int{first, 1 - first} {
-						took[k] += batch(stacks[k])
+						round[k] = batch(stacks[k])
+						took[k] += round[k]
 					}
+					ratios = append(ratios, 100*round[1].Seconds()/round[0].Seconds())
 				}
 			}
 			b.StopTimer()
@@ -554,7 +558,13 @@ func BenchmarkFailureBranch(b *testing.B) {
 			n := float64(b.N * failureRounds * execBatch)
 			b.ReportMetric(n/took[0].Seconds(), "grouped-failures/s")
 			b.ReportMetric(n/took[1].Seconds(), "ungrouped-failures/s")
-			b.ReportMetric(100*took[1].Seconds()/took[0].Seconds(), "grouped-%")
+			// The median round: a stall of the machine or the disk (a checkpoint) that falls on
+			// one batch moves one round, not the figure.
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "grouped-%")
+			if testing.Verbose() {
+				b.Logf("rounds, grouped %% of the baseline: %.1f", ratios)
+			}
 		})
 	}
 }

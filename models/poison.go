@@ -16,6 +16,8 @@ type ValueCandidate struct {
 	ErrorType     string
 	ErrorCode     string
 	OriginalInput JSON
+	// Reason is the failure's reason, as the DLQ shows it.
+	Reason string
 }
 
 // DeadLettersHolding returns up to limit of the organization's dead letters whose search
@@ -24,7 +26,7 @@ type ValueCandidate struct {
 func (db *DB) DeadLettersHolding(ctx context.Context, orgID, text string, limit int) ([]ValueCandidate, error) {
 	var out []ValueCandidate
 	err := db.Conn(ctx).Table("dead_letter_queue d").
-		Select("d.id, d.workflow_id, d.status, d.manual_retry_count, d.error_type, COALESCE(e.error_code, '') AS error_code, d.original_input").
+		Select("d.id, d.workflow_id, d.status, d.manual_retry_count, d.error_type, COALESCE(e.error_code, '') AS error_code, d.original_input, d.reason").
 		Joins("LEFT JOIN workflow_execution_errors e ON e.id = d.error_id").
 		Where("d.organization_id = ?", orgID).Where(db.contains("d.search_text"), containsPattern(Fold(text))).
 		Order("d.created_at DESC").Limit(limit).Scan(&out).Error

@@ -4,7 +4,9 @@
 // Check counts, for each, the organization's dead letters that hold it and how often they
 // failed, of the failures a value can cause (InputCaused): a client's NIP is in every run
 // for that client, and the bank's maintenance or an expired token failing three of them
-// says nothing about the NIP. Nothing runs on the failure path: the dead letters' search text (written with
+// says nothing about the NIP. Nor does a failure whose reason names another of its values
+// (an invoice the tax office has not got yet): a reason that names some of them counts for
+// those alone. Nothing runs on the failure path: the dead letters' search text (written with
 // them) finds the candidates, and their inputs are checked exactly.
 package poison
 
@@ -15,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"lifeline/models"
 	"lifeline/models/apperr"
@@ -197,9 +201,15 @@ func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Fl
 		f := Flag{Value: v}
 		wfs := map[string]bool{}
 		for _, c := range cands {
-			if !holds(Values(c.OriginalInput), v) || !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
+			held := Values(c.OriginalInput)
+			if !holds(held, v) || !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
 				// The text held it inside something else, the service failed, or the office's
 				// closed period held the step back (no service saw the value).
+				continue
+			}
+			if named := namedIn(c.Reason, held); len(named) > 0 && !holds(named, v) {
+				// The failure names which of its values it is about, and not this one: the
+				// client's NIP beside an invoice the service has not got yet.
 				continue
 			}
 			f.Items++
@@ -226,6 +236,40 @@ func InputCaused(errorType string) bool {
 	}
 	return true
 }
+
+// namedIn returns the values of vs that reason names, whole (not inside a longer number or
+// word): as the input wrote it, or by its key (a NIP keyed 5260250274 is named by "NIP
+// 5260250274" whatever dashes the input had).
+func namedIn(reason string, vs []Value) []Value {
+	var out []Value
+	upper := strings.ToUpper(reason)
+	for _, w := range vs {
+		if (w.raw != "" && hasWhole(reason, w.raw)) || hasWhole(upper, w.Key) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// hasWhole reports whether s holds part with no letter or digit right before or after it.
+func hasWhole(s, part string) bool {
+	for at := 0; part != ""; {
+		i := strings.Index(s[at:], part)
+		if i < 0 {
+			return false
+		}
+		i += at
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[i+len(part):])
+		if !isAlnum(before) && !isAlnum(after) {
+			return true
+		}
+		at = i + 1
+	}
+	return false
+}
+
+func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // Text is the value as its input wrote it (what the DLQ's search finds), or its key.
 func (v Value) Text() string {

@@ -2,7 +2,9 @@ package poison_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +54,7 @@ func TestCheck(t *testing.T) {
 			}
 		}
 		wfs := map[string]string{}
-		var itemOf func(org, workflow, input string, retries int, status, errorType string) string
+		var itemOf func(org, workflow, input string, retries int, status, errorType, reason string) string
 		wf := func(org, name string) string {
 			if id, ok := wfs[org+name]; ok {
 				return id
@@ -66,9 +68,9 @@ func TestCheck(t *testing.T) {
 			return w.ID
 		}
 		item := func(org, workflow, input string, retries int, status string) string {
-			return itemOf(org, workflow, input, retries, status, "validation")
+			return itemOf(org, workflow, input, retries, status, "validation", "x")
 		}
-		itemOf = func(org, workflow, input string, retries int, status, errorType string) string {
+		itemOf = func(org, workflow, input string, retries int, status, errorType, reason string) string {
 			w := wf(org, workflow)
 			ex := models.Execution{ID: models.NewID(), OrganizationID: org, WorkflowID: w, WorkflowVersion: 1, Status: models.ExecDLQPending,
 				Input: models.JSON(input), TriggerType: "api", CorrelationID: "c", CreatedAt: now, UpdatedAt: now}
@@ -76,7 +78,7 @@ func TestCheck(t *testing.T) {
 				ErrorMessage: "x", Status: models.ErrDeadLetter, CreatedAt: now, UpdatedAt: now}
 			dl := models.DeadLetter{ID: models.NewID(), OrganizationID: org, ErrorID: rec.ID, WorkflowID: w, ExecutionID: ex.ID,
 				OriginalInput: models.JSON(input), StepStates: models.JSON(`[]`), FailedStepID: "s", Status: status, ManualRetryCount: retries,
-				ErrorType: errorType, Reason: "x", SearchText: models.SearchText(input), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
+				ErrorType: errorType, Reason: reason, SearchText: models.SearchText(input), ExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
 			for _, row := range []any{&ex, &rec, &dl} {
 				if err := tx.Create(row).Error; err != nil {
 					t.Fatal(err)
@@ -115,15 +117,68 @@ func TestCheck(t *testing.T) {
 		// failing runs of three workflows, twice over, is the service's doing, not the NIP's,
 		// and a value that also failed once on its data is still one failure.
 		for i, typ := range []string{"transient", "rate_limit", "authorization", "timeout", "external_service"} {
-			itemOf(org, []string{"Bank", "Payroll", "KSeF"}[i%3], `{"clientNip": "1736222016"}`, 1, models.DLQPending, typ)
+			itemOf(org, []string{"Bank", "Payroll", "KSeF"}[i%3], `{"clientNip": "1736222016"}`, 1, models.DLQPending, typ, "x")
 		}
-		itemOf(org, "Payroll", `{"clientNip": "1736222016"}`, 0, models.DLQResolved, "permanent")
+		itemOf(org, "Payroll", `{"clientNip": "1736222016"}`, 0, models.DLQResolved, "permanent", "x")
 		flags, err = svc.Check(ctx, org, []byte(`{"clientNip": "1736222016"}`))
 		if err != nil || len(flags) != 1 || flags[0].Poison || flags[0].Failures != 1 || flags[0].Workflows != 1 {
 			t.Errorf("a NIP whose runs failed for the services' reasons, and once on its data: %+v %v", flags, err)
+		}
+		// Three invoices of one client the tax office has not got yet: each failure names its
+		// invoice, not the client's NIP (written with dashes in the input, named by its
+		// digits when a reason names it). The NIP is no suspect; an invoice that failed three
+		// times is.
+		for i, inv := range []string{"FV/2026/11/7", "FV/2026/11/8", "FV/2026/11/9", "FV/2026/11/9"} {
+			itemOf(org, "KSeF", fmt.Sprintf(`{"invoice": %q, "clientNip": "951-234-56-78"}`, inv), i/3, models.DLQPending, "permanent",
+				"Faktura zakupu "+inv+" nie jest jeszcze w KSeF: klient jej nie przesłał (404 Not Found)")
+		}
+		flags, err = svc.Check(ctx, org, []byte(`{"invoice": "FV/2026/11/9", "clientNip": "951-234-56-78"}`))
+		got = map[string]poison.Flag{}
+		for _, f := range flags {
+			got[f.Kind] = f
+		}
+		if f := got["nip"]; err != nil || f.Poison || f.Items != 0 {
+			t.Errorf("a client's NIP beside invoices the failures name: %+v %v", f, err)
+		}
+		if f := got["invoice"]; !f.Poison || f.Items != 2 || f.Failures != 3 {
+			t.Errorf("an invoice named by three failures: %+v", f)
+		}
+		// A reason that names the NIP counts for it.
+		for range 3 {
+			itemOf(org, "VAT", `{"invoice": "FV/2026/11/10", "clientNip": "951-234-56-78"}`, 0, models.DLQPending, "validation",
+				"NIP 9512345678: cyfra kontrolna się nie zgadza")
+		}
+		flags, err = svc.Check(ctx, org, []byte(`{"clientNip": "951-234-56-78"}`))
+		if err != nil || len(flags) != 1 || !flags[0].Poison || flags[0].Items != 3 {
+			t.Errorf("a NIP the failures name: %+v %v", flags, err)
 		}
 		if _, err := svc.Item(ctx, other, inVAT); err == nil {
 			t.Error("another organization's item was read")
 		}
 	})
+}
+
+func TestNamedIn(t *testing.T) {
+	t.Parallel()
+	vs := poison.Values([]byte(`{"a": "FV/2026/11/1", "b": "FV/2026/11/10", "nip": "951-234-56-78"}`))
+	for _, tc := range []struct {
+		reason string
+		want   []string
+	}{
+		{"Faktura FV/2026/11/10 nie jest w KSeF", []string{"FV/2026/11/10"}},
+		{"Faktura FV/2026/11/1: brak", []string{"FV/2026/11/1"}},
+		{"NIP 9512345678 ma złą cyfrę kontrolną", []string{"9512345678"}},
+		{"NIP 951-234-56-78 ma złą cyfrę kontrolną", []string{"9512345678"}},
+		{"konto 19512345678901", nil},
+		{"faktura fv/2026/11/1 nie istnieje", []string{"FV/2026/11/1"}},
+		{"usługa niedostępna", nil},
+	} {
+		var got []string
+		for _, v := range poison.NamedIn(tc.reason, vs) {
+			got = append(got, v.Key)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%q names %v, want %v", tc.reason, got, tc.want)
+		}
+	}
 }

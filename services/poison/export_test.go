@@ -1,0 +1,4 @@
+package poison
+
+// NamedIn is namedIn, for TestNamedIn.
+var NamedIn = namedIn

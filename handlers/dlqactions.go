@@ -30,11 +30,12 @@ type recoverer interface {
 }
 
 // deadLetters finds a dead letter, by id or an execution's, and reads its execution with
-// the input masked as users may see it (executions.Service).
+// the input masked as users may see it, and its rollback's compensations (executions.Service).
 type deadLetters interface {
 	GetDLQ(ctx context.Context, orgID, id string) (*models.DLQRow, error)
 	DLQForExecution(ctx context.Context, orgID, executionID string) (*models.DeadLetter, error)
 	Execution(ctx context.Context, orgID, id string) (*models.Execution, error)
+	Compensations(ctx context.Context, orgID, id string) ([]models.CompensationAction, error)
 }
 
 // auditHistory reads audit entries, for a dead letter's history (audit.Reader).

@@ -183,6 +183,13 @@ func TestRollbackFromDLQItem(t *testing.T) {
 		if p := item(admin, dl1); strings.Contains(p, `data-testid="form-rollback"`) || !strings.Contains(p, `data-testid="rolled-back-warning"`) {
 			t.Errorf("the rolled-back item: a form again, or no warning")
 		}
+		// Its steps at the failure: the booking, undone since, says so.
+		page := item(admin, dl1)
+		book, file := strings.Index(page, `data-testid="timeline-step" data-step="book"`), strings.Index(page, `data-testid="timeline-step" data-step="file"`)
+		if book < 0 || file < book || !strings.Contains(page[book:file], `data-status="COMPENSATED"`) ||
+			strings.Contains(page[book:file], `data-status="SUCCEEDED"`) || !strings.Contains(page[file:], `data-status="DLQ"`) {
+			t.Errorf("the rolled-back item's steps: the booking is not shown undone")
+		}
 		// Its completed steps were undone: their outputs are not reused. Only a retry of the
 		// entire workflow is offered, and the engine refuses the others.
 		p := item(admin, dl1)

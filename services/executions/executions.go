@@ -213,6 +213,15 @@ func (s *Service) Execution(ctx context.Context, orgID, id string) (*models.Exec
 	return ex, nil
 }
 
+// Compensations returns the compensations of the rollback of the organization's execution
+// id, in the order they run (none without a rollback; none for another organization's).
+func (s *Service) Compensations(ctx context.Context, orgID, id string) ([]models.CompensationAction, error) {
+	if s.eng == nil {
+		return nil, errNoEngine
+	}
+	return s.eng.Compensations(ctx, orgID, id)
+}
+
 // Executions reads the named executions of the organization, their inputs masked, by id
 // (others' and unknown ids are left out): what a list of requests shows of each.
 func (s *Service) Executions(ctx context.Context, orgID string, ids []string) (map[string]*models.Execution, error) {

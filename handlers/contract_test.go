@@ -50,7 +50,7 @@ var loadContract = sync.OnceValues(func() (*apiContract, error) {
 	return &apiContract{doc: doc, router: r}, nil
 })
 
-// checkContract holds an /api/v1 exchange to the OpenAPI document; do calls it for every
+// checkContract holds an /api/v1 or /hooks exchange to the OpenAPI document; do calls it for every
 // request, so every API response the handlers' tests receive is checked:
 //   - the response: its status must be one the operation lists (not only "default"), and
 //     its body and headers must match that response's schema;
@@ -60,7 +60,7 @@ var loadContract = sync.OnceValues(func() (*apiContract, error) {
 //   - a request the document has no operation for must be refused (4xx) with the error shape.
 func checkContract(t testing.TB, req *http.Request, reqBody string, status int, header http.Header, body []byte) {
 	t.Helper()
-	if !strings.HasPrefix(req.URL.Path, "/api/v1/") {
+	if !documented(req.URL.Path) {
 		return
 	}
 	ct, err := loadContract()
@@ -170,9 +170,15 @@ func validateErrorBody(doc *openapi3.T, body []byte) error {
 	return doc.Components.Schemas["Error"].Value.VisitJSON(v, openapi3.EnableJSONSchema2020())
 }
 
+// documented reports whether the OpenAPI document describes the routes under path: the
+// API, and the inbound webhooks that start workflows.
+func documented(path string) bool {
+	return strings.HasPrefix(path, "/api/v1/") || strings.HasPrefix(path, "/hooks/")
+}
+
 var echoParam = regexp.MustCompile(`:([A-Za-z_][A-Za-z0-9_]*)`)
 
-// TestOpenAPICoversEveryRoute: every route the router serves under /api/v1 (with every
+// TestOpenAPICoversEveryRoute: every route the router serves under /api/v1 and /hooks (with every
 // optional part of the server on) is an operation of the OpenAPI document, with the same
 // path parameters, and the document has no operation the router does not serve.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
@@ -186,7 +192,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 		served := map[string]bool{}
 		for _, r := range routesOf(t, a) {
 			method, path, _ := strings.Cut(r, " ")
-			if !strings.HasPrefix(path, "/api/v1/") {
+			if !documented(path) {
 				continue
 			}
 			path = echoParam.ReplaceAllString(path, "{$1}")

@@ -459,6 +459,39 @@ func (e RulesZusDay) Valid() bool {
 	}
 }
 
+// Defines values for WebhookReceiptStatus.
+const (
+	WebhookReceiptStatusDLQPENDING WebhookReceiptStatus = "DLQ_PENDING"
+	WebhookReceiptStatusFAILED     WebhookReceiptStatus = "FAILED"
+	WebhookReceiptStatusPARTIAL    WebhookReceiptStatus = "PARTIAL"
+	WebhookReceiptStatusPENDING    WebhookReceiptStatus = "PENDING"
+	WebhookReceiptStatusRUNNING    WebhookReceiptStatus = "RUNNING"
+	WebhookReceiptStatusSUCCEEDED  WebhookReceiptStatus = "SUCCEEDED"
+	WebhookReceiptStatusWAITING    WebhookReceiptStatus = "WAITING"
+)
+
+// Valid indicates whether the value is a known member of the WebhookReceiptStatus enum.
+func (e WebhookReceiptStatus) Valid() bool {
+	switch e {
+	case WebhookReceiptStatusDLQPENDING:
+		return true
+	case WebhookReceiptStatusFAILED:
+		return true
+	case WebhookReceiptStatusPARTIAL:
+		return true
+	case WebhookReceiptStatusPENDING:
+		return true
+	case WebhookReceiptStatusRUNNING:
+		return true
+	case WebhookReceiptStatusSUCCEEDED:
+		return true
+	case WebhookReceiptStatusWAITING:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BulkItems.
 const (
 	BulkItemsTrue BulkItems = "true"
@@ -1768,6 +1801,18 @@ type StepError struct {
 	Type    string  `json:"type"`
 }
 
+// WebhookReceipt defines model for WebhookReceipt.
+type WebhookReceipt struct {
+	ExecutionId openapi_types.UUID `json:"executionId"`
+
+	// Replayed True when the delivery was a repeat (200).
+	Replayed bool                 `json:"replayed"`
+	Status   WebhookReceiptStatus `json:"status"`
+}
+
+// WebhookReceiptStatus defines model for WebhookReceipt.Status.
+type WebhookReceiptStatus string
+
 // Workflow defines model for Workflow.
 type Workflow struct {
 	CreatedAt time.Time `json:"createdAt"`
@@ -2237,6 +2282,18 @@ type StartExecutionParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ReceiveWebhookParams defines parameters for ReceiveWebhook.
+type ReceiveWebhookParams struct {
+	// WebhookId The event's id, unique per event (1–200 printable ASCII characters); the execution's idempotency key.
+	WebhookId string `json:"webhook-id"`
+
+	// WebhookTimestamp When it was signed, Unix seconds; more than 5 minutes from the server's clock is refused.
+	WebhookTimestamp string `json:"webhook-timestamp"`
+
+	// WebhookSignature `v1,<base64 HMAC-SHA256 of "webhook-id.webhook-timestamp.body">` under the secret's key (several, space-separated, during a rotation).
+	WebhookSignature string `json:"webhook-signature"`
+}
+
 // OpenBreakerJSONRequestBody defines body for OpenBreaker for application/json ContentType.
 type OpenBreakerJSONRequestBody = Reason
 
@@ -2308,6 +2365,9 @@ type UpdateWorkflowJSONRequestBody = WorkflowDefinition
 
 // StartExecutionJSONRequestBody defines body for StartExecution for application/json ContentType.
 type StartExecutionJSONRequestBody StartExecutionJSONBody
+
+// ReceiveWebhookJSONRequestBody defines body for ReceiveWebhook for application/json ContentType.
+type ReceiveWebhookJSONRequestBody = AnyJSON
 
 // AsGroup returns the union data inside the ActOnGroup200JSONResponseBody as a Group
 func (t ActOnGroup200JSONResponseBody) AsGroup() (Group, error) {
@@ -2998,6 +3058,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/workflows/{id}/executions (the `StartExecution` operationId).
 	StartExecution(ctx context.Context, id ID, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveWebhookWithBody Start an execution of a workflow from a system's event (its webhook URL, signed).
+	//
+	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+	// with the execution the first one started, and starts nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+	ReceiveWebhookWithBody(ctx context.Context, token string, params *ReceiveWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReceiveWebhook Start an execution of a workflow from a system's event (its webhook URL, signed).
+	//
+	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+	// with the execution the first one started, and starts nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+	ReceiveWebhook(ctx context.Context, token string, params *ReceiveWebhookParams, body ReceiveWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetAnalytics Error analytics for a range (accountants and admins; viewers get 403).
@@ -4424,6 +4512,54 @@ func (c *Client) StartExecutionWithBody(ctx context.Context, id ID, params *Star
 // Corresponds with POST /api/v1/workflows/{id}/executions (the `StartExecution` operationId).
 func (c *Client) StartExecution(ctx context.Context, id ID, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewStartExecutionRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveWebhookWithBody Start an execution of a workflow from a system's event (its webhook URL, signed).
+//
+// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+// input, checked against the workflow's input schema. Sign every delivery the Standard
+// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+// with the execution the first one started, and starts nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+func (c *Client) ReceiveWebhookWithBody(ctx context.Context, token string, params *ReceiveWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveWebhookRequestWithBody(c.Server, token, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReceiveWebhook Start an execution of a workflow from a system's event (its webhook URL, signed).
+//
+// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+// input, checked against the workflow's input schema. Sign every delivery the Standard
+// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+// with the execution the first one started, and starts nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+func (c *Client) ReceiveWebhook(ctx context.Context, token string, params *ReceiveWebhookParams, body ReceiveWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReceiveWebhookRequest(c.Server, token, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7655,6 +7791,84 @@ func NewStartExecutionRequestWithBody(server string, id ID, params *StartExecuti
 	return req, nil
 }
 
+// NewReceiveWebhookRequest calls the generic ReceiveWebhook builder with application/json body
+func NewReceiveWebhookRequest(server string, token string, params *ReceiveWebhookParams, body ReceiveWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReceiveWebhookRequestWithBody(server, token, params, "application/json", bodyReader)
+}
+
+// NewReceiveWebhookRequestWithBody constructs an http.Request for the ReceiveWebhook method, with any body, and a specified content type
+func NewReceiveWebhookRequestWithBody(server string, token string, params *ReceiveWebhookParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/hooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "webhook-id", params.WebhookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-id", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "webhook-timestamp", params.WebhookTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-timestamp", headerParam1)
+
+		var headerParam2 string
+
+		headerParam2, err = runtime.StyleParamWithOptions("simple", false, "webhook-signature", params.WebhookSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("webhook-signature", headerParam2)
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -8332,6 +8546,34 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/workflows/{id}/executions (the `StartExecution` operationId).
 	StartExecutionWithResponse(ctx context.Context, id ID, params *StartExecutionParams, body StartExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*StartExecutionResponse, error)
+
+	// ReceiveWebhookWithBodyWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
+	//
+	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+	// with the execution the first one started, and starts nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+	ReceiveWebhookWithBodyWithResponse(ctx context.Context, token string, params *ReceiveWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveWebhookResponse, error)
+
+	// ReceiveWebhookWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
+	//
+	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+	// with the execution the first one started, and starts nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+	ReceiveWebhookWithResponse(ctx context.Context, token string, params *ReceiveWebhookParams, body ReceiveWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveWebhookResponse, error)
 }
 
 type GetAnalyticsResponse struct {
@@ -13163,6 +13405,103 @@ func (r StartExecutionResponse) ContentType() string {
 	return ""
 }
 
+type ReceiveWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WebhookReceipt
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *WebhookReceipt
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Invalid
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON200() *WebhookReceipt {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON202() *WebhookReceipt {
+	return r.JSON202
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON422() *Invalid {
+	return r.JSON422
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ReceiveWebhookResponse) GetJSON500() *Error {
+	return r.JSON500
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ReceiveWebhookResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReceiveWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReceiveWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReceiveWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReceiveWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetAnalyticsWithResponse Error analytics for a range (accountants and admins; viewers get 403).
 //
 // The figures of the Analytics page: failures per day by error type, dead letters arrived
@@ -14323,6 +14662,46 @@ func (c *ClientWithResponses) StartExecutionWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseStartExecutionResponse(rsp)
+}
+
+// ReceiveWebhookWithBodyWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
+//
+// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+// input, checked against the workflow's input schema. Sign every delivery the Standard
+// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+// with the execution the first one started, and starts nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+func (c *ClientWithResponses) ReceiveWebhookWithBodyWithResponse(ctx context.Context, token string, params *ReceiveWebhookParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReceiveWebhookResponse, error) {
+	rsp, err := c.ReceiveWebhookWithBody(ctx, token, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveWebhookResponse(rsp)
+}
+
+// ReceiveWebhookWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
+//
+// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
+// input, checked against the workflow's input schema. Sign every delivery the Standard
+// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
+// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
+// with the execution the first one started, and starts nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /hooks/{token} (the `ReceiveWebhook` operationId).
+func (c *ClientWithResponses) ReceiveWebhookWithResponse(ctx context.Context, token string, params *ReceiveWebhookParams, body ReceiveWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ReceiveWebhookResponse, error) {
+	rsp, err := c.ReceiveWebhook(ctx, token, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReceiveWebhookResponse(rsp)
 }
 
 // ParseGetAnalyticsResponse parses an HTTP response from a GetAnalyticsWithResponse call
@@ -18214,6 +18593,88 @@ func ParseStartExecutionResponse(rsp *http.Response) (*StartExecutionResponse, e
 			headers.Location = &value
 		}
 		response.Headers201 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReceiveWebhookResponse parses an HTTP response from a ReceiveWebhookWithResponse call
+func ParseReceiveWebhookResponse(rsp *http.Response) (*ReceiveWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReceiveWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WebhookReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest WebhookReceipt
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Invalid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
 	}
 
 	return response, nil

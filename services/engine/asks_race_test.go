@@ -1,0 +1,117 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"lifeline/models"
+	"lifeline/models/apperr"
+	"lifeline/models/modeltest"
+	"lifeline/services/audit"
+	"lifeline/services/engine"
+)
+
+// TestAskRaces forces what can happen to one request at once, each interleaving by a hook
+// (the first one held after its checks read the request open, before its transaction):
+//   - an answer, and meanwhile the request times out: the answer loses (409), the timeout
+//     stands (the approval fails to the DLQ) and nothing runs after the ask step;
+//   - an answer, and meanwhile an admin cancels the execution: the answer loses, the
+//     execution stays cancelled (FAILED, its request cancelled);
+//   - a cancel, and meanwhile someone answers: the cancel loses (409), the execution goes
+//     on with the answer.
+func TestAskRaces(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		e := newAskEnv(t, db)
+		ctx := context.Background()
+		wf := e.workflow(askDef(`{"kind": "approval", "title": "Zatwierdź", "timeoutMs": 60000}`))
+		approve := func(r *engine.AnswerRequest) { r.Answer = "approved" }
+		cancel := func(exID string) error {
+			return e.eng.Asks().Cancel(ctx, engine.CancelRequest{OrganizationID: e.org, ExecutionID: exID, Note: "zły klient",
+				Actor: audit.Actor{Type: audit.ActorUser, ID: e.admin}, ActorName: "admin"})
+		}
+		// held runs first (its goroutine held at BeforeTx of transition tr), then meanwhile,
+		// and returns first's error once it went on.
+		held := func(exID, tr string, first func() error, meanwhile func()) error {
+			t.Helper()
+			arrived, release := make(chan struct{}), make(chan struct{})
+			e.eng.SetHooks(engine.Hooks{BeforeTx: func(name, id string) {
+				if name == tr && id == exID {
+					close(arrived)
+					<-release
+				}
+			}})
+			errc := make(chan error, 1)
+			go func() { errc <- first() }()
+			<-arrived
+			e.eng.SetHooks(engine.Hooks{})
+			meanwhile()
+			close(release)
+			return <-errc
+		}
+
+		// An answer against the timeout.
+		ex := e.start(wf, `{}`)
+		iv := e.request(ex.ID)
+		err := held(ex.ID, engine.TransitionAnswer, func() error {
+			_, err := e.answer(iv, e.acc, models.RoleAccountant, approve)
+			return err
+		}, func() {
+			e.expire(iv, "expires_at")
+			if r := e.sweep(); r.TimedOut != 1 {
+				t.Errorf("the sweep timed out %d requests, want 1", r.TimedOut)
+			}
+		})
+		if apperr.ErrorCode(err) != apperr.ECONFLICT {
+			t.Errorf("an answer after the timeout: %v, want a conflict", err)
+		}
+		e.waitFor(ex.ID, models.ExecDLQPending)
+		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionTimedOut || got.AnsweredBy != nil {
+			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
+		}
+		if n := countSteps(e.attempts(ex.ID), "after"); n != 0 {
+			t.Errorf("the step after the ask ran %d times", n)
+		}
+
+		// An answer against a cancel.
+		ex = e.start(wf, `{}`)
+		iv = e.request(ex.ID)
+		err = held(ex.ID, engine.TransitionAnswer, func() error {
+			_, err := e.answer(iv, e.acc, models.RoleAccountant, approve)
+			return err
+		}, func() {
+			if err := cancel(ex.ID); err != nil {
+				t.Errorf("the cancel: %v", err)
+			}
+		})
+		if apperr.ErrorCode(err) != apperr.ECONFLICT {
+			t.Errorf("an answer after the cancel: %v, want a conflict", err)
+		}
+		e.waitFor(ex.ID, models.ExecFailed)
+		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionCancelled || got.AnsweredBy != nil {
+			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
+		}
+		if n := countSteps(e.attempts(ex.ID), "after"); n != 0 {
+			t.Errorf("the step after the ask ran %d times", n)
+		}
+
+		// A cancel against an answer.
+		ex = e.start(wf, `{}`)
+		iv = e.request(ex.ID)
+		err = held(ex.ID, engine.TransitionCancel, func() error { return cancel(ex.ID) }, func() {
+			if _, err := e.answer(iv, e.acc, models.RoleAccountant, approve); err != nil {
+				t.Errorf("the answer: %v", err)
+			}
+		})
+		if apperr.ErrorCode(err) != apperr.ECONFLICT {
+			t.Errorf("a cancel after the answer: %v, want a conflict", err)
+		}
+		e.waitFor(ex.ID, models.ExecSucceeded)
+		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionAnswered || deref(got.AnsweredBy) != e.acc {
+			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
+		}
+		if n := countSteps(e.attempts(ex.ID), "after"); n != 1 {
+			t.Errorf("the step after the ask ran %d times", n)
+		}
+	})
+}

@@ -212,7 +212,25 @@ func (l *Localizer) Text(s string) string {
 		}
 		return out
 	}
-	return s
+	return l.localTimes(s)
+}
+
+// utcTimes finds times as services write them in UTC (utcValue), and a group title's
+// placeholder for one ("… UTC").
+var utcTimes = regexp.MustCompile(`\d{4}-\d{2}-\d{2} \d{2}:\d{2}(?::\d{2})? UTC|… UTC`)
+
+// localTimes writes the UTC times in s, a service's text no format translates (as English
+// is), in l's zone and format, as the page's own times are; "… UTC" becomes "…".
+func (l *Localizer) localTimes(s string) string {
+	if !strings.Contains(s, " UTC") {
+		return s
+	}
+	return utcTimes.ReplaceAllStringFunc(s, func(v string) string {
+		if t, ok := utcValue(v); ok {
+			return l.Time(t)
+		}
+		return "…"
+	})
 }
 
 // utcValue parses v when it is a time as services write it in UTC, to the minute

@@ -336,14 +336,14 @@ func TestTimeToTheSecond(t *testing.T) {
 // says when the period was closed; the engine writes it in UTC, and the page showed
 // "2026-11-25 12:49 UTC" in the reason and "25 lis 2026, 13:49" in the notice beside it
 // (the demo's walk, issue 21). The reason now reads in the reader's zone and format; a
-// group title's placeholder for the time loses its "UTC". (English is the services' own
-// text, which no format rewrites: it keeps its UTC time.)
+// group title's placeholder for the time loses its "UTC". English, the services' own text
+// (no format rewrites it), has its times in the reader's zone too.
 func TestFormats_UTCTimeInReadersZone(t *testing.T) {
 	warsaw, err := time.LoadLocation("Europe/Warsaw")
 	if err != nil {
 		t.Skip("no time zone data:", err)
 	}
-	pl := New("pl", warsaw)
+	pl, en := New("pl", warsaw), New("en", warsaw)
 	reason := `The period 2026-09 is closed for client Kowalski Sp. z o.o. (closed by admin on 2026-11-25 12:49 UTC); the step "Księgowanie w dzienniku" posts to it and was not run.`
 	for _, c := range []struct {
 		l       *Localizer
@@ -353,6 +353,10 @@ func TestFormats_UTCTimeInReadersZone(t *testing.T) {
 	}{
 		{pl, reason, "25 lis 2026, 13:49); krok", "UTC"},
 		{pl, `The period … is closed for client Kowalski Sp. z o.o. (closed by admin on … UTC); the step "…" posts to it and was not run.`, "administrator, …); krok", "UTC"},
+		{en, reason, "(closed by admin on " + en.Time(time.Date(2026, 11, 25, 12, 49, 0, 0, time.UTC)) + "); the step", "UTC"},
+		{en, `The period … is closed for client Kowalski Sp. z o.o. (closed by admin on … UTC); the step "…" posts to it and was not run.`, "(closed by admin on …); the step", "UTC"},
+		{en, "Token expired at 2026-11-25 07:26:05 UTC", "Token expired at " + en.Time(time.Date(2026, 11, 25, 7, 26, 5, 0, time.UTC)), "UTC"},
+		{en, "Service unavailable until 12:00 UTC+1", "until 12:00 UTC+1", "13:00"},
 	} {
 		got := c.l.Text(c.in)
 		if !strings.Contains(got, c.want) || strings.Contains(got, c.notWant) {

@@ -79,26 +79,67 @@ func newInterventionsHandler(ch *chrome, asks asksService, execs askExecutions, 
 func (h *InterventionsHandler) Waiting(c echo.Context) error {
 	p, l := principal(c), localizer(c)
 	ctx := c.Request().Context()
-	f := models.InterventionFilter{Status: models.InterventionOpen, Mine: p.Can(models.RoleAccountant), UserID: p.UserID, Role: p.Role, Limit: waitingLimit}
+	// An admin (or owner), who may answer any request, gets those assigned to them first and
+	// the others after, apart.
+	admin := p.Can(models.RoleAdmin)
+	f := models.InterventionFilter{Status: models.InterventionOpen, Mine: p.Can(models.RoleAccountant), Assigned: admin, UserID: p.UserID,
+		Role: p.Role, Limit: waitingLimit}
 	rows, err := h.asks.List(ctx, p.OrganizationID, f)
 	if err != nil {
 		return err
 	}
+	var others []models.Intervention
+	if admin {
+		f.Assigned = false
+		all, err := h.asks.List(ctx, p.OrganizationID, f)
+		if err != nil {
+			return err
+		}
+		assigned := map[string]bool{}
+		for _, r := range rows {
+			assigned[r.ID] = true
+		}
+		for _, r := range all {
+			if !assigned[r.ID] {
+				others = append(others, r)
+			}
+		}
+	}
+	vm := pages.WaitingVM{ReadOnly: !p.Can(models.RoleAccountant), RefreshURL: h.url("waiting")}
+	if vm.Items, err = h.cards(c, l, rows); err != nil {
+		return err
+	}
+	if vm.Others, err = h.cards(c, l, others); err != nil {
+		return err
+	}
+	if d := c.QueryParam("done"); d == "answered" {
+		vm.Done = l.T("asks.done.answered")
+	}
+	return render(c, http.StatusOK, pages.Waiting(h.page(c, "asks.title", "waiting"), vm))
+}
+
+// cards are the list's cards of rows, each with its execution's context and the outputs of
+// the steps before it.
+func (h *InterventionsHandler) cards(c echo.Context, l *i18n.Localizer, rows []models.Intervention) ([]pages.InterventionCard, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ctx, p := c.Request().Context(), principal(c)
 	ids := make([]string, 0, len(rows))
 	for _, r := range rows {
 		ids = append(ids, r.ExecutionID)
 	}
 	exs, err := h.execs.Executions(ctx, p.OrganizationID, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	done, err := h.execs.SucceededAttempts(ctx, p.OrganizationID, ids)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	wfs, err := h.wfs.All(ctx, p.OrganizationID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	names, steps := map[string]string{}, stepsOf(wfs)
 	for _, w := range wfs {
@@ -106,13 +147,10 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 	}
 	ms, err := h.members(ctx, p.OrganizationID)
 	if err != nil {
-		return err
-	}
-	vm := pages.WaitingVM{ReadOnly: !p.Can(models.RoleAccountant), RefreshURL: h.url("waiting")}
-	if d := c.QueryParam("done"); d == "answered" {
-		vm.Done = l.T("asks.done.answered")
+		return nil, err
 	}
 	now := h.now()
+	var out []pages.InterventionCard
 	for i := range rows {
 		card := h.card(l, &rows[i], exs[rows[i].ExecutionID], names, ms, now)
 		if ex := exs[rows[i].ExecutionID]; ex != nil {
@@ -125,9 +163,9 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 				}
 			}
 		}
-		vm.Items = append(vm.Items, card)
+		out = append(out, card)
 	}
-	return render(c, http.StatusOK, pages.Waiting(h.page(c, "asks.title", "waiting"), vm))
+	return out, nil
 }
 
 func (h *InterventionsHandler) workflowNames(ctx context.Context, orgID string) (map[string]string, error) {

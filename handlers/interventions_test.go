@@ -630,3 +630,43 @@ func TestInterventionErrorResolutionPage(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminWaitingListsTheirsFirst: an admin may answer any request, but "Czeka na Ciebie"
+// (and its count in the nav) is what was assigned to them; the requests assigned to others
+// follow apart, each still one click from its form. An accountant's list has no such part.
+func TestAdminWaitingListsTheirsFirst(t *testing.T) {
+	t.Parallel()
+	modeltest.Each(t, func(t *testing.T, db *models.DB) {
+		a := newApp(t, db)
+		as := a.askSetup("Biuro Prośby Administratora")
+		if err := db.Conn(context.Background()).Model(&models.User{}).Where("email IN ?", []string{as.partner.email, as.accountant.email}).
+			Update("language", "pl").Error; err != nil {
+			t.Fatal(err)
+		}
+		_, ivApproval := a.startAsk(as.token, as.approval, "Mazur Budownictwo")
+		_, ivInput := a.startAsk(as.token, as.input, "Piekarnia Zielińscy")
+		partner, _ := a.browser(as.partner)
+		page := do(t, partner, "GET", a.srv.URL+"/waiting", "", nil).body
+		mine, others := strings.Index(page, `data-testid="asks-list"`), strings.Index(page, `data-testid="asks-others"`)
+		if mine < 0 || others < mine {
+			t.Fatalf("the admin's list: no own part before the others' part: %s", page)
+		}
+		if !strings.Contains(page[mine:others], `data-id="`+ivApproval+`"`) || strings.Contains(page[mine:others], `data-id="`+ivInput+`"`) {
+			t.Error("the admin's own part does not hold just the approval assigned to admins")
+		}
+		if !strings.Contains(page[others:], `data-id="`+ivInput+`"`) || !strings.Contains(page[others:], "Inne otwarte prośby") ||
+			!strings.Contains(page[others:], `href="/interventions/`+ivInput+`"`) {
+			t.Error("the others' part does not hold the accountants' input request with its link")
+		}
+		if !navBadge(page, "waiting", "1") {
+			t.Error("the admin's nav count is not 1 (the approval alone)")
+		}
+		// The accountant: the input request, counted; no others' part.
+		acc, _ := a.browser(as.accountant)
+		page = do(t, acc, "GET", a.srv.URL+"/waiting", "", nil).body
+		if strings.Contains(page, `data-testid="asks-others"`) || !strings.Contains(page, `data-id="`+ivInput+`"`) ||
+			strings.Contains(page, `data-id="`+ivApproval+`"`) || !navBadge(page, "waiting", "1") {
+			t.Errorf("the accountant's list: %s", page)
+		}
+	})
+}

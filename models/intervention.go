@@ -95,9 +95,13 @@ type InterventionFilter struct {
 	// Status: one of InterventionStatuses, or "" for any.
 	Status string
 	// Mine: only those the user (UserID, of Role in the organization) may answer now.
-	Mine   bool
-	UserID string
-	Role   string
+	Mine bool
+	// Assigned, with Mine: only those whose holders name the user (their id, e-mail or
+	// role; an owner's role includes admin's), even for an admin or owner, who may answer
+	// any.
+	Assigned bool
+	UserID   string
+	Role     string
 	// ExecutionID: only the requests of one execution.
 	ExecutionID string
 	Limit       int

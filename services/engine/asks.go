@@ -72,7 +72,9 @@ func (a Asks) List(ctx context.Context, orgID string, f models.InterventionFilte
 	return a.list(ctx, orgID, f)
 }
 
-// CountOpenFor counts the open requests the user (of role) may answer now: the nav's count.
+// CountOpenFor counts the open requests assigned to the user (of role) that they may answer
+// now: the nav's count. An admin's counts those that name admins or them, not every request
+// an admin may answer.
 func (a Asks) CountOpenFor(ctx context.Context, orgID, userID, role string) (int, error) {
 	q, err := a.openFor(ctx, orgID, userID, role)
 	if err != nil || q == nil {

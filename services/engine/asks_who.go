@@ -72,25 +72,26 @@ func holderKeys(userID, email, role string) []string {
 	return keys
 }
 
-// openFor is the query of the organization's open requests the user (of role) may answer
-// now; nil for a role that answers none.
+// openFor is the query of the organization's open requests assigned to the user (of role:
+// their holders name them) that they may answer now; nil for a role that answers none.
 func (a Asks) openFor(ctx context.Context, orgID, userID, role string) (*gorm.DB, error) {
 	if role == models.RoleViewer || role == "" {
 		return nil, nil
 	}
 	q := a.e.db.Conn(ctx).Model(&models.Intervention{}).Where("organization_id = ? AND status = ?", orgID, models.InterventionOpen)
-	return a.mine(ctx, q, userID, role)
+	return a.mine(ctx, q, userID, role, true)
 }
 
-// mine narrows q to the requests the user may answer (holders and four-eyes).
-func (a Asks) mine(ctx context.Context, q *gorm.DB, userID, role string) (*gorm.DB, error) {
+// mine narrows q to the requests the user may answer (holders and four-eyes): for an admin
+// or owner every request, unless assigned (then those whose holders name them).
+func (a Asks) mine(ctx context.Context, q *gorm.DB, userID, role string, assigned bool) (*gorm.DB, error) {
 	pg := a.e.db.Dialect == models.Postgres
 	if pg {
 		q = q.Where("NOT (? = ANY(interventions.barred))", userID)
 	} else {
 		q = q.Where("NOT EXISTS (SELECT 1 FROM json_each(interventions.barred) WHERE json_each.value = ?)", userID)
 	}
-	if role == models.RoleAdmin || role == models.RoleOwner {
+	if (role == models.RoleAdmin || role == models.RoleOwner) && !assigned {
 		return q, nil
 	}
 	var u models.User
@@ -122,7 +123,7 @@ func (a Asks) list(ctx context.Context, orgID string, f models.InterventionFilte
 		}
 		q = q.Where("status = ?", models.InterventionOpen)
 		var err error
-		if q, err = a.mine(ctx, q, f.UserID, f.Role); err != nil {
+		if q, err = a.mine(ctx, q, f.UserID, f.Role, f.Assigned); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,9 @@ import "lifeline/views/components"
 // user may answer (a viewer reads every open one).
 type WaitingVM struct {
 	Items []InterventionCard
+	// Others are, for an admin, the open requests assigned to others, which an admin may
+	// answer too.
+	Others []InterventionCard
 	// Done is the flash after an answer ("" for none).
 	Done string
 	// ReadOnly: a viewer, who reads requests and answers none.

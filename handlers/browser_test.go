@@ -59,6 +59,19 @@ func stepper(t *testing.T, ctx context.Context, timeout time.Duration) func(name
 	}
 }
 
+// navigate is chromedp.Navigate to url, tried once more when a navigation the page began
+// itself (a form's redirect still loading, its own refresh) aborted it (net::ERR_ABORTED):
+// a test that waits on the database, not the page, may go on while the page still moves.
+func navigate(url string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		v, err := chromedp.Navigate(url)(ctx, tg)
+		if err != nil && strings.Contains(err.Error(), "ERR_ABORTED") {
+			v, err = chromedp.Navigate(url)(ctx, tg)
+		}
+		return v, err
+	}
+}
+
 // loaded waits until the page in front has finished loading and htmx is in. Put it after a
 // wait that matches only the new page, before input: a click or keys sent to a page that is
 // still loading can be lost.

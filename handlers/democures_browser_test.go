@@ -192,11 +192,11 @@ func TestBrowserDemoCuresEveryKind(t *testing.T) {
 				t.Fatalf("%s: the item is %s (%s), not resolved by a replay", name, got.Status, got.Reason)
 			}
 		}
-		step(name+": the page says so", chromedp.Navigate(base+"/dlq/"+dl.ID), chromedp.WaitVisible(`[data-testid=succeeded-link]`), loaded)
+		step(name+": the page says so", navigate(base+"/dlq/"+dl.ID), chromedp.WaitVisible(`[data-testid=succeeded-link]`), loaded)
 	}
 	open := func(name string) {
 		t.Helper()
-		step(name+": open", chromedp.Navigate(base+"/dlq/"+items[name].ID), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)
+		step(name+": open", navigate(base+"/dlq/"+items[name].ID), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)
 	}
 	primary := func(name, testid string) {
 		t.Helper()

@@ -95,7 +95,7 @@ func TestBrowserTodayFixesAnOverdueFiling(t *testing.T) {
 			t.Fatalf("the item is %s, not resolved by the replay", got.Status)
 		}
 	}
-	step("back to Dziś", chromedp.Navigate(base+"/today"), chromedp.WaitVisible(`[data-testid=today-due]`), loaded)
+	step("back to Dziś", navigate(base+"/today"), chromedp.WaitVisible(`[data-testid=today-due]`), loaded)
 	due = textWhen(t, ctx, `[data-testid=today-due]`, func(s string) bool { return s != "" })
 	if !strings.Contains(due, "1 klient") || !strings.Contains(due, "3\u00a0310,50\u00a0zł") || strings.Contains(due, "15\u00a0790,50") {
 		t.Errorf("Dziś after the fix: %q", due)

@@ -2282,6 +2282,9 @@ type StartExecutionParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ReceiveWebhookJSONBody defines parameters for ReceiveWebhook.
+type ReceiveWebhookJSONBody = map[string]interface{}
+
 // ReceiveWebhookParams defines parameters for ReceiveWebhook.
 type ReceiveWebhookParams struct {
 	// WebhookId The event's id, unique per event (1–200 printable ASCII characters); the execution's idempotency key.
@@ -2367,7 +2370,7 @@ type UpdateWorkflowJSONRequestBody = WorkflowDefinition
 type StartExecutionJSONRequestBody StartExecutionJSONBody
 
 // ReceiveWebhookJSONRequestBody defines body for ReceiveWebhook for application/json ContentType.
-type ReceiveWebhookJSONRequestBody = AnyJSON
+type ReceiveWebhookJSONRequestBody = ReceiveWebhookJSONBody
 
 // AsGroup returns the union data inside the ActOnGroup200JSONResponseBody as a Group
 func (t ActOnGroup200JSONResponseBody) AsGroup() (Group, error) {
@@ -3062,8 +3065,8 @@ type ClientInterface interface {
 	// ReceiveWebhookWithBody Start an execution of a workflow from a system's event (its webhook URL, signed).
 	//
 	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+	// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 	// with the execution the first one started, and starts nothing.
@@ -3076,8 +3079,8 @@ type ClientInterface interface {
 	// ReceiveWebhook Start an execution of a workflow from a system's event (its webhook URL, signed).
 	//
 	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+	// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 	// with the execution the first one started, and starts nothing.
@@ -4525,8 +4528,8 @@ func (c *Client) StartExecution(ctx context.Context, id ID, params *StartExecuti
 // ReceiveWebhookWithBody Start an execution of a workflow from a system's event (its webhook URL, signed).
 //
 // A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-// input, checked against the workflow's input schema. Sign every delivery the Standard
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 // Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 // token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 // with the execution the first one started, and starts nothing.
@@ -4549,8 +4552,8 @@ func (c *Client) ReceiveWebhookWithBody(ctx context.Context, token string, param
 // ReceiveWebhook Start an execution of a workflow from a system's event (its webhook URL, signed).
 //
 // A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-// input, checked against the workflow's input schema. Sign every delivery the Standard
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 // Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 // token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 // with the execution the first one started, and starts nothing.
@@ -8550,8 +8553,8 @@ type ClientWithResponsesInterface interface {
 	// ReceiveWebhookWithBodyWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
 	//
 	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+	// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 	// with the execution the first one started, and starts nothing.
@@ -8564,8 +8567,8 @@ type ClientWithResponsesInterface interface {
 	// ReceiveWebhookWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
 	//
 	// A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-	// input, checked against the workflow's input schema. Sign every delivery the Standard
+	// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+	// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 	// Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 	// token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 	// with the execution the first one started, and starts nothing.
@@ -14667,8 +14670,8 @@ func (c *ClientWithResponses) StartExecutionWithResponse(ctx context.Context, id
 // ReceiveWebhookWithBodyWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
 //
 // A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-// input, checked against the workflow's input schema. Sign every delivery the Standard
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 // Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 // token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 // with the execution the first one started, and starts nothing.
@@ -14687,8 +14690,8 @@ func (c *ClientWithResponses) ReceiveWebhookWithBodyWithResponse(ctx context.Con
 // ReceiveWebhookWithResponse Start an execution of a workflow from a system's event (its webhook URL, signed).
 //
 // A workflow's webhook URL and its signing secret (`whsec_…`) are on the workflow
-// (`webhookUrl` and `webhookSecret`, shown to admins). The body (JSON) is the execution's
-// input, checked against the workflow's input schema. Sign every delivery the Standard
+// (`webhookUrl` and `webhookSecret`, shown to admins). The body (a JSON object) is the
+// execution's input, checked against the workflow's input schema. Sign every delivery the Standard
 // Webhooks way (https://www.standardwebhooks.com) with the three headers below; no API
 // token. A delivery repeated with the same `webhook-id` and body within 24 h answers 200
 // with the execution the first one started, and starts nothing.

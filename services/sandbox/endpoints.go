@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -76,16 +77,25 @@ func importStatement(req map[string]any, g *gen) (int, any) {
 }
 
 // importStatementFile imports the statement from the file the bank e-mailed (the bank
-// import's fallback while the bank's API is down): a statement as the API gives it for the same
-// request shape, marked as read from the file. The office's bank outage does not reach it.
-func importStatementFile(req map[string]any, g *gen) (int, any) {
-	status, body := importStatement(req, g)
+// import's fallback while the bank's API is down): the statement the API gives for the same
+// request (its id with "-PLIK", read from the file), so that what follows it (a late invoice
+// or none, statementKey) is the same by either way. The office's bank outage does not
+// reach it.
+func importStatementFile(req map[string]any, _ *gen) (int, any) {
+	canonical, _ := json.Marshal(req) // as the API's request is read (sandbox.go)
+	status, body := importStatement(req, newGen("/bank/statements/import", canonical))
 	if m, ok := body.(map[string]any); ok && status == http.StatusOK {
-		m["statementId"] = m["statementId"].(string) + "-PLIK"
+		m["statementId"] = m["statementId"].(string) + fileSuffix
 		m["source"] = "email"
 	}
 	return status, body
 }
+
+// fileSuffix marks a statement read from the file the bank e-mailed.
+const fileSuffix = "-PLIK"
+
+// statementKey is the statement a statement id names, however it was imported.
+func statementKey(id string) string { return strings.TrimSuffix(id, fileSuffix) }
 
 func matchInvoices(req map[string]any, g *gen) (int, any) {
 	t, ok := count(req["transactions"])

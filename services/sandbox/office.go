@@ -94,11 +94,11 @@ func (h *Handler) weather(w http.ResponseWriter, hdr http.Header, path string, r
 		}
 	case "/invoices/match":
 		statement, _ := req["statementId"].(string)
-		if statement == "" || share(statement) >= shareLateInvoice {
+		if statement == "" || share(statementKey(statement)) >= shareLateInvoice {
 			break
 		}
-		if first := h.firstSeen("invoice "+statement, now); now.Sub(first) < invoiceLate {
-			g := newGen(path, []byte(statement))
+		if first := h.firstSeen("invoice "+statementKey(statement), now); now.Sub(first) < invoiceLate {
+			g := newGen(path, []byte(statementKey(statement)))
 			return h.refuse(w, http.StatusNotFound, time.Time{}, "invoice_not_in_ksef",
 				"Faktura zakupu FV/%s/%04d na %s zł z wyciągu %s nie jest jeszcze w KSeF: klient jej nie przesłał",
 				periodOf(statement), g.intn(1, 2400), plAmount(g.cents(20_000, 2_500_000)), statement)

@@ -109,6 +109,12 @@ func TestOfficeOutagesEndByTheClock(t *testing.T) {
 			t.Errorf("%s at +%v: %d Retry-After %q %q, want %d %q %q", c.path, c.at, r.status, r.header.Get("Retry-After"), msg, c.status, c.retryAfter, c.message)
 		}
 	}
+	// The file is the statement the API gives for the same request, read from the file.
+	clock.at(0)
+	api, file := do(t, h, call{target: "/bank/statements/import", body: importBody}), do(t, h, call{target: "/bank/statements/from-file", body: importBody})
+	if id, _ := api.body["statementId"].(string); id == "" || file.body["statementId"] != id+"-PLIK" || file.body["transactions"] != api.body["transactions"] {
+		t.Errorf("the file's statement %v, the API's %v", file.body, api.body)
+	}
 }
 
 // One statement in five holds an invoice not yet in KSeF: matching it is refused (404, for
@@ -134,6 +140,10 @@ func TestOfficeLateInvoiceAndQuota(t *testing.T) {
 		{"/invoices/match", match(late), time.Minute, 404, "nie jest jeszcze w KSeF: klient jej nie przesłał"},
 		{"/invoices/match", match(late), 4*time.Minute + 59*time.Second, 404, "z wyciągu " + late},
 		{"/invoices/match", match(late), 5 * time.Minute, 200, ""},
+		// The same statements read from the file the bank e-mailed (the import's fallback)
+		// are the same statements: late or not alike, the file's late one counted with it.
+		{"/invoices/match", match(onTime + "-PLIK"), time.Minute, 200, ""},
+		{"/invoices/match", match(late + "-PLIK"), 5 * time.Minute, 200, ""},
 		{"/payroll/export", export(under), 0, 200, ""},
 		{"/payroll/export", export(over), 10 * time.Second, 429, "następny plik można wysłać o 08:03:10"},
 		{"/payroll/export", export(over), 3*time.Minute + 9*time.Second, 429, "o 08:03:10"},

@@ -100,15 +100,13 @@ func (h *DLQActionsHandler) itemVM(c echo.Context, form pages.RecoveryForm) (*pa
 	var states []engine.StepState
 	_ = json.Unmarshal(r.StepStates, &states)
 	// A rollback since undid some of them: they say so, as on the execution's page.
-	undone := map[string]bool{}
+	var undone map[string]bool
 	if ex.RollbackStatus != nil {
 		comps, err := h.dlq.Compensations(ctx, p.OrganizationID, ex.ID)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range comps {
-			undone[c.StepID] = deref(c.Status) == models.CompCompleted
-		}
+		undone = undoneSteps(comps)
 	}
 	for i, st := range states {
 		sv := pages.DLQStepVM{Index: i + 1, ID: st.StepID, Name: cmp.Or(st.Name, st.StepID), Status: st.Status, Attempts: st.Attempts,

@@ -243,6 +243,17 @@ func (h *ExecutionsHandler) runningStep(c echo.Context, id string) (*pages.StepV
 	return nil, nil
 }
 
+// undoneSteps are the steps a rollback undid: those with a completed compensation.
+func undoneSteps(comps []models.CompensationAction) map[string]bool {
+	undone := map[string]bool{}
+	for _, c := range comps {
+		if deref(c.Status) == models.CompCompleted {
+			undone[c.StepID] = true
+		}
+	}
+	return undone
+}
+
 func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail) pages.ExecutionVM {
 	ex := d.Ex
 	vm := pages.ExecutionVM{ID: ex.ID, ShortID: shortID(ex.ID), Status: ex.Status, WorkflowName: d.WorkflowName,
@@ -270,12 +281,7 @@ func (h *ExecutionsHandler) executionVM(l *i18n.Localizer, d *executions.Detail)
 	if d.RetriedAs != "" {
 		vm.RetriedAsURL, vm.RetriedAsID = h.url("execution", d.RetriedAs), shortID(d.RetriedAs)
 	}
-	undone := map[string]bool{}
-	for _, c := range d.Compensations {
-		if deref(c.Status) == models.CompCompleted {
-			undone[c.StepID] = true
-		}
-	}
+	undone := undoneSteps(d.Compensations)
 	for _, sd := range d.Steps {
 		if sd.Step.Handler && len(sd.Attempts) == 0 {
 			continue // a handler runs only when a failure is handed to it

@@ -106,12 +106,11 @@ func (h *InterventionsHandler) Waiting(c echo.Context) error {
 		}
 	}
 	vm := pages.WaitingVM{ReadOnly: !p.Can(models.RoleAccountant), RefreshURL: h.url("waiting")}
-	if vm.Items, err = h.cards(c, l, rows); err != nil {
+	cards, err := h.cards(c, l, append(rows, others...)) // one read of their context for both parts
+	if err != nil {
 		return err
 	}
-	if vm.Others, err = h.cards(c, l, others); err != nil {
-		return err
-	}
+	vm.Items, vm.Others = cards[:len(rows)], cards[len(rows):]
 	if d := c.QueryParam("done"); d == "answered" {
 		vm.Done = l.T("asks.done.answered")
 	}

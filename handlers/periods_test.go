@@ -172,21 +172,29 @@ func TestClosedPeriodsPage(t *testing.T) {
 // when, and offers editing the input, asking an admin (accountants) or reopening it
 // (admins), and closing the item; a retry through the API is 409 period_closed and runs
 // nothing; the input edited to an open period (and a good NIP) runs and resolves the item.
+// periodWorkflow makes, in the organization, a JPK_V7M filing whose one step posts to the
+// input's period for its client (postsToPeriod), against vatGateway, never retried.
+func periodWorkflow(t *testing.T, a *app, org string) *models.Workflow {
+	t.Helper()
+	gw := vatGateway(t)
+	def := fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
+	  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
+	  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
+	    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL)
+	wf, err := a.wfs.Create(context.Background(), org, actorSystem, []byte(def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
 func TestDLQItemInClosedPeriod(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
 		ctx := context.Background()
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Okres Zamknięty")
-		gw := vatGateway(t)
-		def := fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
-		  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
-		  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
-		    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL)
-		wf, err := a.wfs.Create(ctx, rs.org, actorSystem, []byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
+		wf := periodWorkflow(t, a, rs.org)
 		rs.wf = wf.ID
 		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/workflows/"+wf.ID+"/executions",
 			`{"input": {"client": "5260001246", "period": "2026-09", "nip": "526"}}`, bearer(rs.token))

@@ -390,15 +390,7 @@ func TestItemAfterPeriodReopened(t *testing.T) {
 		ctx := context.Background()
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Okres Otwarty Znowu")
-		gw := vatGateway(t)
-		def := fmt.Sprintf(`{"name": "JPK_V7M", "settings": {"subject": "{{ input.client }} · {{ input.period }}", "client": "{{ input.client }}",
-		  "period": "{{ input.period }}", "retryPolicy": {"maxRetries": 0}},
-		  "steps": [{"id": "file", "name": "Wyślij deklarację", "type": "http", "postsToPeriod": true,
-		    "config": {"method": "POST", "url": "%s/vat", "body": {"nip": "{{ input.nip }}", "period": "{{ input.period }}"}}}]}`, gw.URL)
-		wf, err := a.wfs.Create(ctx, rs.org, actorSystem, []byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
+		wf := periodWorkflow(t, a, rs.org)
 		r := do(t, http.DefaultClient, "POST", a.srv.URL+"/api/v1/periods/closed", `{"period": "2026-09", "client": "Kowalski", "note": "Wrzesień rozliczony"}`,
 			map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"})
 		if r.status != http.StatusCreated {
@@ -445,21 +437,28 @@ func TestItemAfterPeriodReopened(t *testing.T) {
 				t.Errorf("%s: the retry is not the first action", path)
 			}
 		}
-		form := url.Values{"_csrf": {csrf}, "action": {"retry"}}
-		if r := do(t, acc, "POST", a.srv.URL+"/dlq/"+dl.ID+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusSeeOther {
-			t.Fatalf("retry: %d %.300s", r.status, r.body)
-		}
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			var got models.DeadLetter
-			db.Conn(ctx).First(&got, "id = ?", dl.ID)
-			if got.Status == models.DLQResolved {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the retry after the reopen left the item %s", got.Status)
-			}
-		}
+		retryResolves(t, a, db, acc, csrf, dl.ID, "the retry after the reopen")
 	})
+}
+
+// retryResolves posts the item page's retry as the browser client c and waits until the
+// dead letter id is resolved; what names the retry in the failure.
+func retryResolves(t *testing.T, a *app, db *models.DB, c *http.Client, csrf, id, what string) {
+	t.Helper()
+	form := url.Values{"_csrf": {csrf}, "action": {"retry"}}
+	if r := do(t, c, "POST", a.srv.URL+"/dlq/"+id+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusSeeOther {
+		t.Fatalf("%s: %d %.300s", what, r.status, r.body)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var got models.DeadLetter
+		db.Conn(context.Background()).First(&got, "id = ?", id)
+		if got.Status == models.DLQResolved {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s left the item %s", what, got.Status)
+		}
+	}
 }
 
 // TestQuarantinedItemSaysWhy: an item held back by a quarantined value said "a retry will
@@ -470,7 +469,6 @@ func TestItemAfterPeriodReopened(t *testing.T) {
 func TestQuarantinedItemSaysWhy(t *testing.T) {
 	t.Parallel()
 	modeltest.Each(t, func(t *testing.T, db *models.DB) {
-		ctx := context.Background()
 		a := newApp(t, db)
 		rs := a.recoverySetup("Biuro Kwarantanna Słowa")
 		h := map[string]string{"Authorization": "Bearer " + rs.token, "Content-Type": "application/json"}
@@ -503,20 +501,7 @@ func TestQuarantinedItemSaysWhy(t *testing.T) {
 		if b := doc.testID("action-retry"); len(b) != 1 || !strings.Contains(b[0].attr("class"), "btn-primary") {
 			t.Errorf("released: the retry is not the first action")
 		}
-		form := url.Values{"_csrf": {csrf}, "action": {"retry"}}
-		if r := do(t, acc, "POST", a.srv.URL+"/dlq/"+held.ID+"/actions", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"}); r.status != http.StatusSeeOther {
-			t.Fatalf("retry: %d %.300s", r.status, r.body)
-		}
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			var got models.DeadLetter
-			db.Conn(ctx).First(&got, "id = ?", held.ID)
-			if got.Status == models.DLQResolved {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the retry after the release left the item %s", got.Status)
-			}
-		}
+		retryResolves(t, a, db, acc, csrf, held.ID, "the retry after the release")
 	})
 }
 

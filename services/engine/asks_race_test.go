@@ -50,13 +50,18 @@ func TestAskRaces(t *testing.T) {
 			return <-errc
 		}
 
+		// answerHeld is an accountant's approval of iv, held as held says.
+		answerHeld := func(exID string, iv *models.Intervention, meanwhile func()) error {
+			return held(exID, engine.TransitionAnswer, func() error {
+				_, err := e.answer(iv, e.acc, models.RoleAccountant, approve)
+				return err
+			}, meanwhile)
+		}
+
 		// An answer against the timeout.
 		ex := e.start(wf, `{}`)
 		iv := e.request(ex.ID)
-		err := held(ex.ID, engine.TransitionAnswer, func() error {
-			_, err := e.answer(iv, e.acc, models.RoleAccountant, approve)
-			return err
-		}, func() {
+		err := answerHeld(ex.ID, iv, func() {
 			e.expire(iv, "expires_at")
 			if r := e.sweep(); r.TimedOut != 1 {
 				t.Errorf("the sweep timed out %d requests, want 1", r.TimedOut)
@@ -76,10 +81,7 @@ func TestAskRaces(t *testing.T) {
 		// An answer against a cancel.
 		ex = e.start(wf, `{}`)
 		iv = e.request(ex.ID)
-		err = held(ex.ID, engine.TransitionAnswer, func() error {
-			_, err := e.answer(iv, e.acc, models.RoleAccountant, approve)
-			return err
-		}, func() {
+		err = answerHeld(ex.ID, iv, func() {
 			if err := cancel(ex.ID); err != nil {
 				t.Errorf("the cancel: %v", err)
 			}

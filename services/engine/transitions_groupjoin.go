@@ -110,13 +110,15 @@ func printOf(dl *models.DeadLetter, code string) fingerprint.Print {
 		ErrorCode: code, Reason: dl.Reason})
 }
 
+// join is JoinGroup with dl's fingerprint p worked out: the open group's update (on
+// PostgreSQL its delta, joinDelta), and when that finds no such group, the upsert.
 func (s groupTx) join(dl *models.DeadLetter, code string, p fingerprint.Print) (GroupJoin, error) {
 	counted := s.counted(dl, p)
 	var (
 		id, state string
 		arrivals  int
 		reopened  bool
-		err       = sql.ErrNoRows
+		err       = sql.ErrNoRows // no open group joined yet
 	)
 	if models.GroupCountDeltas(s.tx) {
 		if ok, j, err := s.joinDelta(dl, code, p, counted); ok || err != nil {

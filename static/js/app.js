@@ -13,7 +13,8 @@
 // 5. Keyboard focus survives a swap: the element that had it inside the swapped
 //    region (found again by id, else by its path from the region) gets it back,
 //    else the region itself; never <body>.
-// 6. Filter forms (role=search) leave empty fields out of the URL they push.
+// 6. Filter forms (role=search) leave empty fields out of the URL they push. A search field
+//    sends what is typed as it is typed, and nothing again when it is left.
 // 7. A "select all" checkbox (data-select-all=NAME) ticks every checkbox NAME on the
 //    page; ticking a row of the DLQ list chooses "with the selected items".
 // 8. A submit button with data-confirm asks first (the attribute's text); Cancel sends
@@ -285,6 +286,15 @@
   document.addEventListener("htmx:configRequest", function (evt) {
     if (evt.detail.elt && evt.detail.elt.hasAttribute("data-live")) {
       evt.detail.path = location.pathname + location.search; // the filters shown now
+    }
+  });
+  // A search field's text is sent as it is typed (its "input" trigger); the "change" its
+  // field fires when left would send the same search again, and the rows swapped in under
+  // the pointer would swallow the click on the row just found.
+  document.addEventListener("htmx:confirm", function (evt) {
+    var e = evt.detail.triggeringEvent, t = e && e.target;
+    if (e && e.type === "change" && t && t.classList && t.classList.contains("filter-q")) {
+      evt.preventDefault();
     }
   });
   document.addEventListener("htmx:beforeRequest", function (evt) {

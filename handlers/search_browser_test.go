@@ -75,3 +75,42 @@ func TestBrowserSearchAsYouType(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserLiveRefreshWaitsForAPress: the dead-letter list's refresh by the clock does not
+// swap its rows while a pointer is pressed on one (the click, a press and a release on the
+// same link, would be lost), and swaps them again once it is released.
+func TestBrowserLiveRefreshWaitsForAPress(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	s := a.listSeed("Biuro Wcisk")
+	base := a.srv.URL
+	step := stepper(t, ctx, 15*time.Second)
+	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("the list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-open]`), loaded)
+	// refresh asks the list for its rows now and says whether the first row's link seen
+	// before is still the one on the page.
+	refresh := func(press string) bool {
+		t.Helper()
+		kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise(done => {
+			const link = document.querySelector('[data-testid=dlq-open]');
+			`+press+`
+			document.body.addEventListener('htmx:afterSettle', () => done(link.isConnected), { once: true });
+			document.body.addEventListener('htmx:afterRequest', () => setTimeout(() => done(link.isConnected), 200), { once: true });
+			htmx.trigger('#dlq-live', 'live-refresh');
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kept
+	}
+	if !refresh(`link.dispatchEvent(new PointerEvent('pointerdown', { bubbles: true }));`) {
+		t.Error("the rows were swapped while a pointer was pressed on one")
+	}
+	if refresh(`link.dispatchEvent(new PointerEvent('pointerup', { bubbles: true }));`) {
+		t.Error("the rows were not swapped again after the release")
+	}
+}

@@ -22,7 +22,7 @@
 // 9. Live lists: an element marked data-live refreshes its list from the address shown
 //    (filters included). It skips a turn while the tab is hidden, rows are ticked, more rows
 //    were loaded, or the person paused it with its data-live-toggle button (remembered for
-//    the tab).
+//    the tab). A region refreshed by the clock does not swap while a pointer is pressed.
 // 10. List keys: "/" focuses the search, "j"/"k" move between rows (their data-row-link),
 //    "x" or Space ticks the focused row, Enter opens it, "?" shows the keys (#keys-help). Keys
 //    typed into a field are the field's; Escape leaves it. A row's link is its one Tab stop.
@@ -145,6 +145,21 @@
 
   // ---------- keep <details> state across self-refresh ----------
   var savedDetails = {};
+
+  // ---------- no refresh under a press ----------
+  // A region that refreshes itself by the clock (data-live, or an "every" trigger) skips a
+  // swap while a pointer is pressed: a click is a press and a release on the same element,
+  // and the rows swapped in between would swallow it. The next refresh brings what it missed.
+  var pressed = false;
+  window.addEventListener("pointerdown", function () { pressed = true; }, true);
+  window.addEventListener("pointerup", function () { pressed = false; }, true);
+  window.addEventListener("pointercancel", function () { pressed = false; }, true);
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var elt = evt.detail.requestConfig && evt.detail.requestConfig.elt;
+    if (pressed && elt && (elt.hasAttribute("data-live") || /\bevery\b/.test(elt.getAttribute("hx-trigger") || ""))) {
+      evt.detail.shouldSwap = false;
+    }
+  });
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var target = evt.detail.target;

@@ -67,6 +67,12 @@ func TestAuditLog(t *testing.T) {
 		if r.status != http.StatusOK || !strings.Contains(r.body, `<html lang="pl">`) {
 			t.Fatalf("audit page: %d %.300s", r.status, r.body)
 		}
+		// The log is a section of the settings: their tab, not an item of the top bar.
+		doc := parseListDoc(t, r.body)
+		if nav, tab := doc.testID("nav-settings"), doc.testID("tab-audit"); len(nav) != 1 || nav[0].attr("aria-current") != "page" ||
+			len(tab) != 1 || tab[0].attr("aria-current") != "page" || tab[0].attr("href") != "/audit" || len(doc.testID("nav-audit")) != 0 {
+			t.Errorf("the audit log's place: nav %d, tab %d, top-bar item %d", len(nav), len(tab), len(doc.testID("nav-audit")))
+		}
 		first := auditRow.FindAllStringSubmatch(r.body, -1)
 		m := nextAudit.FindStringSubmatch(r.body)
 		if len(first) != 50 || m == nil {

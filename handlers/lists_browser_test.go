@@ -214,3 +214,28 @@ func TestBrowserAccessibilityLiveList(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserTopBarOneLine: at 1440 px an admin's top bar (every item, their badges, the
+// bell, a long organization name, the languages and log out) is one line, in Polish and in
+// English.
+func TestBrowserTopBarOneLine(t *testing.T) {
+	t.Parallel()
+	ctx := browserContext(t)
+	db := modeltest.New(t, models.SQLite)
+	a := newApp(t, db)
+	s := a.listSeed("Biuro Rachunkowe Kowalski i Wspolnicy")
+	base := a.srv.URL
+	step := stepper(t, ctx, 15*time.Second)
+	step("login", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	for _, lang := range []string{"pl", "en"} {
+		step(lang, chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=lang-`+lang+`]`), loaded,
+			chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('button[data-testid=lang-`+lang+`]'); if (b) b.click(); })()`),
+			chromedp.WaitVisible(`html[lang=`+lang+`] [data-testid=nav-settings]`), loaded)
+		tops := mustString(t, ctx, `[...document.querySelectorAll('.mainnav li, [data-testid=user-menu]')].map(e => Math.round(e.getBoundingClientRect().bottom) < 60 ? 1 : 0).join('')`)
+		if strings.Contains(tops, "0") || len(tops) < 8 {
+			t.Errorf("%s: the top bar's items on its first line: %s (1 = yes; the nav's items, then the account)", lang, tops)
+		}
+	}
+}

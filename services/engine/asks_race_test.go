@@ -63,8 +63,9 @@ func TestAskRaces(t *testing.T) {
 		iv := e.request(ex.ID)
 		err := answerHeld(ex.ID, iv, func() {
 			e.expire(iv, "expires_at")
-			if r := e.sweep(); r.TimedOut != 1 {
-				t.Errorf("the sweep timed out %d requests, want 1", r.TimedOut)
+			e.sweep() // or River's periodic sweep first: the clock jumped past its period
+			if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionTimedOut {
+				t.Errorf("the request after the sweep: %s, want timed out", got.Status)
 			}
 		})
 		if apperr.ErrorCode(err) != apperr.ECONFLICT {

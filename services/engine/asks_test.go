@@ -25,6 +25,7 @@ type askEnv struct {
 	owner, admin, acc, acc2 string
 	emails                  map[string]string
 	links                   *linkKeeper
+	clock                   *modeltest.MovableClock
 }
 
 // linkKeeper is a notifier that records nothing but the requests' notices.
@@ -72,8 +73,9 @@ func (k *linkKeeper) stages(id string) []string {
 func newAskEnv(t *testing.T, db *models.DB) *askEnv {
 	t.Helper()
 	k := &linkKeeper{}
+	clock := modeltest.Clock(t, db) // before the harness's River runners
 	h := newHarnessConfig(t, db, harnessSteps(), engine.Config{Notifier: k})
-	e := &askEnv{harness: h, links: k, emails: map[string]string{}}
+	e := &askEnv{harness: h, links: k, emails: map[string]string{}, clock: clock}
 	for _, m := range []struct {
 		id   *string
 		role string
@@ -157,10 +159,19 @@ func (e *askEnv) afterOutput(exID string) map[string]any {
 }
 
 // expire moves the request's times back so that the sweep finds it due.
+// expire moves the database's clock a second past the request's time in col (its expiry,
+// reminder or next escalation), as the hours to it would pass.
 func (e *askEnv) expire(iv *models.Intervention, col string) {
 	e.t.Helper()
-	if err := e.db.Conn(context.Background()).Exec("UPDATE interventions SET "+col+" = ? WHERE id = ?", time.Now().UTC().Add(-time.Hour), iv.ID).Error; err != nil {
+	var at *time.Time
+	if err := e.db.Conn(context.Background()).Raw("SELECT "+col+" FROM interventions WHERE id = ?", iv.ID).Row().Scan(&at); err != nil {
 		e.t.Fatal(err)
+	}
+	if at == nil {
+		e.t.Fatalf("request %s has no %s", iv.ID, col)
+	}
+	if next := at.Add(time.Second); next.After(e.clock.Now()) {
+		e.clock.Set(next)
 	}
 }
 
@@ -341,7 +352,7 @@ func TestAskEscalation(t *testing.T) {
 				t.Fatalf("escalation %d: next at %v", i+1, got.NextEscalationAt)
 			}
 		}
-		e.expire(iv, "next_escalation_at")
+		e.clock.Advance(3 * time.Hour) // past where a third round's first level would be
 		e.sweep()
 		n := 0
 		for _, a := range e.auditActions() {

@@ -57,10 +57,7 @@ func TestBrowserPartnerApprovesVAT(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
-	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, partner.email), chromedp.SendKeys(`input[name=password]`, partner.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`), loaded)
+	step("login in Polish", signInPolish(base, partner.email, partner.password)...)
 	if n := textWhen(t, ctx, `[data-testid=nav-waiting] [data-testid=nav-badge]`, func(s string) bool { return s != "" }); n != "1" {
 		t.Fatalf("the nav counts %q waiting", n)
 	}

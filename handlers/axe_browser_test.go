@@ -93,8 +93,7 @@ func TestBrowserAccessibility(t *testing.T) {
 	}
 	step("login page", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded)
 	check("/login (en, 1440)")
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded, chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, tn.email, tn.password)...)
 	for _, lang := range []string{"en", "pl"} {
 		for _, width := range []int64{1440, 390} {
 			step(fmt.Sprint(lang, width), chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+"/profile"), loaded,

@@ -83,10 +83,7 @@ func TestBrowserAccountantFixesANIP(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
-	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login in Polish", signInPolish(base, acc.email, acc.password)...)
 	q := strings.ToLower(strings.Fields(client)[0])
 	// Typed letter by letter, the list may be asked for more than once: wait for the answer to
 	// the whole word, with no request still out, before clicking in it.

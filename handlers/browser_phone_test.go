@@ -21,13 +21,8 @@ func TestBrowserPhoneLayout(t *testing.T) {
 	tn := a.tenant("Biuro Telefon")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		// The login page has a main too: wait for what only a signed-in page has, or the
-		// next Navigate races the form's own navigation (net::ERR_ABORTED).
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("phone", chromedp.EmulateViewport(390, 844))
+	step("login", signInPolish(base, tn.email, tn.password)...)
 	for _, path := range []string{"/settings/tokens", "/dlq", "/dlq/" + tn.dlqID, "/executions", "/executions/" + tn.execID, "/workflows", "/workflows/" + tn.wfID, "/audit", "/profile", "/breakers"} {
 		step(path, chromedp.Navigate(base+path), chromedp.WaitVisible(`main`))
 		lang, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.lang`))

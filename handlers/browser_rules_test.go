@@ -87,10 +87,7 @@ func TestBrowserMoneyApproval(t *testing.T) {
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
 	login := func(who *tenant) {
-		step("login "+who.email, chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-			chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-			chromedp.SendKeys(`input[name=email]`, who.email), chromedp.SendKeys(`input[name=password]`, who.password),
-			chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+		step("login "+who.email, signInPolish(base, who.email, who.password)...)
 	}
 	login(&acc)
 	step("open the item", chromedp.Navigate(base+"/dlq/"+dl.ID), chromedp.WaitVisible(`[data-testid=recovery]`), loaded)

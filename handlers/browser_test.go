@@ -72,6 +72,21 @@ func navigate(url string) chromedp.Action[chromedp.Void] {
 	}
 }
 
+// signIn opens the login page, signs in and waits for what only a signed-in page has (the
+// login page has a main too: a Navigate sent before would race the form's own navigation,
+// net::ERR_ABORTED) and for that page to have loaded.
+func signIn(base, email, password string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
+		chromedp.SendKeys(`input[name=email]`, email), chromedp.SendKeys(`input[name=password]`, password),
+		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`), loaded}
+}
+
+// signInPolish is signIn with Polish chosen on the login page first.
+func signInPolish(base, email, password string) []chromedp.Action[chromedp.Void] {
+	return append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(base + "/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
+		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`)}, signIn(base, email, password)[2:]...)
+}
+
 // loaded waits until the page in front has finished loading and htmx is in. Put it after a
 // wait that matches only the new page, before input: a click or keys sent to a page that is
 // still loading can be lost.

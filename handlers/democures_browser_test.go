@@ -172,10 +172,7 @@ func TestBrowserDemoCuresEveryKind(t *testing.T) {
 	adminHTTP, csrf := a.browser(tn)
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
-	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login in Polish", signInPolish(base, acc.email, acc.password)...)
 	// cured waits until the item is resolved by its replay, whose execution SUCCEEDED, and its
 	// page says so with a link to that execution.
 	cured := func(name string) {

@@ -23,9 +23,7 @@ func TestBrowserListKeys(t *testing.T) {
 	s := a.listSeed("Biuro Klawisze")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, s.email, s.password)...)
 	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	focused := func() string {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.activeElement; const r = e && e.closest('tr');

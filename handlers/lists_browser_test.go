@@ -28,11 +28,8 @@ func TestBrowserPhoneList(t *testing.T) {
 	s := a.listSeed("Biuro Telefon Lista")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("phone", chromedp.EmulateViewport(390, 844))
+	step("login", signInPolish(base, s.email, s.password)...)
 	step("list", chromedp.Navigate(base+"/dlq/items?status=pending"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 
 	// The first item, whole, above the fold.
@@ -115,9 +112,8 @@ func TestBrowserListOneTabStop(t *testing.T) {
 	s := a.listSeed("Biuro Jeden Tab")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("viewport", chromedp.EmulateViewport(1440, 900))
+	step("login", signIn(base, s.email, s.password)...)
 	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	row := func() string {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.activeElement; const r = e && e.closest('[data-testid=dlq-row]');
@@ -191,9 +187,7 @@ func TestBrowserAccessibilityLiveList(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, s.email, s.password)...)
 	for _, lang := range []string{"en", "pl"} {
 		for _, width := range []int64{1440, 390} {
 			where := fmt.Sprintf("/dlq after a live refresh (%s, %d)", lang, width)
@@ -226,9 +220,8 @@ func TestBrowserTopBarOneLine(t *testing.T) {
 	s := a.listSeed("Biuro Rachunkowe Kowalski i Wspolnicy")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("viewport", chromedp.EmulateViewport(1440, 900))
+	step("login", signIn(base, s.email, s.password)...)
 	for _, lang := range []string{"pl", "en"} {
 		step(lang, chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=lang-`+lang+`]`), loaded,
 			chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('button[data-testid=lang-`+lang+`]'); if (b) b.click(); })()`),

@@ -42,9 +42,7 @@ func TestBrowserLiveList(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, tn.email, tn.password)...)
 	step("list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	count := func() int {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=dlq-row]').length`))

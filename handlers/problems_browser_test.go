@@ -97,10 +97,7 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	base := a.srv.URL
 	step := stepper(t, ctx, 20*time.Second)
 	// The admin sets the escalation (issue 22): a level per row, one added with "Dodaj poziom".
-	step("admin login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("admin login in Polish", signInPolish(base, tn.email, tn.password)...)
 	step("escalation settings", chromedp.Navigate(base+"/settings/escalation"), chromedp.WaitVisible(`[data-testid=escalation-form]`), loaded,
 		chromedp.WaitVisible(`[data-testid=escalation-add]`))
 	axeClean(t, ctx, "escalation settings (pl)")
@@ -123,10 +120,7 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 	if _, err := a.eng.Escalate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	step("login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, acc.email), chromedp.SendKeys(`input[name=password]`, acc.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`), loaded)
+	step("login in Polish", signInPolish(base, acc.email, acc.password)...)
 	// "Kolejka DLQ" opens on the problems, the most to handle first: the NIP, of 6 items, with
 	// the office's reason (the tenant's own single failure after it).
 	step("Kolejka DLQ", chromedp.Click(`#topnav a[href="/dlq"]`), chromedp.WaitVisible(`[data-testid=problem]`), loaded)
@@ -166,10 +160,7 @@ func TestBrowserProblemsFixANIP(t *testing.T) {
 		Order("created_at").Limit(1).Pluck("id", &itemID)
 	actx := browserContext(t)
 	as := stepper(t, actx, 20*time.Second)
-	as("admin login in Polish", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	as("admin login in Polish", signInPolish(base, tn.email, tn.password)...)
 	as("the item's flag", chromedp.Navigate(base+"/dlq/"+itemID), chromedp.WaitVisible(flag+`[data-held=false] [data-testid=poison-text]`), loaded)
 	if txt := textWhen(t, actx, flag+` [data-testid=poison-text]`, func(s string) bool { return s != "" }); !strings.Contains(txt, "nie przeszedł 6 razy w 1 przepływie") {
 		t.Fatalf("flag %q", txt)

@@ -22,9 +22,7 @@ func TestBrowserSearchAsYouType(t *testing.T) {
 	s := a.listSeed("Biuro Szukaj")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, s.email, s.password)...)
 	rows := func(sel string) []string {
 		t.Helper()
 		out, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('`+sel+`')].map(r => r.textContent.replace(/\s+/g, ' ').trim())`))
@@ -87,9 +85,7 @@ func TestBrowserLiveRefreshWaitsForAPress(t *testing.T) {
 	s := a.listSeed("Biuro Wcisk")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, s.email), chromedp.SendKeys(`input[name=password]`, s.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("login", signIn(base, s.email, s.password)...)
 	step("the list", chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=dlq-open]`), loaded)
 	// refresh asks the list for its rows now and says whether the first row's link seen
 	// before is still the one on the page.

@@ -26,11 +26,8 @@ func TestBrowserPhoneProblemTitles(t *testing.T) {
 	}
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
-	step("login", chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/login"), chromedp.WaitVisible(`[data-testid=language-switch]`),
-		chromedp.Click(`[data-testid=lang-pl]`), chromedp.WaitVisible(`html[lang=pl] [data-testid=login-form]`), loaded,
-		chromedp.SendKeys(`input[name=email]`, tn.email), chromedp.SendKeys(`input[name=password]`, tn.password),
-		chromedp.Submit(`input[name=password]`), chromedp.WaitVisible(`[data-testid=user-menu]`))
+	step("phone", chromedp.EmulateViewport(390, 844))
+	step("login", signInPolish(base, tn.email, tn.password)...)
 	step("problems", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(`[data-testid=problem-escalated]`), loaded)
 	// Each title's width against its card's: at least 70 % of it.
 	narrow, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid=problem]')].map(card => {

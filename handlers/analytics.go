@@ -379,7 +379,7 @@ func (h *AnalyticsHandler) tables(c echo.Context, l *i18n.Localizer, r *analytic
 		if g.Trend > 0 {
 			trend = "+" + trend
 		}
-		rows = append(rows, []string{g.Title, num(g.Arrivals), num(g.Previous), trend})
+		rows = append(rows, []string{l.Text(g.Title), num(g.Arrivals), num(g.Previous), trend})
 	}
 	add("groups", l.T("analytics.table.groups"), []string{l.T("analytics.col.group"), l.T("analytics.col.arrivals"), l.T("analytics.col.previous"), l.T("analytics.col.trend")}, rows)
 	rows = nil

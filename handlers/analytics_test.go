@@ -70,10 +70,21 @@ func TestAnalytics(t *testing.T) {
 			t.Errorf("another organization's workflow: %d %s", r.status, r.body)
 		}
 
+		// A problem whose title is the engine's (English) text reads in the page's language,
+		// as on Problems.
+		closed := `The period … is closed for client Kowalski Sp. z o.o. (closed by admin on … UTC); the step "…" posts to it and was not run.`
+		if n := db.Conn(t.Context()).Exec("UPDATE dlq_groups SET title = ? WHERE organization_id = ?", closed, rs.org).RowsAffected; n == 0 {
+			t.Fatal("the tenant has no failure group")
+		}
 		admin, _ := a.browser(rs.tenant)
 		page := do(t, admin, "GET", a.srv.URL+"/analytics?range=7", "", map[string]string{"Accept-Language": "pl"})
 		if page.status != 200 {
 			t.Fatalf("page: %d", page.status)
+		}
+		if groups := parseListDoc(t, page.body).testID("table-groups"); len(groups) != 1 {
+			t.Errorf("%d problems' tables", len(groups))
+		} else if text := groups[0].text(); !strings.Contains(text, "jest zamknięty dla klienta Kowalski Sp. z o.o.") || strings.Contains(text, "is closed") {
+			t.Errorf("the problems' table: %q", text)
 		}
 		for _, want := range []string{`data-testid="analytics-advice"`, `data-testid="figure-failures"`, `data-testid="chart-failures"`,
 			`data-testid="chart-dlq"`, `data-testid="chart-table-failures"`, `role="img"`, "<title id=\"failures-svg-title\">",

@@ -6,8 +6,11 @@
 // for that client, and the bank's maintenance or an expired token failing three of them
 // says nothing about the NIP. Nor does a failure whose reason names another of its values
 // (an invoice the tax office has not got yet): a reason that names some of them counts for
-// those alone. Nothing runs on the failure path: the dead letters' search text (written with
-// them) finds the candidates, and their inputs are checked exactly.
+// those alone, and one that names only identifiers its input does not hold (an invoice of
+// the statement the step read) for none (countsFor). An item's page and its group's flag
+// only the values their own failures count for. Nothing runs on the failure path: the dead
+// letters' search text (written with them) finds the candidates, and their inputs are
+// checked exactly.
 package poison
 
 import (
@@ -149,34 +152,35 @@ type Service struct {
 	DB *models.DB
 }
 
-// Item returns the flags of a dead letter of the organization's input (Check). Errors:
-// ENOTFOUND.
+// Item returns the flags of a dead letter of the organization (Check), for the values its
+// own failure counts for (countsFor): an item the expired token failed flags nothing, even
+// when its client's NIP fails elsewhere. Errors: ENOTFOUND.
 func (s *Service) Item(ctx context.Context, orgID, id string) ([]Flag, error) {
-	var dl models.DeadLetter
-	if err := s.DB.Conn(ctx).Select("id, original_input").Where("organization_id = ? AND id = ?", orgID, id).First(&dl).Error; err != nil {
+	c, err := s.DB.DeadLetterFailure(ctx, orgID, id)
+	if err != nil {
 		if models.IsNotFound(err) {
 			return nil, apperr.NotFound("dead letter")
 		}
 		return nil, err
 	}
-	return s.Check(ctx, orgID, dl.OriginalInput)
+	return s.check(ctx, orgID, countsFor(c, Values(c.OriginalInput)))
 }
 
 // groupSample is how many of a group's newest items Group reads the values of.
 const groupSample = 20
 
 // Group returns the flags of the values in the inputs of the organization's failure group's
-// newest items (groupSample of them; at most maxValues values), checked as Check does. A
-// group of another organization, or none, has no items: no flags.
+// newest items (groupSample of them; at most maxValues values), each for the values its
+// failure counts for, checked as Check does. A group of another organization, or none, has
+// no items: no flags.
 func (s *Service) Group(ctx context.Context, orgID, groupID string) ([]Flag, error) {
-	var inputs []models.JSON
-	if err := s.DB.Conn(ctx).Model(&models.DeadLetter{}).Where("organization_id = ? AND group_id = ?", orgID, groupID).
-		Order("created_at DESC").Limit(groupSample).Pluck("original_input", &inputs).Error; err != nil {
+	items, err := s.DB.GroupFailures(ctx, orgID, groupID, groupSample)
+	if err != nil {
 		return nil, err
 	}
 	var vs []Value
-	for _, in := range inputs {
-		for _, v := range Values(in) {
+	for _, c := range items {
+		for _, v := range countsFor(c, Values(c.OriginalInput)) {
 			if len(vs) < maxValues && !holds(vs, v) {
 				vs = append(vs, v)
 			}
@@ -201,15 +205,8 @@ func (s *Service) check(ctx context.Context, orgID string, values []Value) ([]Fl
 		f := Flag{Value: v}
 		wfs := map[string]bool{}
 		for _, c := range cands {
-			held := Values(c.OriginalInput)
-			if !holds(held, v) || !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
-				// The text held it inside something else, the service failed, or the office's
-				// closed period held the step back (no service saw the value).
-				continue
-			}
-			if named := namedIn(c.Reason, held); len(named) > 0 && !holds(named, v) {
-				// The failure names which of its values it is about, and not this one: the
-				// client's NIP beside an invoice the service has not got yet.
+			if held := Values(c.OriginalInput); !holds(held, v) || !holds(countsFor(c, held), v) {
+				// The text held it inside something else, or this failure says nothing of it.
 				continue
 			}
 			f.Items++
@@ -235,6 +232,42 @@ func InputCaused(errorType string) bool {
 		return false
 	}
 	return true
+}
+
+// countsFor returns the values of held (the item's input's) that its failure counts for:
+//   - none when the service failed (not InputCaused) or the office's closed period held the
+//     step back (no service saw the values);
+//   - those its reason names, when it names some: the client's NIP beside an invoice the
+//     service has not got yet is not about the NIP;
+//   - none when its reason names only identifiers the input does not hold: an invoice read
+//     from the bank's statement that the tax office has not got is about that invoice, not
+//     about the client's NIP in the input;
+//   - else all of them.
+func countsFor(c models.ValueCandidate, held []Value) []Value {
+	if !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
+		return nil
+	}
+	if named := namedIn(c.Reason, held); len(named) > 0 {
+		return named
+	}
+	if namesOther(c.Reason, held) {
+		return nil
+	}
+	return held
+}
+
+// namesOther reports whether reason names an identifier (a whole word of it that Identify
+// knows) that vs does not hold.
+func namesOther(reason string, vs []Value) bool {
+	for _, w := range strings.FieldsFunc(reason, func(r rune) bool {
+		return unicode.IsSpace(r) || strings.ContainsRune("„”“\"'`()[]{}<>«»", r)
+	}) {
+		// Punctuation ends a word, not a number's decimals ("1234567890,00 zł" is no NIP).
+		if id, ok := identify(strings.TrimRight(w, ",;.:…!?")); ok && !holds(vs, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // namedIn returns the values of vs that reason names, whole (not inside a longer number or

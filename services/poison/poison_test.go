@@ -152,10 +152,61 @@ func TestCheck(t *testing.T) {
 		if err != nil || len(flags) != 1 || !flags[0].Poison || flags[0].Items != 3 {
 			t.Errorf("a NIP the failures name: %+v %v", flags, err)
 		}
+		// The demo's bank import of one client: its statement's invoice, read by the step (not
+		// in the input), is not in KSeF yet, five times over two periods. The failures are
+		// about that invoice; the client's NIP is no suspect.
+		for i := range 5 {
+			itemOf(org, "Bank", fmt.Sprintf(`{"clientNip": "4562582995", "period": "2026-%02d"}`, 9+i%2), 0, models.DLQPending, "permanent",
+				"Faktura zakupu FV/2026/10/1853 na 22 210,46 zł z wyciągu WB-202610-8A7379 nie jest jeszcze w KSeF: klient jej nie przesłał (404 Not Found)")
+		}
+		flags, err = svc.Check(ctx, org, []byte(`{"clientNip": "4562582995"}`))
+		if err != nil || len(flags) != 1 || flags[0].Poison || flags[0].Items != 0 {
+			t.Errorf("a client's NIP beside an invoice of its statement the failures name: %+v %v", flags, err)
+		}
+		// An item the expired token failed says nothing of its values, poison or not: its page
+		// and its group's flag none of them (the NIP above is poison by its own failures).
+		token := itemOf(org, "KSeF", `{"clientNip": "951-234-56-78"}`, 0, models.DLQPending, "authorization",
+			"Token KSeF wygasł 26.11 o 00:54 — administrator musi wgrać nowy (401 Unauthorized)")
+		g := models.Group{ID: models.NewID(), OrganizationID: org, Fingerprint: "token", Version: 1, WorkflowID: wf(org, "KSeF"), StepID: "s",
+			ErrorType: "authorization", Title: "Token KSeF wygasł …", State: "open", FirstSeenAt: now, LastSeenAt: now, CreatedAt: now, UpdatedAt: now}
+		if err := tx.Create(&g).Error; err != nil {
+			t.Fatal(err)
+		}
+		groupID := g.ID
+		if err := tx.Exec("UPDATE dead_letter_queue SET group_id = ? WHERE id = ?", groupID, token).Error; err != nil {
+			t.Fatal(err)
+		}
+		if flags, err := svc.Item(ctx, org, token); err != nil || len(flags) != 0 {
+			t.Errorf("the expired token's item: %+v %v", flags, err)
+		}
+		if flags, err := svc.Group(ctx, org, groupID); err != nil || len(flags) != 0 {
+			t.Errorf("the expired token's group: %+v %v", flags, err)
+		}
 		if _, err := svc.Item(ctx, other, inVAT); err == nil {
 			t.Error("another organization's item was read")
 		}
 	})
+}
+
+func TestNamesOther(t *testing.T) {
+	t.Parallel()
+	vs := poison.Values([]byte(`{"invoice": "FV/2026/11/1", "nip": "951-234-56-78", "period": "2026-10"}`))
+	for _, tc := range []struct {
+		reason string
+		want   bool
+	}{
+		{"Faktura zakupu FV/2026/10/1853 na 22 210,46 zł z wyciągu WB-202610-8A7379 nie jest jeszcze w KSeF", true},
+		{"Kontrahent (NIP 7010002137) nie jest czynnym podatnikiem VAT.", true},
+		{"Faktura „FV/2026/11/1” nie istnieje", false},
+		{"NIP 9512345678: cyfra kontrolna się nie zgadza", false},
+		{"Bramka e-Deklaracje: przerwa techniczna do 01:13:37 (503 Service Unavailable)", false},
+		{"kwota 1234567890,00 zł", false},
+		{"", false},
+	} {
+		if got := poison.NamesOther(tc.reason, vs); got != tc.want {
+			t.Errorf("%q names another identifier: %v, want %v", tc.reason, got, tc.want)
+		}
+	}
 }
 
 func TestNamedIn(t *testing.T) {

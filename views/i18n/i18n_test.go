@@ -281,6 +281,13 @@ func TestFormats_EngineText(t *testing.T) {
 		// Role names inside a refusal read in Polish too, never "accountant" (issue 21).
 		{"Your role (accountant) cannot do this; it needs admin or above.", "Twoja rola (księgowy) na to nie pozwala; potrzebna jest rola administrator lub wyższa."},
 		{"Your role (viewer) cannot do this; it needs accountant or above.", "Twoja rola (podgląd) na to nie pozwala; potrzebna jest rola księgowy lub wyższa."},
+		// An ask step's refusals, built from who answered and their note (not found by the
+		// scan of TestServiceTextsInPolish: the text is trimmed after it is formatted).
+		{"Rejected by anna@biuro.pl: kwota się nie zgadza", "Odrzucone przez anna@biuro.pl: kwota się nie zgadza"},
+		{"Rejected by anna@biuro.pl", "Odrzucone przez anna@biuro.pl"},
+		{"Aborted by Jan Nowak: klient wycofał zlecenie", "Przerwane przez Jan Nowak: klient wycofał zlecenie"},
+		{`Step "post" (position 3) is not in version 2 of the workflow: the attempt cannot run.`,
+			`Kroku "post" (pozycja 3) nie ma w wersji 2 przepływu: próby nie można wykonać.`},
 		{"The circuit breaker stayed open longer than the step may wait (24h0m0s); the step was not run.",
 			"Bezpiecznik był otwarty dłużej, niż krok może czekać (24h0m0s); kroku nie uruchomiono."},
 		// A database_operation compensation refused for its key table: the SQL stays as it is.

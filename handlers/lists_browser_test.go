@@ -209,14 +209,14 @@ func TestBrowserAccessibilityLiveList(t *testing.T) {
 	}
 }
 
-// TestBrowserTopBarOneLine: at 1440 px an admin's top bar (every item, their badges, the
-// bell, a long organization name, the languages and log out) is one line, in Polish and in
-// English.
+// TestBrowserTopBarOneLine: at 1440 px an admin's top bar (every item, their counts at their
+// widest, the bell, a long organization name, the languages and log out) is one line, in
+// Polish and in English.
 func TestBrowserTopBarOneLine(t *testing.T) {
 	t.Parallel()
 	ctx := browserContext(t)
 	db := modeltest.New(t, models.SQLite)
-	a := newApp(t, db)
+	a := newFullApp(t, db) // with the bell
 	s := a.listSeed("Biuro Rachunkowe Kowalski i Wspolnicy")
 	base := a.srv.URL
 	step := stepper(t, ctx, 15*time.Second)
@@ -226,9 +226,29 @@ func TestBrowserTopBarOneLine(t *testing.T) {
 		step(lang, chromedp.Navigate(base+"/dlq/items"), chromedp.WaitVisible(`[data-testid=lang-`+lang+`]`), loaded,
 			chromedp.Evaluate[chromedp.Void](`(() => { const b = document.querySelector('button[data-testid=lang-`+lang+`]'); if (b) b.click(); })()`),
 			chromedp.WaitVisible(`html[lang=`+lang+`] [data-testid=nav-settings]`), loaded)
+		// Every count at its widest (999+): the waiting requests', the dead letters' and the bell's.
+		step(lang+" widest counts", chromedp.Evaluate[chromedp.Void](`(() => {
+			for (const id of ['waiting', 'dead-letters']) {
+				const a = document.querySelector('[data-testid=nav-' + id + ']');
+				let b = a.querySelector('[data-testid=nav-badge]');
+				if (!b) { b = document.createElement('span'); b.className = 'nav-badge'; b.dataset.testid = 'nav-badge'; a.append(' ', b); }
+				b.textContent = '999+';
+			}
+			const bell = document.querySelector('[data-testid=bell]');
+			let n = bell.querySelector('[data-testid=bell-count]');
+			if (!n) { n = document.createElement('span'); n.className = 'bell-count'; n.dataset.testid = 'bell-count'; bell.append(n); }
+			bell.classList.add('bell--unread');
+			n.textContent = '999+';
+		})()`))
 		tops := mustString(t, ctx, `[...document.querySelectorAll('.mainnav li, [data-testid=user-menu]')].map(e => Math.round(e.getBoundingClientRect().bottom) < 60 ? 1 : 0).join('')`)
 		if strings.Contains(tops, "0") || len(tops) < 8 {
 			t.Errorf("%s: the top bar's items on its first line: %s (1 = yes; the nav's items, then the account)", lang, tops)
 		}
+	}
+	// The settings' sections wrap: the last of a dozen (the audit log) is in sight when shown.
+	step("audit log", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(`[data-testid=tab-audit][aria-current=page]`), loaded)
+	if in := mustString(t, ctx, `(() => { const r = document.querySelector('[data-testid=tab-audit]').getBoundingClientRect();
+		return String(r.left >= 0 && r.right <= innerWidth && r.bottom <= innerHeight); })()`); in != "true" {
+		t.Error("the audit log's tab is out of sight on its own page")
 	}
 }

@@ -30,26 +30,41 @@ type DemoTrafficWorker struct {
 	Engine *engine.Engine
 }
 
-// Work starts one execution.
+// Work starts one execution, unless the demo office's backlog is full (demo.Next).
 func (w *DemoTrafficWorker) Work(ctx context.Context, job *river.Job[DemoTrafficArgs]) error {
-	wfs, err := w.DB.Workflows(ctx, job.Args.OrganizationID)
+	org := job.Args.OrganizationID
+	wfs, err := w.DB.Workflows(ctx, org)
 	if err != nil || len(wfs) == 0 {
 		return err
 	}
-	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(job.ID)))
-	var candidates []models.Workflow
+	byName := map[string]models.Workflow{}
+	var names []string
 	for _, wf := range wfs {
 		if slices.Contains(demo.Names(), wf.Name) {
-			candidates = append(candidates, wf)
+			byName[wf.Name] = wf
+			names = append(names, wf.Name)
 		}
 	}
-	if len(candidates) == 0 {
+	if len(names) == 0 {
 		return nil
 	}
-	wf := candidates[rnd.IntN(len(candidates))]
-	input := demo.Input(wf.Name, rnd)
-	_, _, err = w.Engine.Start(ctx, engine.StartRequest{OrganizationID: wf.OrganizationID, WorkflowID: wf.ID,
-		Input: models.MustJSON(input), Trigger: engine.TriggerDemo, Actor: audit.System})
+	pending, err := w.DB.CountDLQPending(ctx, org)
+	if err != nil {
+		return err
+	}
+	var asks int64
+	if err := w.DB.Conn(ctx).Model(&models.Intervention{}).Where("organization_id = ? AND status = ?", org, models.InterventionOpen).
+		Count(&asks).Error; err != nil {
+		return err
+	}
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(job.ID)))
+	name := demo.Next(names, pending, int(asks), rnd)
+	if name == "" {
+		return nil
+	}
+	wf := byName[name]
+	_, _, err = w.Engine.Start(ctx, engine.StartRequest{OrganizationID: org, WorkflowID: wf.ID,
+		Input: models.MustJSON(demo.Input(wf.Name, rnd)), Trigger: engine.TriggerDemo, Actor: audit.System})
 	return err
 }
 

@@ -331,6 +331,7 @@ func (s *Service) recipientCtx(ctx context.Context, d *models.NotificationDelive
 		}
 	}
 	rc := recipientCtx{Lang: DefaultLanguage, Zone: time.UTC}
+	rc.times, _ = s.cfg.Texts.(TimeTexts)
 	for _, l := range langs {
 		if l != nil && *l != "" {
 			rc.Lang = s.lang(*l)

@@ -33,6 +33,12 @@ type ServiceTexts interface {
 	Translate(lang, s string) string
 }
 
+// TimeTexts is what Texts may also do: write a time in a language and zone as pages do
+// (views/i18n's Catalog.Time). Texts without it write "2026-11-23 10:00:10 CET".
+type TimeTexts interface {
+	Time(lang string, zone *time.Location, t time.Time) string
+}
+
 // serviceText is s, a service's text, in language l when the texts can say it.
 func (s *Service) serviceText(l, text string) string {
 	if t, ok := s.cfg.Texts.(ServiceTexts); ok {
@@ -64,12 +70,18 @@ func (s *Service) tr(l, k string, data ...any) string {
 type recipientCtx struct {
 	Lang string
 	Zone *time.Location
+	// times writes a time in Lang and Zone (nil: the texts cannot; time's own format).
+	times TimeTexts
 }
 
+// time is t as the recipient reads it: in their language and zone, with the zone named.
 func (r recipientCtx) time(t time.Time) string {
 	z := r.Zone
 	if z == nil {
 		z = time.UTC
+	}
+	if r.times != nil {
+		return r.times.Time(r.Lang, z, t)
 	}
 	return t.In(z).Format("2006-01-02 15:04:05 MST")
 }

@@ -417,3 +417,17 @@ func (Catalog) Supported(lang string) bool { return Supported(lang) }
 // Translate returns a service's text (an error's reason, a failure group's title) in lang,
 // as pages show it (Localizer.Text).
 func (Catalog) Translate(lang, s string) string { return New(lang, nil).Text(s) }
+
+// Time writes t in lang, in zone, as pages do ("22 gru 2026, 00:00"; to the second when it
+// has seconds: "23 lis 2026, 10:00:10"), with the zone's abbreviation ("CET"): a message is
+// read away from the page that says which zone its times are in.
+func (Catalog) Time(lang string, zone *time.Location, t time.Time) string {
+	if zone == nil {
+		zone = time.UTC
+	}
+	l, t := New(lang, zone), t.In(zone)
+	if t.Second() != 0 {
+		return l.TimeSec(t) + " " + t.Format("MST")
+	}
+	return l.Time(t) + " " + t.Format("MST")
+}

@@ -371,3 +371,28 @@ func TestFormats_UTCTimeInReadersZone(t *testing.T) {
 		}
 	}
 }
+
+// A message's times (notifications: an e-mail, Slack, Teams, the inbox) read as the page's
+// do, in the reader's language and zone, to the second only when they have seconds, with
+// the zone named: "do 2026-12-22 00:00:00 CET" in a request to the partner was ISO.
+func TestCatalogTime(t *testing.T) {
+	waw, err := time.LoadLocation("Europe/Warsaw")
+	if err != nil {
+		t.Skip("no time zone data:", err)
+	}
+	for _, c := range []struct {
+		lang string
+		zone *time.Location
+		at   time.Time
+		want string
+	}{
+		{"pl", waw, time.Date(2026, 12, 21, 23, 0, 0, 0, time.UTC), "22 gru 2026, 00:00 CET"},
+		{"pl", waw, time.Date(2026, 11, 23, 9, 0, 10, 0, time.UTC), "23 lis 2026, 10:00:10 CET"},
+		{"en", waw, time.Date(2026, 7, 1, 6, 30, 0, 0, time.UTC), "1 Jul 2026, 08:30 CEST"},
+		{"en", nil, time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC), "23 Nov 2026, 09:00 UTC"},
+	} {
+		if got := (Catalog{}).Time(c.lang, c.zone, c.at); got != c.want {
+			t.Errorf("Time(%s, %v) = %q, want %q", c.lang, c.at, got, c.want)
+		}
+	}
+}

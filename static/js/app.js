@@ -154,6 +154,8 @@
   window.addEventListener("pointerdown", function () { pressed = true; }, true);
   window.addEventListener("pointerup", function () { pressed = false; }, true);
   window.addEventListener("pointercancel", function () { pressed = false; }, true);
+  window.addEventListener("dragend", function () { pressed = false; }, true);
+  window.addEventListener("blur", function () { pressed = false; }); // released elsewhere
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var elt = evt.detail.requestConfig && evt.detail.requestConfig.elt;
     if (pressed && elt && (elt.hasAttribute("data-live") || /\bevery\b/.test(elt.getAttribute("hx-trigger") || ""))) {

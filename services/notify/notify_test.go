@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/mail"
 	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -824,6 +825,10 @@ func TestDigestNamesEveryFailure(t *testing.T) {
 		}
 		if !strings.Contains(digest, "90 kolejnych") {
 			t.Errorf("the digest does not count its 90 failures:\n%s", digest)
+		}
+		// Its minute as the pages write times, the day and zone said once.
+		if !regexp.MustCompile(`Od \d{1,2} \p{L}+ \d{4}, \d\d:\d\d \S+ do \d\d:\d\d przepływ`).MatchString(digest) {
+			t.Errorf("the digest's minute:\n%s", digest)
 		}
 		var dg models.NotificationDelivery
 		if err := db.Conn(ctx).Where("event_kind = ? AND channel = ?", "digest", "slack").First(&dg).Error; err != nil {

@@ -189,7 +189,7 @@ func (s *Service) renderDigest(name string, d *models.NotificationDelivery, cov 
 	window := d.WindowStart
 	m := Message{Lang: l, Title: tr(l, "title.digest", "Workflow", name, "Count", n),
 		Link: s.failuresLink(d.ID), LinkText: tr(l, "link.failures", "Count", n)}
-	intro := tr(l, "intro.digest", "From", rc.time(window), "To", rc.time(window.Add(time.Minute)), "Count", n)
+	intro := tr(l, "intro.digest", "From", rc.time(window), "To", rc.clock(window.Add(time.Minute)), "Count", n)
 	m.Facts = append(m.Facts, Fact{tr(l, "fact.workflow"), fmt.Sprintf("%s (%s)", name, d.WorkflowID)})
 	m.Facts = append(m.Facts, Fact{tr(l, "fact.count"), fmt.Sprint(n)})
 	if n > 0 {

@@ -73,6 +73,11 @@ func TestBrowserTodayFixesAnOverdueFiling(t *testing.T) {
 	if m := textWhen(t, ctx, `[data-testid=today-money]`, func(s string) bool { return s != "" }); !strings.Contains(m, "Apteka Nowak") {
 		t.Errorf("the most money first: %q", m)
 	}
+	// Side by side (1280 px), the cards of a row start at one height.
+	tops := strings.Split(mustString(t, ctx, `[...document.querySelectorAll('.today-grid > .card')].map(c => Math.round(c.getBoundingClientRect().top)).join(',')`), ",")
+	if len(tops) != 4 || tops[0] != tops[1] || tops[2] != tops[3] {
+		t.Errorf("the cards' tops: %v, want two rows of two at one height each", tops)
+	}
 	axeClean(t, ctx, "Dziś (pl)")
 	step("the filing's failures", chromedp.Click(`[data-testid=today-due] a`), chromedp.WaitVisible(`[data-testid=dlq-row]`), loaded)
 	rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=dlq-row]').length`))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"lifeline/models"
 	"lifeline/models/modeltest"
@@ -71,6 +72,18 @@ func TestBrowserSearchAsYouType(t *testing.T) {
 		if err != nil || asked != 0 {
 			t.Errorf("%s: leaving the search field sent %d requests (%v)", c.path, asked, err)
 		}
+		// Typed and left at once (Tab within the typing's 300 ms): the search is sent, not lost.
+		step(c.path+" type and leave", chromedp.Navigate(base+c.path), chromedp.WaitVisible(`[data-testid=filter-q]`), loaded,
+			chromedp.Click(`[data-testid=filter-q]`), chromedp.SendKeys(`[data-testid=filter-q]`, "Nowak"), chromedp.KeyEvent(kb.Tab))
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			settled, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`location.search.includes('q=Nowak') && !document.querySelector('.htmx-request')`))
+			if got := rows(c.row); settled && len(got) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: typed and left at once, the rows: %q", c.path, rows(c.row))
+			}
+		}
 	}
 }
 
@@ -108,5 +121,9 @@ func TestBrowserLiveRefreshWaitsForAPress(t *testing.T) {
 	}
 	if refresh(`link.dispatchEvent(new PointerEvent('pointerup', { bubbles: true }));`) {
 		t.Error("the rows were not swapped again after the release")
+	}
+	// A right press opens the context menu, which takes the release: it holds nothing.
+	if refresh(`link.dispatchEvent(new PointerEvent('pointerdown', { bubbles: true, button: 2 }));`) {
+		t.Error("a right press held the rows")
 	}
 }

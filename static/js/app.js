@@ -150,8 +150,10 @@
   // A region that refreshes itself by the clock (data-live, or an "every" trigger) skips a
   // swap while a pointer is pressed: a click is a press and a release on the same element,
   // and the rows swapped in between would swallow it. The next refresh brings what it missed.
+  // Only the primary button: a right press opens the context menu, which takes the release.
   var pressed = false;
-  window.addEventListener("pointerdown", function () { pressed = true; }, true);
+  window.addEventListener("pointerdown", function (e) { if (e.button === 0) pressed = true; }, true);
+  window.addEventListener("contextmenu", function () { pressed = false; }, true);
   window.addEventListener("pointerup", function () { pressed = false; }, true);
   window.addEventListener("pointercancel", function () { pressed = false; }, true);
   window.addEventListener("dragend", function () { pressed = false; }, true);
@@ -308,9 +310,12 @@
   // A search field's text is sent as it is typed (its "input" trigger); the "change" its
   // field fires when left would send the same search again, and the rows swapped in under
   // the pointer would swallow the click on the row just found.
+  // (A "change" whose text the list does not show yet is sent: it cancelled the typing's
+  // pending request, as every trigger of the form clears the form's one delay.)
   document.addEventListener("htmx:confirm", function (evt) {
     var e = evt.detail.triggeringEvent, t = e && e.target;
-    if (e && e.type === "change" && t && t.classList && t.classList.contains("filter-q")) {
+    if (e && e.type === "change" && t && t.classList && t.classList.contains("filter-q") &&
+        t.value === (new URLSearchParams(location.search).get(t.name) || "")) {
       evt.preventDefault();
     }
   });

@@ -196,12 +196,13 @@ func (f *flagger) flags(c echo.Context, checked []poison.Flag, back string) ([]p
 	var out []pages.PoisonFlag
 	for _, fl := range checked {
 		hv := held[fl.Kind+"\x00"+fl.Key]
-		if !fl.Poison && hv == nil {
+		poisonHere := fl.Poison && fl.Here // the cause of this page's failures, not a bystander
+		if !poisonHere && hv == nil {
 			continue
 		}
 		pf := pages.PoisonFlag{Kind: kindText(l, fl.Kind), Value: fl.Key, BackURL: back, CSRF: csrfToken(c),
 			SearchURL: f.url("dlq") + "?" + url.Values{"q": {fl.Text()}}.Encode(), AdminOnly: !admin}
-		if fl.Poison {
+		if poisonHere {
 			pf.Text = poisonText(l, fl)
 		}
 		if hv != nil {

@@ -32,8 +32,9 @@ type apiPoisonFlag struct {
 }
 
 // APIItem: GET /api/v1/dlq/{id}/poison → {"flags": [{kind, value, items, failures,
-// workflows, poison, text}]}, one per identifier in the item's input; "poison": true when
-// the value failed in 2 workflows or 3 times.
+// workflows, poison, here, text}]}, one per identifier in the item's input; "poison": true
+// when the value failed in 2 workflows or 3 times; "here": true when this item's failure
+// counts for it.
 func (h *PoisonHandler) APIItem(c echo.Context) error {
 	id := c.Param("id")
 	if err := checkID(id, "dead letter"); err != nil {

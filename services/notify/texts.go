@@ -86,6 +86,12 @@ func (r recipientCtx) time(t time.Time) string {
 	return t.In(z).Format("2006-01-02 15:04:05 MST")
 }
 
+// offset is the zone's offset at t, in seconds.
+func offset(t time.Time, z *time.Location) int {
+	_, o := t.In(z).Zone()
+	return o
+}
+
 // clock is t's time of day where the recipient is (15:04).
 func (r recipientCtx) clock(t time.Time) string {
 	z := r.Zone
@@ -189,7 +195,13 @@ func (s *Service) renderDigest(name string, d *models.NotificationDelivery, cov 
 	window := d.WindowStart
 	m := Message{Lang: l, Title: tr(l, "title.digest", "Workflow", name, "Count", n),
 		Link: s.failuresLink(d.ID), LinkText: tr(l, "link.failures", "Count", n)}
-	intro := tr(l, "intro.digest", "From", rc.time(window), "To", rc.clock(window.Add(time.Minute)), "Count", n)
+	// The minute's end is its clock alone, in full when the clocks change within it.
+	end := window.Add(time.Minute)
+	to := rc.clock(end)
+	if rc.Zone != nil && offset(window, rc.Zone) != offset(end, rc.Zone) {
+		to = rc.time(end)
+	}
+	intro := tr(l, "intro.digest", "From", rc.time(window), "To", to, "Count", n)
 	m.Facts = append(m.Facts, Fact{tr(l, "fact.workflow"), fmt.Sprintf("%s (%s)", name, d.WorkflowID)})
 	m.Facts = append(m.Facts, Fact{tr(l, "fact.count"), fmt.Sprint(n)})
 	if n > 0 {

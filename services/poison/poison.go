@@ -145,6 +145,10 @@ type Flag struct {
 	Failures  int  `json:"failures"`
 	Workflows int  `json:"workflows"`
 	Poison    bool `json:"poison"`
+	// Here reports whether the failures it was asked about (an item's, a group's) count for
+	// the value (countsFor): a page shows a poison value where it is the cause, not beside an
+	// expired token's failure of the same client.
+	Here bool `json:"here"`
 }
 
 // Service checks items' values.
@@ -152,9 +156,10 @@ type Service struct {
 	DB *models.DB
 }
 
-// Item returns the flags of a dead letter of the organization (Check), for the values its
-// own failure counts for (countsFor): an item the expired token failed flags nothing, even
-// when its client's NIP fails elsewhere. Errors: ENOTFOUND.
+// Item returns the flags of a dead letter of the organization's input values (Check), each
+// marked Here when the item's own failure counts for it (countsFor): an item the expired
+// token failed is the cause of none, even when its client's NIP fails elsewhere. Errors:
+// ENOTFOUND.
 func (s *Service) Item(ctx context.Context, orgID, id string) ([]Flag, error) {
 	c, err := s.DB.DeadLetterFailure(ctx, orgID, id)
 	if err != nil {
@@ -163,30 +168,45 @@ func (s *Service) Item(ctx context.Context, orgID, id string) ([]Flag, error) {
 		}
 		return nil, err
 	}
-	return s.check(ctx, orgID, countsFor(c, Values(c.OriginalInput)))
+	values := Values(c.OriginalInput)
+	return s.checkHere(ctx, orgID, values, countsFor(c, values))
+}
+
+// checkHere is check of values, each marked Here when here holds it.
+func (s *Service) checkHere(ctx context.Context, orgID string, values, here []Value) ([]Flag, error) {
+	flags, err := s.check(ctx, orgID, values)
+	for i := range flags {
+		flags[i].Here = holds(here, flags[i].Value)
+	}
+	return flags, err
 }
 
 // groupSample is how many of a group's newest items Group reads the values of.
 const groupSample = 20
 
 // Group returns the flags of the values in the inputs of the organization's failure group's
-// newest items (groupSample of them; at most maxValues values), each for the values its
-// failure counts for, checked as Check does. A group of another organization, or none, has
-// no items: no flags.
+// newest items (groupSample of them; at most maxValues values), checked as Check does, each
+// marked Here when an item's failure counts for it. A group of another organization, or
+// none, has no items: no flags.
 func (s *Service) Group(ctx context.Context, orgID, groupID string) ([]Flag, error) {
 	items, err := s.DB.GroupFailures(ctx, orgID, groupID, groupSample)
 	if err != nil {
 		return nil, err
 	}
-	var vs []Value
+	var vs, here []Value
 	for _, c := range items {
-		for _, v := range countsFor(c, Values(c.OriginalInput)) {
+		values := Values(c.OriginalInput)
+		counted := countsFor(c, values)
+		for _, v := range values {
 			if len(vs) < maxValues && !holds(vs, v) {
 				vs = append(vs, v)
 			}
+			if holds(counted, v) && !holds(here, v) {
+				here = append(here, v)
+			}
 		}
 	}
-	return s.check(ctx, orgID, vs)
+	return s.checkHere(ctx, orgID, vs, here)
 }
 
 // Check returns a flag for each identifier in input, counted over the organization's dead
@@ -239,9 +259,10 @@ func InputCaused(errorType string) bool {
 //     step back (no service saw the values);
 //   - those its reason names, when it names some: the client's NIP beside an invoice the
 //     service has not got yet is not about the NIP;
-//   - none when its reason names only identifiers the input does not hold: an invoice read
-//     from the bank's statement that the tax office has not got is about that invoice, not
-//     about the client's NIP in the input;
+//   - only the input's documents (invoices, KSeF numbers) when its reason names only
+//     identifiers the input does not hold: an invoice read from the bank's statement that
+//     the tax office has not got is about that invoice, not about the client's NIP in the
+//     input; a contractor's NIP no longer active is about the invoice that names it;
 //   - else all of them.
 func countsFor(c models.ValueCandidate, held []Value) []Value {
 	if !InputCaused(c.ErrorType) || c.ErrorCode == classify.CodePeriodClosed {
@@ -251,23 +272,76 @@ func countsFor(c models.ValueCandidate, held []Value) []Value {
 		return named
 	}
 	if namesOther(c.Reason, held) {
-		return nil
+		return documents(held)
 	}
 	return held
 }
 
+// documents are the values of vs that are documents (an invoice, a KSeF number), not a
+// party's identifiers: a failure about another party's NIP ("the contractor is not an
+// active VAT payer") is still the invoice's.
+func documents(vs []Value) []Value {
+	var out []Value
+	for _, v := range vs {
+		if v.Kind == "invoice" || v.Kind == "ksef" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // namesOther reports whether reason names an identifier (a whole word of it that Identify
-// knows) that vs does not hold.
+// knows, a number only with its check digit right: a 10-digit reference is no NIP) that vs
+// does not hold.
 func namesOther(reason string, vs []Value) bool {
 	for _, w := range strings.FieldsFunc(reason, func(r rune) bool {
 		return unicode.IsSpace(r) || strings.ContainsRune("„”“\"'`()[]{}<>«»", r)
 	}) {
 		// Punctuation ends a word, not a number's decimals ("1234567890,00 zł" is no NIP).
-		if id, ok := identify(strings.TrimRight(w, ",;.:…!?")); ok && !holds(vs, id) {
+		if id, ok := identify(strings.TrimRight(w, ",;.:…!?")); ok && checksumOK(id) && !holds(vs, id) {
 			return true
 		}
 	}
 	return false
+}
+
+// checksumOK reports whether a numeric identifier's check digit is right (NIP, REGON,
+// PESEL; an IBAN's mod 97); documents have none to check.
+func checksumOK(v Value) bool {
+	d := make([]int, len(v.Key))
+	for i, r := range v.Key {
+		if r < '0' || r > '9' {
+			return v.Kind != "nip" && v.Kind != "regon" && v.Kind != "pesel" && v.Kind != "iban"
+		}
+		d[i] = int(r - '0')
+	}
+	weighted := func(ws []int, mod int) int {
+		sum := 0
+		for i, w := range ws {
+			sum += w * d[i]
+		}
+		return sum % mod
+	}
+	switch v.Kind {
+	case "nip":
+		c := weighted([]int{6, 5, 7, 2, 3, 4, 5, 6, 7}, 11)
+		return c != 10 && c == d[9]
+	case "regon":
+		if len(d) == 9 {
+			return weighted([]int{8, 9, 2, 3, 4, 5, 6, 7}, 11)%10 == d[8]
+		}
+		return weighted([]int{2, 4, 8, 5, 0, 9, 7, 3, 6, 1, 2, 4, 8}, 11)%10 == d[13]
+	case "pesel":
+		return (10-weighted([]int{1, 3, 7, 9, 1, 3, 7, 9, 1, 3}, 10))%10 == d[10]
+	case "iban":
+		// The country (PL = 25 21) and the check digits go to the end; the whole mod 97 is 1.
+		n := 0
+		for _, x := range append(append(d[2:], 2, 5, 2, 1), d[:2]...) {
+			n = (n*10 + x) % 97
+		}
+		return n == 1
+	}
+	return true
 }
 
 // namedIn returns the values of vs that reason names, whole (not inside a longer number or

@@ -176,11 +176,33 @@ func TestCheck(t *testing.T) {
 		if err := tx.Exec("UPDATE dead_letter_queue SET group_id = ? WHERE id = ?", groupID, token).Error; err != nil {
 			t.Fatal(err)
 		}
-		if flags, err := svc.Item(ctx, org, token); err != nil || len(flags) != 0 {
-			t.Errorf("the expired token's item: %+v %v", flags, err)
+		// (Its values are still checked, as the API says of every identifier in an input: the
+		// NIP is poison, but not here.)
+		for name, check := range map[string]func() ([]poison.Flag, error){
+			"item":  func() ([]poison.Flag, error) { return svc.Item(ctx, org, token) },
+			"group": func() ([]poison.Flag, error) { return svc.Group(ctx, org, groupID) },
+		} {
+			if flags, err := check(); err != nil || len(flags) != 1 || !flags[0].Poison || flags[0].Here {
+				t.Errorf("the expired token's %s: %+v %v", name, flags, err)
+			}
 		}
-		if flags, err := svc.Group(ctx, org, groupID); err != nil || len(flags) != 0 {
-			t.Errorf("the expired token's group: %+v %v", flags, err)
+		// A contractor's NIP the service names, no longer an active VAT payer, three times:
+		// the invoice that names the contractor is poison, the client's NIP is not.
+		var contractor string
+		for range 3 {
+			contractor = itemOf(org, "VAT", `{"invoice": "FV/2026/11/20", "clientNip": "4562582995"}`, 0, models.DLQPending, "validation",
+				"Kontrahent (NIP 5260250274) nie jest czynnym podatnikiem VAT.")
+		}
+		flags, err = svc.Item(ctx, org, contractor)
+		got = map[string]poison.Flag{}
+		for _, f := range flags {
+			got[f.Kind] = f
+		}
+		if f := got["invoice"]; err != nil || !f.Poison || !f.Here || f.Items != 3 {
+			t.Errorf("the invoice of an inactive contractor: %+v %v", f, err)
+		}
+		if f := got["nip"]; f.Poison || f.Here || f.Items != 0 {
+			t.Errorf("the client's NIP beside an inactive contractor: %+v", f)
 		}
 		if _, err := svc.Item(ctx, other, inVAT); err == nil {
 			t.Error("another organization's item was read")
@@ -196,7 +218,17 @@ func TestNamesOther(t *testing.T) {
 		want   bool
 	}{
 		{"Faktura zakupu FV/2026/10/1853 na 22 210,46 zł z wyciągu WB-202610-8A7379 nie jest jeszcze w KSeF", true},
-		{"Kontrahent (NIP 7010002137) nie jest czynnym podatnikiem VAT.", true},
+		{"Kontrahent (NIP 5260250274) nie jest czynnym podatnikiem VAT.", true},
+		// Numbers with a NIP's, a REGON's or a PESEL's shape but not their check digit are
+		// references, phones, timestamps.
+		{"Kontrahent (NIP 7010002137) nie istnieje", false},
+		{"referencja 1764115200", false},
+		{"Zapytanie 20261123101011 odrzucone", false},
+		{"tel. 123456789", false},
+		{"PESEL 44051401359 jest nieprawidłowy", true},
+		{"REGON 123456785", true},
+		{"konto PL61109010140000071219812874", true},
+		{"konto PL61109010140000071219812875", false},
 		{"Faktura „FV/2026/11/1” nie istnieje", false},
 		{"NIP 9512345678: cyfra kontrolna się nie zgadza", false},
 		{"Bramka e-Deklaracje: przerwa techniczna do 01:13:37 (503 Service Unavailable)", false},

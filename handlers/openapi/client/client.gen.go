@@ -1721,9 +1721,12 @@ type Obligation string
 
 // PoisonFlag defines model for PoisonFlag.
 type PoisonFlag struct {
-	Failures int    `json:"failures"`
-	Items    int    `json:"items"`
-	Kind     string `json:"kind"`
+	Failures int `json:"failures"`
+
+	// Here true: this item's own failure counts for the value (it names it, or names no other identifier, and the data could cause it).
+	Here  *bool  `json:"here,omitempty"`
+	Items int    `json:"items"`
+	Kind  string `json:"kind"`
 
 	// Poison true: the value failed in 2 workflows or 3 times.
 	Poison    bool    `json:"poison"`

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"lifeline/services/checkdigit"
 	"lifeline/services/demo"
 )
 
@@ -58,7 +59,7 @@ func TestVATAsksThePartner(t *testing.T) {
 	if w[0].Input["period"] != "2026-11" {
 		t.Errorf("the waiting return's period %v: the month of now, due next month", w[0].Input["period"])
 	}
-	if nip := w[0].Input["clientNip"].(string); !validNIP(nip) {
+	if nip := w[0].Input["clientNip"].(string); !checkdigit.NIP(nip) {
 		t.Errorf("the waiting return's NIP %q", nip)
 	}
 }

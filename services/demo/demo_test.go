@@ -3,7 +3,6 @@ package demo_test
 import (
 	"encoding/json"
 	"fmt"
-	stepreg "lifeline/services/steps"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -18,9 +17,11 @@ import (
 	"github.com/expr-lang/expr/parser"
 
 	"lifeline/models"
+	"lifeline/services/checkdigit"
 	"lifeline/services/deadline"
 	"lifeline/services/definition"
 	"lifeline/services/demo"
+	stepreg "lifeline/services/steps"
 )
 
 const base = "http://127.0.0.1:8080/sandbox"
@@ -545,18 +546,6 @@ func TestInputDeterministic(t *testing.T) {
 	}
 }
 
-func validNIP(s string) bool {
-	if len(s) != 10 || strings.Trim(s, "0123456789") != "" {
-		return false
-	}
-	w := []int{6, 5, 7, 2, 3, 4, 5, 6, 7}
-	sum := 0
-	for i, x := range w {
-		sum += int(s[i]-'0') * x
-	}
-	return sum%11 == int(s[9]-'0')
-}
-
 func validIBAN(s string) bool {
 	if len(s) != 28 || !strings.HasPrefix(s, "PL") || strings.Trim(s[2:], "0123456789") != "" {
 		return false
@@ -637,7 +626,7 @@ func TestInputTypos(t *testing.T) {
 				t.Fatalf("%s: the input scripts its failures: %v", name, in["scenario"])
 			}
 			client, nip := in["clientName"].(string), in["clientNip"].(string)
-			if !validNIP(nip) {
+			if !checkdigit.NIP(nip) {
 				typos++
 				continue
 			}
@@ -654,7 +643,7 @@ func TestInputTypos(t *testing.T) {
 		for range 500 {
 			in := demo.Input(name, rnd)
 			client, nip := in["clientName"].(string), in["clientNip"].(string)
-			if right := nips[client]; !validNIP(nip) && !nearTypo(nip, right) {
+			if right := nips[client]; !checkdigit.NIP(nip) && !nearTypo(nip, right) {
 				t.Fatalf("%s: %q is not a typo of %s's NIP %q", name, nip, client, right)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"lifeline/services/checkdigit"
 )
 
 // ShareTypo is the share of inputs whose NIP was typed wrong: a digit left out, or two
@@ -161,24 +163,12 @@ func typo(rnd *rand.Rand, nip string) string {
 		if nip[i] != nip[i+1] {
 			b := []byte(nip)
 			b[i], b[i+1] = b[i+1], b[i]
-			if validNIP(string(b)) {
+			if checkdigit.NIP(string(b)) {
 				continue // this swap kept the check digit right: a different one
 			}
 			return string(b)
 		}
 	}
-}
-
-// validNIP reports whether s is 10 digits with a matching check digit.
-func validNIP(s string) bool {
-	if len(s) != 10 || strings.Trim(s, "0123456789") != "" {
-		return false
-	}
-	sum := 0
-	for i, w := range []int{6, 5, 7, 2, 3, 4, 5, 6, 7} {
-		sum += w * int(s[i]-'0')
-	}
-	return sum%11 != 10 && sum%11 == int(s[9]-'0')
 }
 
 func employees(rnd *rand.Rand) []any {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"lifeline/services/checkdigit"
 	"lifeline/services/classify"
 	"lifeline/services/demo"
 	"lifeline/services/sandbox"
@@ -138,7 +139,7 @@ func rightNIP(t *testing.T, client string) string {
 	t.Helper()
 	for i := range 5000 {
 		in := demo.Input(demo.BankImport, rand.New(rand.NewPCG(uint64(i), 3)))
-		if in["clientName"] == client && validNIP(in["clientNip"].(string)) {
+		if in["clientName"] == client && checkdigit.NIP(in["clientNip"].(string)) {
 			return in["clientNip"].(string)
 		}
 	}

@@ -58,6 +58,19 @@ func TestAskRaces(t *testing.T) {
 			}, meanwhile)
 		}
 
+		// settled waits for the execution's status and checks its request's status, who
+		// answered it ("": nobody) and how often the step after the ask ran.
+		settled := func(exID string, iv *models.Intervention, exStatus, ivStatus, by string, after int) {
+			t.Helper()
+			e.waitFor(exID, exStatus)
+			if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != ivStatus || deref(got.AnsweredBy) != by {
+				t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
+			}
+			if n := countSteps(e.attempts(exID), "after"); n != after {
+				t.Errorf("the step after the ask ran %d times", n)
+			}
+		}
+
 		// An answer against the timeout.
 		ex := e.start(wf, `{}`)
 		iv := e.request(ex.ID)
@@ -71,13 +84,7 @@ func TestAskRaces(t *testing.T) {
 		if apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("an answer after the timeout: %v, want a conflict", err)
 		}
-		e.waitFor(ex.ID, models.ExecDLQPending)
-		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionTimedOut || got.AnsweredBy != nil {
-			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
-		}
-		if n := countSteps(e.attempts(ex.ID), "after"); n != 0 {
-			t.Errorf("the step after the ask ran %d times", n)
-		}
+		settled(ex.ID, iv, models.ExecDLQPending, models.InterventionTimedOut, "", 0)
 
 		// An answer against a cancel.
 		ex = e.start(wf, `{}`)
@@ -90,13 +97,7 @@ func TestAskRaces(t *testing.T) {
 		if apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("an answer after the cancel: %v, want a conflict", err)
 		}
-		e.waitFor(ex.ID, models.ExecFailed)
-		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionCancelled || got.AnsweredBy != nil {
-			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
-		}
-		if n := countSteps(e.attempts(ex.ID), "after"); n != 0 {
-			t.Errorf("the step after the ask ran %d times", n)
-		}
+		settled(ex.ID, iv, models.ExecFailed, models.InterventionCancelled, "", 0)
 
 		// A cancel against an answer.
 		ex = e.start(wf, `{}`)
@@ -109,12 +110,6 @@ func TestAskRaces(t *testing.T) {
 		if apperr.ErrorCode(err) != apperr.ECONFLICT {
 			t.Errorf("a cancel after the answer: %v, want a conflict", err)
 		}
-		e.waitFor(ex.ID, models.ExecSucceeded)
-		if got, _ := e.eng.Asks().Get(ctx, e.org, iv.ID); got.Status != models.InterventionAnswered || deref(got.AnsweredBy) != e.acc {
-			t.Errorf("the request after the race: %s by %v", got.Status, got.AnsweredBy)
-		}
-		if n := countSteps(e.attempts(ex.ID), "after"); n != 1 {
-			t.Errorf("the step after the ask ran %d times", n)
-		}
+		settled(ex.ID, iv, models.ExecSucceeded, models.InterventionAnswered, e.acc, 1)
 	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"lifeline/models"
 	"lifeline/models/apperr"
+	"lifeline/services/checkdigit"
 	"lifeline/services/classify"
 )
 
@@ -306,40 +307,17 @@ func namesOther(reason string, vs []Value) bool {
 }
 
 // checksumOK reports whether a numeric identifier's check digit is right (NIP, REGON,
-// PESEL; an IBAN's mod 97); documents have none to check.
+// PESEL, an account number); documents have none to check.
 func checksumOK(v Value) bool {
-	d := make([]int, len(v.Key))
-	for i, r := range v.Key {
-		if r < '0' || r > '9' {
-			return v.Kind != "nip" && v.Kind != "regon" && v.Kind != "pesel" && v.Kind != "iban"
-		}
-		d[i] = int(r - '0')
-	}
-	weighted := func(ws []int, mod int) int {
-		sum := 0
-		for i, w := range ws {
-			sum += w * d[i]
-		}
-		return sum % mod
-	}
 	switch v.Kind {
 	case "nip":
-		c := weighted([]int{6, 5, 7, 2, 3, 4, 5, 6, 7}, 11)
-		return c != 10 && c == d[9]
+		return checkdigit.NIP(v.Key)
 	case "regon":
-		if len(d) == 9 {
-			return weighted([]int{8, 9, 2, 3, 4, 5, 6, 7}, 11)%10 == d[8]
-		}
-		return weighted([]int{2, 4, 8, 5, 0, 9, 7, 3, 6, 1, 2, 4, 8}, 11)%10 == d[13]
+		return checkdigit.REGON(v.Key)
 	case "pesel":
-		return (10-weighted([]int{1, 3, 7, 9, 1, 3, 7, 9, 1, 3}, 10))%10 == d[10]
+		return checkdigit.PESEL(v.Key)
 	case "iban":
-		// The country (PL = 25 21) and the check digits go to the end; the whole mod 97 is 1.
-		n := 0
-		for _, x := range append(append(d[2:], 2, 5, 2, 1), d[:2]...) {
-			n = (n*10 + x) % 97
-		}
-		return n == 1
+		return checkdigit.NRB(v.Key)
 	}
 	return true
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"lifeline/services/checkdigit"
 )
 
 // The office's weather: with Options.Office, the services fail the way an office's real ones
@@ -145,11 +147,7 @@ func nipProblem(v any) string {
 	case len(d) != 10:
 		return fmt.Sprintf("NIP „%s” ma %d %s, a powinien mieć 10", raw, len(d), digitsWord(len(d)))
 	}
-	sum := 0
-	for i, w := range []int{6, 5, 7, 2, 3, 4, 5, 6, 7} {
-		sum += w * int(d[i]-'0')
-	}
-	if sum%11 == 10 || sum%11 != int(d[9]-'0') {
+	if !checkdigit.NIP(d) {
 		return fmt.Sprintf("NIP „%s”: cyfra kontrolna się nie zgadza (literówka w numerze?)", raw)
 	}
 	return ""

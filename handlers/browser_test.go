@@ -266,8 +266,10 @@ func TestBrowserJourneyPolish(t *testing.T) {
 	if now := text(`[data-testid=profile-now]`); !strings.Contains(now, "Asia/Tokyo") || !strings.HasPrefix(now, "Tak będą") {
 		t.Fatalf("profile now %q", now)
 	}
-	step("English from the header", chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] [data-testid=profile-form]`))
-	if lang() != "en" || text(`[data-testid=nav-workflows]`) != "Workflows" {
-		t.Fatalf("after switching to English: lang %q, nav %q", lang(), text(`[data-testid=nav-workflows]`))
+	// (Read once the new page has loaded, and again if its node went stale meanwhile: CI saw
+	// "No node with given id found" right after the switch's redirect.)
+	step("English from the header", chromedp.Click(`[data-testid=lang-en]`), chromedp.WaitVisible(`html[lang=en] [data-testid=profile-form]`), loaded)
+	if nav := textWhen(t, ctx, `[data-testid=nav-workflows]`, func(s string) bool { return s == "Workflows" }); lang() != "en" || nav != "Workflows" {
+		t.Fatalf("after switching to English: lang %q, nav %q", lang(), nav)
 	}
 }
